@@ -1,0 +1,43 @@
+# doraforge: `make test` and `make demo` are the two commands; both build .venv themselves.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+# Python >= 3.12: an interpreter on PATH first, then pyenv's 3.12 (python3 here is 3.11).
+PYTHON ?= $(shell for c in python3.13 python3.12; do \
+    if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then echo $$c; exit; fi; \
+    done; \
+    for v in $$(ls -d $$HOME/.pyenv/versions/3.1[2-9]* 2>/dev/null | sort -V -r); do \
+    if [ -x $$v/bin/python3 ]; then echo $$v/bin/python3; exit; fi; done)
+
+.PHONY: test demo bench lint format clean
+
+$(STAMP): pyproject.toml
+	@if [ -z "$(PYTHON)" ]; then echo "doraforge needs Python >= 3.12 (none found on PATH or in ~/.pyenv)"; exit 1; fi
+	@echo "==> creating $(VENV) with $$($(PYTHON) --version)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install --progress-bar on -q --upgrade pip
+	@echo "==> installing doraforge and its test extras"
+	@$(PY) -m pip install --progress-bar on -e '.[test]'
+	@touch $(STAMP)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: lint
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/pytest
+
+demo: $(STAMP)
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/doraforge demo
+
+bench: $(STAMP)
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) bench/gateway_query.py
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info
