@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 # Python >= 3.12: an interpreter on PATH first, then pyenv's 3.12 (python3 here is 3.11).
-PYTHON ?= $(shell for c in python3.13 python3.12; do \
+PYTHON ?= $(shell for c in python3.12 python3.13; do \
     if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then echo $$c; exit; fi; \
     done; \
     for v in $$(ls -d $$HOME/.pyenv/versions/3.1[2-9]* 2>/dev/null | sort -V -r); do \

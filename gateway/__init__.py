@@ -1,0 +1,1 @@
+"""The doraforge Gateway: a Forge-compatible HTTP Tool API over Dora ToolEndpoints."""

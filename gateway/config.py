@@ -1,0 +1,203 @@
+"""Strict Gateway configuration.
+
+The YAML file is hostile-input-safe and strict: duplicate keys, unknown keys, string
+booleans, non-finite numbers and wrong types are rejected with the field path and file
+named in the message.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gateway.errors import ConfigError
+
+Semantics = Literal["query", "action", "session"]
+Identifier = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:/-]+$")]
+DoraId = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")]
+
+#: Readiness requirements a ToolSpec may declare; each is checked live by the Gateway.
+READINESS_REQUIREMENTS = frozenset(
+    {
+        "endpoint_registered",  # a current, unexpired endpoint instance exists
+        "endpoint_ready",  # its latest status snapshot is ready or busy
+        "operation_capacity",  # the operation is below its max_concurrency
+    }
+)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
+
+
+class AxisDirection(_Strict):
+    """A named direction expressed as a signed axis of a frame."""
+
+    frame: Annotated[str, Field(min_length=1)]
+    axis: Literal["x", "y", "z"]
+    sign: Literal[-1, 1]
+
+
+class RobotFrameProfile(_Strict):
+    """Frames and axis conventions a caller needs to interpret poses for a tool."""
+
+    robot_id: Annotated[str, Field(min_length=1)]
+    base_frame: Annotated[str, Field(min_length=1)]
+    tool_frame: Annotated[str, Field(min_length=1)] | None = None
+    frames: dict[str, Annotated[str, Field(min_length=1)]] = Field(default_factory=dict)
+    directions: dict[str, AxisDirection] = Field(default_factory=dict)
+
+
+class ToolSpecConfig(_Strict):
+    """One caller-facing tool bound to exactly one endpoint operation."""
+
+    tool_id: Identifier
+    implementation_id: Identifier
+    endpoint_id: Identifier
+    operation: Identifier
+    semantics: Semantics
+    description: str = ""
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+    readiness: list[str] = Field(default_factory=lambda: ["endpoint_registered"])
+    robot_frame_profile: RobotFrameProfile | None = None
+
+    @model_validator(mode="after")
+    def _known_readiness(self) -> ToolSpecConfig:
+        unknown = sorted(set(self.readiness) - READINESS_REQUIREMENTS)
+        if unknown:
+            raise ValueError(
+                f"readiness has unknown requirement(s) {unknown}; "
+                f"known: {sorted(READINESS_REQUIREMENTS)}"
+            )
+        if len(set(self.readiness)) != len(self.readiness):
+            raise ValueError("readiness entries must be unique")
+        return self
+
+
+class ProviderRoute(_Strict):
+    """The trusted Dora route of one endpoint: it alone authorises that endpoint_id."""
+
+    endpoint_id: Identifier
+    input: DoraId  # the Gateway input carrying this provider's messages
+    output: DoraId  # the Gateway output carrying requests to this provider
+
+
+class RetentionConfig(_Strict):
+    """Bounds that keep Gateway memory flat however long it runs."""
+
+    max_invocations: Annotated[int, Field(ge=16, le=1_000_000)] = 4096
+    max_age_s: Annotated[float, Field(gt=0, le=7 * 24 * 3600)] = 3600.0
+    max_events_per_invocation: Annotated[int, Field(ge=8, le=100_000)] = 256
+    dedupe_window_s: Annotated[float, Field(gt=0, le=7 * 24 * 3600)] = 600.0
+    evicted_ids_remembered: Annotated[int, Field(ge=0, le=1_000_000)] = 8192
+
+
+class GatewayConfig(_Strict):
+    """The whole Gateway configuration file."""
+
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535)] = 9001
+    gateway_id: Identifier = "doraforge-gateway"
+    lease_ttl_ms: Annotated[int, Field(ge=100, le=3_600_000)] = 5000
+    default_timeout_ms: Annotated[int, Field(ge=1, le=86_400_000)] = 30_000
+    invoke_timeout_cap_ms: Annotated[int, Field(ge=1, le=86_400_000)] = 600_000
+    admission_timeout_ms: Annotated[int, Field(ge=10, le=600_000)] = 5000
+    status_poll_interval_ms: Annotated[int, Field(ge=50, le=600_000)] = 1000
+    cancel_on_deadline: bool = True
+    max_body_bytes: Annotated[int, Field(ge=1024, le=16 * 1024 * 1024)] = 1_048_576
+    journal_path: str | None = None
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    providers: list[ProviderRoute] = Field(default_factory=list)
+    tools: list[ToolSpecConfig] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GatewayConfig:
+        _unique([p.endpoint_id for p in self.providers], "providers[].endpoint_id")
+        _unique([p.input for p in self.providers], "providers[].input")
+        _unique([p.output for p in self.providers], "providers[].output")
+        _unique([t.tool_id for t in self.tools], "tools[].tool_id")
+        _unique([(t.endpoint_id, t.operation) for t in self.tools], "tools[].(endpoint, op)")
+        routed = {p.endpoint_id for p in self.providers}
+        for tool in self.tools:
+            if tool.endpoint_id not in routed:
+                raise ValueError(f"tool {tool.tool_id!r} names endpoint {tool.endpoint_id!r}")
+        if self.default_timeout_ms > self.invoke_timeout_cap_ms:
+            raise ValueError("default_timeout_ms must not exceed invoke_timeout_cap_ms")
+        return self
+
+
+def _unique(values: list[Any], name: str) -> None:
+    seen: set[Any] = set()
+    for value in values:
+        if value in seen:
+            raise ValueError(f"{name} must be unique; {value!r} repeats")
+        seen.add(value)
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """A SafeLoader that rejects duplicate mapping keys."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    mapping: dict[Any, Any] = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in mapping:
+            raise ConfigError(f"duplicate key {key!r} at line {key_node.start_mark.line + 1}")
+        mapping[key] = loader.construct_object(value_node, deep=True)
+    return mapping
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+# YAML 1.1 reads yes/no/on/off as booleans; only true/false are booleans here, so
+# "yes" stays a string and the strict schema rejects it where a boolean is expected.
+_StrictLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool",
+    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+    list("tTfF"),
+)
+
+
+def parse_config(text: str, source: str = "<string>") -> GatewayConfig:
+    """Parse and validate configuration text; raise :class:`ConfigError` naming the field."""
+    try:
+        raw = yaml.load(text, Loader=_StrictLoader)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: invalid YAML: {exc}") from exc
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping")
+    try:
+        return GatewayConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {_describe(exc)}") from exc
+
+
+def load_config(path: str | Path) -> GatewayConfig:
+    """Read and validate a Gateway configuration file."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{file}: cannot read: {exc.strerror}") from exc
+    return parse_config(text, str(file))
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors(include_url=False):
+        location = ".".join(str(item) for item in error["loc"]) or "<root>"
+        parts.append(f"{location}: {error['msg']}")
+    return "; ".join(parts)

@@ -1,0 +1,53 @@
+"""Request/response correlation over the carrier, keyed by Wire ``request_id``."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+
+from forge_tool import ToolEnvelope
+
+
+class Exchanges:
+    """Pending Wire exchanges; a response resolves the one future waiting for it."""
+
+    def __init__(self) -> None:
+        self._pending: dict[str, tuple[str, asyncio.Future[ToolEnvelope]]] = {}
+        self._prefix = f"req-{os.getpid():x}-{os.urandom(3).hex()}-"
+        self._counter = itertools.count(1)
+
+    def new_request_id(self) -> str:
+        """Return a process-unique request id."""
+        return f"{self._prefix}{next(self._counter)}"
+
+    def open(self, request_id: str, endpoint_id: str) -> asyncio.Future[ToolEnvelope]:
+        """Register interest in the response to ``request_id``."""
+        future: asyncio.Future[ToolEnvelope] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = (endpoint_id, future)
+        return future
+
+    def close(self, request_id: str) -> None:
+        """Forget ``request_id`` (after a timeout or once answered)."""
+        self._pending.pop(request_id, None)
+
+    def resolve(self, route: str, envelope: ToolEnvelope) -> bool:
+        """Hand ``envelope`` to its waiter when it came back on the request's route."""
+        entry = self._pending.get(str(envelope.request_id))
+        if entry is None or entry[0] != route:
+            return False
+        del self._pending[str(envelope.request_id)]
+        if not entry[1].done():
+            entry[1].set_result(envelope)
+        return True
+
+    def fail_route(self, endpoint_id: str, error: BaseException) -> None:
+        """Fail every pending exchange of ``endpoint_id`` (its instance is gone)."""
+        for request_id, (route, future) in list(self._pending.items()):
+            if route == endpoint_id:
+                del self._pending[request_id]
+                if not future.done():
+                    future.set_exception(error)
+
+    def __len__(self) -> int:
+        return len(self._pending)

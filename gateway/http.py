@@ -1,0 +1,345 @@
+"""The caller-facing HTTP Tool API.
+
+This module is the one place where Gateway errors become HTTP statuses. Path components
+are matched on the raw (still percent-encoded) path and decoded afterwards, so callers
+can quote ``/`` and ``:`` inside tool and endpoint ids.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import unquote
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from gateway.core import Gateway, tool_context
+from gateway.errors import (
+    Conflict,
+    GatewayError,
+    Gone,
+    InvalidRequest,
+    NotFound,
+    ProviderProtocolError,
+    QueryTimeout,
+    Unavailable,
+    Unprocessable,
+)
+from gateway.invocation import Invocation
+from gateway.runtime import InvokeBody
+
+#: The single mapping from domain errors to HTTP statuses.
+STATUS_FOR_ERROR: dict[type[GatewayError], int] = {
+    InvalidRequest: 400,
+    NotFound: 404,
+    Conflict: 409,
+    Gone: 410,
+    Unprocessable: 422,
+    ProviderProtocolError: 502,
+    Unavailable: 503,
+    QueryTimeout: 504,
+}
+_INVOKE_FIELDS = frozenset({"arguments", "caller_id", "timeout_ms"})
+_CONTROL_STATUS = {"accepted": 202, "requested": 202, "terminal": 200}
+_LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+_SSE_KEEPALIVE_S = 15.0
+
+
+def json_response(status: int, payload: Any, headers: dict[str, str] | None = None) -> Response:
+    """Serialise once, without FastAPI's encoder, as compact UTF-8 JSON."""
+    body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return Response(body, status_code=status, media_type="application/json", headers=headers)
+
+
+def ok(data: Any, status: int = 200) -> Response:
+    """The success envelope ``{"ok": true, "data": …}``."""
+    return json_response(status, {"ok": True, "data": data})
+
+
+def error_response(error: GatewayError) -> Response:
+    """The error envelope ``{"ok": false, "msg", "error": {code, message, retryable, details}}``."""
+    status = next((code for cls, code in STATUS_FOR_ERROR.items() if isinstance(error, cls)), 500)
+    headers = {"Retry-After": "1"} if status == 503 else None
+    return json_response(
+        status, {"ok": False, "msg": error.message, "error": error.to_payload()}, headers
+    )
+
+
+class RawPathRouting:
+    """Route on the percent-encoded path so an encoded ``/`` stays inside one id."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw = scope.get("raw_path")
+        if scope["type"] == "http" and raw:
+            path = raw.split(b"?", 1)[0].decode("latin-1")
+            if path.startswith(("/tools/", "/invocations/")):
+                scope = dict(scope, path=path)
+        await self.app(scope, receive, send)
+
+
+def _decoded(value: str, name: str) -> str:
+    decoded = unquote(value, errors="strict")
+    if not decoded or len(decoded) > 512 or any(ord(c) < 0x20 for c in decoded):
+        raise InvalidRequest("FORGE_TOOL_INVALID_PATH", f"invalid {name} in path")
+    return decoded
+
+
+async def read_json_object(request: Request, limit: int, *, allow_empty: bool) -> dict[str, Any]:
+    """Read a bounded, strict JSON object body (no duplicate keys, no NaN)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise InvalidRequest("FORGE_TOOL_BODY_TOO_LARGE", f"body exceeds {limit} bytes")
+    body = await request.body()
+    if len(body) > limit:
+        raise InvalidRequest("FORGE_TOOL_BODY_TOO_LARGE", f"body exceeds {limit} bytes")
+    if not body.strip():
+        if allow_empty:
+            return {}
+        raise InvalidRequest("FORGE_TOOL_INVALID_BODY", "a JSON object body is required")
+    try:
+        value = json.loads(body, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidRequest("FORGE_TOOL_INVALID_JSON", f"malformed JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise InvalidRequest("FORGE_TOOL_INVALID_BODY", "the body must be a JSON object")
+    return value
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_invoke_body(value: dict[str, Any]) -> InvokeBody:
+    """Validate ``{arguments, caller_id?, timeout_ms?}`` strictly."""
+    unknown = sorted(set(value) - _INVOKE_FIELDS)
+    if unknown:
+        raise InvalidRequest(
+            "FORGE_TOOL_UNKNOWN_FIELD",
+            f"unknown field(s): {', '.join(unknown)}",
+            details={"fields": unknown},
+        )
+    arguments = value.get("arguments", {})
+    if not isinstance(arguments, dict):
+        raise InvalidRequest(
+            "FORGE_TOOL_INVALID_BODY",
+            "arguments must be a JSON object",
+            details={"path": "arguments"},
+        )
+    caller_id = value.get("caller_id")
+    if caller_id is not None and (
+        not isinstance(caller_id, str) or not caller_id.strip() or len(caller_id) > 256
+    ):
+        raise InvalidRequest(
+            "FORGE_TOOL_INVALID_BODY",
+            "caller_id must be a non-empty string of at most 256 characters",
+            details={"path": "caller_id"},
+        )
+    timeout_ms = value.get("timeout_ms")
+    if timeout_ms is not None and (
+        isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 1
+    ):
+        raise InvalidRequest(
+            "FORGE_TOOL_INVALID_BODY",
+            "timeout_ms must be a positive integer",
+            details={"path": "timeout_ms"},
+        )
+    return InvokeBody(arguments=arguments, caller_id=caller_id, timeout_ms=timeout_ms)
+
+
+def create_app(gateway: Gateway) -> FastAPI:
+    """Build the HTTP application serving ``gateway``."""
+    app = FastAPI(
+        title="doraforge Gateway",
+        version="1.0",
+        description="Forge Tool API: Query, Action and Session over Dora ToolEndpoints.",
+        docs_url=None,
+        redoc_url=None,
+    )
+    limit = gateway.config.max_body_bytes
+
+    @app.exception_handler(GatewayError)
+    async def _gateway_error(_: Request, exc: GatewayError) -> Response:
+        return error_response(exc)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> Response:
+        code = {404: "FORGE_TOOL_ROUTE_NOT_FOUND", 405: "FORGE_TOOL_METHOD_NOT_ALLOWED"}.get(
+            exc.status_code, "FORGE_TOOL_HTTP_ERROR"
+        )
+        error = {"code": code, "message": str(exc.detail), "retryable": False, "details": {}}
+        return json_response(exc.status_code, {"ok": False, "msg": str(exc.detail), "error": error})
+
+    @app.get("/tools", summary="List ToolSpecs")
+    async def list_tools() -> Response:
+        tools = [spec.document for spec in gateway.catalog.all()]
+        return ok(
+            {
+                "gateway_identity": gateway.identity,
+                "revision": gateway.registry.revision,
+                "catalog_revision": gateway.catalog.revision(),
+                "tools": tools,
+            }
+        )
+
+    @app.get("/tools/{tool_id}", summary="One ToolSpec as byte-stable canonical JSON")
+    async def get_tool(tool_id: str) -> Response:
+        spec = gateway.catalog.get(_decoded(tool_id, "tool_id"))
+        if spec is None:
+            raise NotFound("FORGE_TOOL_NOT_FOUND", f"no tool {tool_id!r}")
+        body = b'{"ok":true,"data":' + spec.canonical + b"}"
+        return Response(
+            body,
+            media_type="application/json",
+            headers={"X-Spec-SHA256": spec.sha256, "ETag": f'"{spec.sha256}"'},
+        )
+
+    @app.get("/tools/{tool_id}/context", summary="Live binding, readiness and concurrency")
+    async def get_context(tool_id: str) -> Response:
+        context = tool_context(gateway, _decoded(tool_id, "tool_id"))
+        if context is None:
+            raise NotFound("FORGE_TOOL_NOT_FOUND", f"no tool {tool_id!r}")
+        return ok(context)
+
+    @app.post("/tools/{endpoint_id}/{operation}:invoke", summary="Invoke a Query")
+    async def invoke_query(endpoint_id: str, operation: str, request: Request) -> Response:
+        body = parse_invoke_body(await read_json_object(request, limit, allow_empty=False))
+        data = await gateway.runtime.query(
+            _decoded(endpoint_id, "endpoint_id"), _decoded(operation, "operation"), body
+        )
+        return ok(data)
+
+    @app.post("/tools/{tool_id}:invoke", status_code=202, summary="Admit an Action or Session")
+    async def invoke_async(tool_id: str, request: Request) -> Response:
+        body = parse_invoke_body(await read_json_object(request, limit, allow_empty=False))
+        invocation, duplicate = await gateway.runtime.start(_decoded(tool_id, "tool_id"), body)
+        return ok(_admission(invocation, duplicate), status=202)
+
+    @app.get("/invocations", summary="Read-only lookup by caller_id for recovery")
+    async def lookup(caller_id: str | None = None) -> Response:
+        if not caller_id:
+            raise InvalidRequest("FORGE_TOOL_INVALID_QUERY", "caller_id is required")
+        found = gateway.runtime.lookup_caller(caller_id)
+        return ok({"caller_id": caller_id, "invocations": [inv.public() for inv in found]})
+
+    @app.get("/invocations/{invocation_id}", summary="Invocation status")
+    async def get_invocation(invocation_id: str) -> Response:
+        return ok(gateway.runtime.get(_decoded(invocation_id, "invocation_id")).public())
+
+    @app.get("/invocations/{invocation_id}/result", summary="Pending or terminal result")
+    async def get_result(invocation_id: str) -> Response:
+        invocation = gateway.runtime.get(_decoded(invocation_id, "invocation_id"))
+        if not invocation.terminal:
+            return ok({"status": "pending", "phase": invocation.phase}, status=202)
+        return ok({"status": "available", "phase": invocation.phase, "result": invocation.result})
+
+    @app.post("/invocations/{invocation_id}/cancel", summary="Request Action cancellation")
+    async def cancel(invocation_id: str, request: Request) -> Response:
+        return await _control(gateway, request, invocation_id, "cancel", limit)
+
+    @app.post("/invocations/{invocation_id}/stop", summary="Request a Session stop")
+    async def stop(invocation_id: str, request: Request) -> Response:
+        return await _control(gateway, request, invocation_id, "stop", limit)
+
+    @app.get("/invocations/{invocation_id}/events", summary="Server-sent events")
+    async def events(invocation_id: str, request: Request) -> Response:
+        invocation = gateway.runtime.get(_decoded(invocation_id, "invocation_id"))
+        after = _last_event_id(request)
+        if invocation.events and after + 1 < invocation.events[0].seq:
+            raise Gone(
+                "FORGE_TOOL_EVENTS_EVICTED",
+                f"events after {after} were evicted; oldest is {invocation.events[0].seq}",
+            )
+        return StreamingResponse(
+            _sse(invocation, after),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache"},
+        )
+
+    app.add_middleware(RawPathRouting)
+    if gateway.config.host in _LOOPBACK:
+        hosts = ["127.0.0.1", "localhost", "[::1]", "::1", "testserver"]
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=hosts)
+    return app
+
+
+def _admission(invocation: Invocation, duplicate: bool) -> dict[str, Any]:
+    return {
+        "invocation_id": invocation.invocation_id,
+        "attempt_id": invocation.attempt_id,
+        "tool_id": invocation.tool_id,
+        "caller_id": invocation.caller_id,
+        "phase": invocation.phase,
+        "deadline_ms": invocation.deadline_ms,
+        "duplicate": duplicate,
+    }
+
+
+async def _control(
+    gateway: Gateway, request: Request, invocation_id: str, command: str, limit: int
+) -> Response:
+    body = await read_json_object(request, limit, allow_empty=True)
+    if body:
+        raise InvalidRequest("FORGE_TOOL_INVALID_BODY", f"{command} takes an empty body or {{}}")
+    invocation, status = await gateway.runtime.control(
+        _decoded(invocation_id, "invocation_id"), command
+    )
+    if status in ("rejected", "unsupported"):
+        raise Conflict(
+            f"FORGE_TOOL_CONTROL_{status.upper()}",
+            f"the provider {status} the {command} request",
+            details={"invocation_id": invocation.invocation_id},
+        )
+    return ok(
+        {
+            "invocation_id": invocation.invocation_id,
+            "command": command,
+            "cancel_status": status,
+            "phase": invocation.phase,
+        },
+        status=_CONTROL_STATUS.get(status, 202),
+    )
+
+
+def _last_event_id(request: Request) -> int:
+    raw = request.headers.get("last-event-id") or request.query_params.get("last_event_id") or "0"
+    if not raw.isdigit():
+        raise InvalidRequest("FORGE_TOOL_INVALID_EVENT_ID", "Last-Event-ID must be an integer")
+    return int(raw)
+
+
+async def _sse(invocation: Invocation, after: int) -> AsyncIterator[bytes]:
+    last = after
+    while True:
+        changed = invocation.changed
+        for event in list(invocation.events):
+            if event.seq > last:
+                last = event.seq
+                data = json.dumps(
+                    {"type": event.type, "data": event.data, "at_ms": event.at_ms},
+                    separators=(",", ":"),
+                )
+                yield f"id: {event.seq}\nevent: {event.type}\ndata: {data}\n\n".encode()
+        if invocation.terminal:
+            return
+        try:
+            await asyncio.wait_for(changed.wait(), timeout=_SSE_KEEPALIVE_S)
+        except TimeoutError:
+            yield b": keep-alive\n\n"

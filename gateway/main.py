@@ -1,0 +1,126 @@
+"""The Gateway Dora node: HTTP server on the main thread, Dora events on another.
+
+Environment and command line are read here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+import threading
+from pathlib import Path
+
+import uvicorn
+
+from gateway.carrier import DoraCarrier
+from gateway.config import GatewayConfig, load_config
+from gateway.core import Gateway
+from gateway.errors import ConfigError
+from gateway.http import create_app
+from gateway.journal import FileJournal
+
+log = logging.getLogger("gateway")
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="doraforge-gateway", description=__doc__)
+    parser.add_argument("--config", required=True, help="Gateway YAML configuration")
+    parser.add_argument("--port", type=int, help="override the configured HTTP port")
+    parser.add_argument("--journal", help="override the invocation journal path")
+    return parser.parse_args(argv)
+
+
+def journal_path(config: GatewayConfig, override: str | None) -> Path:
+    """Where the journal lives: override, config, then the user's state directory."""
+    if override:
+        return Path(override)
+    if config.journal_path:
+        return Path(config.journal_path)
+    state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    return state / "doraforge" / f"{config.gateway_id}.journal"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the Gateway node until Dora stops it."""
+    logging.basicConfig(
+        level=os.environ.get("DORAFORGE_LOG_LEVEL", "INFO"),
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    args = _arguments(argv)
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"doraforge-gateway: {exc}", file=sys.stderr)
+        return 2
+    port = args.port or _env_int("DORAFORGE_GATEWAY_PORT") or config.port
+    path = journal_path(config, args.journal or os.environ.get("DORAFORGE_GATEWAY_JOURNAL"))
+    return run(config, port=port, journal=path)
+
+
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name)
+    return int(value) if value else None
+
+
+def run(config: GatewayConfig, *, port: int, journal: Path) -> int:
+    """Serve HTTP and pump Dora events until STOP, then shut down cleanly."""
+    from dora import Node  # imported here so the package imports without a Dora runtime
+
+    node = Node()
+    loop = _new_loop()
+    carrier = DoraCarrier(node, config.providers, max_message_bytes=config.max_body_bytes)
+    gateway = Gateway(config, send=carrier.send, journal=FileJournal(journal))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(gateway),
+            host=config.host,
+            port=port,
+            log_level="warning",
+            http="httptools",
+            lifespan="off",
+            access_log=False,
+        )
+    )
+
+    def stop() -> None:
+        server.should_exit = True
+
+    pump = threading.Thread(
+        target=carrier.pump, args=(loop, gateway.on_message, stop), name="dora-events", daemon=True
+    )
+    pump.start()
+    log.info(
+        "gateway %s listening on http://%s:%d (journal %s)",
+        config.gateway_id,
+        config.host,
+        port,
+        journal,
+    )
+    loop.run_until_complete(_serve(gateway, server))
+    return 0 if server.started else 1
+
+
+async def _serve(gateway: Gateway, server: uvicorn.Server) -> None:
+    await gateway.start()
+    try:
+        await server.serve()
+    finally:
+        await gateway.stop()
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:  # uvloop is optional on platforms without it
+        loop = asyncio.new_event_loop()
+    else:
+        loop = uvloop.new_event_loop()
+    asyncio.set_event_loop(loop)
+    return loop
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""An in-process Gateway with the real mock provider behind a LocalCarrier."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from forge_tool import ToolEndpointHandler
+
+from gateway.clock import Clock
+from gateway.config import GatewayConfig, load_config
+from gateway.core import Gateway
+from gateway.http import create_app
+from gateway.journal import Journal
+from gateway.local import LocalCarrier, LocalProvider
+from nodes.mock.endpoint import definition
+
+MOCK_CONFIG = Path(__file__).resolve().parents[2] / "dataflows" / "mock.gateway.yml"
+
+
+def mock_config(**overrides: object) -> GatewayConfig:
+    """The shipped mock Gateway config with top-level fields overridden."""
+    config = load_config(MOCK_CONFIG)
+    return config.model_copy(update=overrides)
+
+
+def mock_handler(instance_id: str) -> ToolEndpointHandler:
+    """A fresh mock provider process with ``instance_id``."""
+    spec = definition(endpoint_instance_id=instance_id)
+    return ToolEndpointHandler(
+        spec.descriptor, endpoint_instance_id=instance_id, operations=spec.operations
+    )
+
+
+@dataclass
+class Stack:
+    """A running in-process Gateway, its mock provider and an HTTP client."""
+
+    gateway: Gateway
+    provider: LocalProvider
+    client: httpx.AsyncClient
+
+
+@asynccontextmanager
+async def running_stack(
+    config: GatewayConfig | None = None,
+    *,
+    journal: Journal | None = None,
+    clock: Clock | None = None,
+    register: bool = True,
+) -> AsyncIterator[Stack]:
+    """Start a Gateway (without its background tick) with the mock provider attached."""
+    carrier = LocalCarrier()
+    gateway = Gateway(config or mock_config(), send=carrier.send, journal=journal, clock=clock)
+    gateway.runtime.restore()
+    provider = carrier.add(LocalProvider("mock", mock_handler), gateway.on_message)
+    transport = httpx.ASGITransport(app=create_app(gateway))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        stack = Stack(gateway, provider, client)
+        if register:
+            await registered(stack)
+        yield stack
+
+
+async def registered(stack: Stack) -> None:
+    """Register the provider and wait (bounded) until the Gateway accepted it."""
+    import asyncio
+
+    stack.provider.register()
+    for _ in range(100):
+        if stack.provider.registry_responses:
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("registration was never answered")
