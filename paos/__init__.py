@@ -1,0 +1,1 @@
+"""The PAOS agent layer and the ``doraforge`` operator CLI."""
