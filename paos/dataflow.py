@@ -8,13 +8,14 @@ owner), headless rendering defaults, and this interpreter's ``bin`` first on PAT
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO
 
@@ -97,10 +98,8 @@ class Dataflow:
 
     def _signal(self, signum: int) -> None:
         assert self.process is not None
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signum)
-        except ProcessLookupError:
-            pass
 
     def __enter__(self) -> Dataflow:
         return self.start()
@@ -109,8 +108,13 @@ class Dataflow:
         self.stop()
 
 
-def wait_until(predicate, timeout_s: float, interval_s: float = 0.1, on_wait=None) -> bool:  # noqa: ANN001
-    """Poll ``predicate`` until true or ``timeout_s`` passes; ``on_wait(elapsed)`` shows progress."""
+def wait_until(
+    predicate: Callable[[], bool],
+    timeout_s: float,
+    interval_s: float = 0.1,
+    on_wait: Callable[[float], None] | None = None,
+) -> bool:
+    """Poll ``predicate`` until true or ``timeout_s`` passes; ``on_wait`` shows progress."""
     started = time.monotonic()
     while True:
         if predicate():
