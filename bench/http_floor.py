@@ -1,0 +1,51 @@
+"""The HTTP floor: the Gateway's HTTP stack answering a Query directly, without Dora.
+
+Same server (uvicorn + httptools + uvloop), same framework, same body parsing and
+envelope code as the Gateway; only the Runtime, Dora and the provider are missing.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+
+from gateway.http import ok, parse_invoke_body, read_json_object
+
+
+def floor_app() -> FastAPI:
+    """An app with the Gateway's Query route shape answering in-process."""
+    app = FastAPI()
+
+    @app.post("/tools/{endpoint_id}/{operation}:invoke")
+    async def invoke(endpoint_id: str, operation: str, request: Request) -> Response:
+        body = parse_invoke_body(await read_json_object(request, 1_048_576, allow_empty=False))
+        result = {"status": "succeeded", "outputs": dict(body.arguments)}
+        return ok(
+            {
+                "endpoint_id": endpoint_id,
+                "operation": operation,
+                "response": {"outcome": "completed", "result": result},
+            }
+        )
+
+    @app.get("/health")
+    async def health() -> Response:
+        return ok({})
+
+    return app
+
+
+if __name__ == "__main__":
+    uvicorn.run(
+        floor_app(),
+        host="127.0.0.1",
+        port=int(sys.argv[1]),
+        log_level="warning",
+        http="httptools",
+        loop="uvloop",
+        lifespan="off",
+        access_log=False,
+    )
