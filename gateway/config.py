@@ -7,6 +7,7 @@ named in the message.
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -123,9 +124,12 @@ class GatewayConfig(_Strict):
         _unique([t.tool_id for t in self.tools], "tools[].tool_id")
         _unique([(t.endpoint_id, t.operation) for t in self.tools], "tools[].(endpoint, op)")
         routed = {p.endpoint_id for p in self.providers}
-        for tool in self.tools:
+        for index, tool in enumerate(self.tools):
             if tool.endpoint_id not in routed:
-                raise ValueError(f"tool {tool.tool_id!r} names endpoint {tool.endpoint_id!r}")
+                raise ValueError(
+                    f"tools[{index}].endpoint_id: tool {tool.tool_id!r} names endpoint "
+                    f"{tool.endpoint_id!r}, which has no providers[] route"
+                )
         if self.default_timeout_ms > self.invoke_timeout_cap_ms:
             raise ValueError("default_timeout_ms must not exceed invoke_timeout_cap_ms")
         return self
@@ -179,10 +183,32 @@ def parse_config(text: str, source: str = "<string>") -> GatewayConfig:
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: the top level must be a mapping")
+    non_finite = _non_finite_path(raw, "")
+    if non_finite is not None:
+        # Schemas are free-form, so pydantic's allow_inf_nan does not reach inside them,
+        # and a JSON dump would silently publish NaN/Infinity as null.
+        raise ConfigError(f"{source}: {non_finite}: non-finite numbers are not allowed")
     try:
         return GatewayConfig.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(f"{source}: {_describe(exc)}") from exc
+
+
+def _non_finite_path(value: Any, path: str) -> str | None:
+    """The dotted path of the first NaN or infinity inside ``value``, else ``None``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path or "<root>"
+    if isinstance(value, dict):
+        items = ((f"{path}.{key}" if path else str(key), item) for key, item in value.items())
+    elif isinstance(value, list):
+        items = ((f"{path}.{index}", item) for index, item in enumerate(value))
+    else:
+        return None
+    for item_path, item in items:
+        found = _non_finite_path(item, item_path)
+        if found is not None:
+            return found
+    return None
 
 
 def load_config(path: str | Path) -> GatewayConfig:

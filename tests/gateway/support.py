@@ -1,0 +1,184 @@
+"""Shared helpers for the Gateway unit and HTTP contract tests.
+
+Waits here are bounded polls of real state, never sleeps used as synchronisation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from forge_tool import ToolEnvelope, make_registration_envelope
+
+from gateway.clock import Clock
+from gateway.config import GatewayConfig
+from gateway.core import Gateway
+from gateway.http import create_app
+from nodes.mock.endpoint import DESCRIPTOR
+from tests.gateway.harness import Stack, mock_config
+
+type Answer = Callable[[ToolEnvelope], ToolEnvelope | None]
+
+
+async def eventually(
+    predicate: Callable[[], bool], *, within: float = 5.0, what: str = "condition"
+) -> None:
+    """Poll ``predicate`` (yielding to the loop) until it holds or ``within`` s pass."""
+    try:
+        async with asyncio.timeout(within):
+            # The state polled is plain data updated by callbacks, not an awaitable.
+            while not predicate():  # noqa: ASYNC110
+                await asyncio.sleep(0.002)
+    except TimeoutError:
+        raise AssertionError(f"{what} did not happen within {within} s") from None
+
+
+async def settle(rounds: int = 50) -> None:
+    """Let already-scheduled callbacks and tasks run (bounded; no wall-time wait)."""
+    for _ in range(rounds):
+        await asyncio.sleep(0)
+
+
+def invoke_requests(received: list[ToolEnvelope], operation: str | None = None) -> int:
+    """How many ``tool.invoke.request`` a provider received (for one operation)."""
+    return sum(
+        1
+        for envelope in received
+        if envelope.message_type == "tool.invoke.request"
+        and (operation is None or envelope.operation == operation)
+    )
+
+
+def assert_error(response: httpx.Response, status: int, code: str | None = None) -> dict:
+    """Check the error envelope ``{"ok": false, "msg", "error": {...}}``; return error."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"ok", "msg", "error"}, body
+    assert body["ok"] is False
+    assert isinstance(body["msg"], str)
+    assert body["msg"]
+    error = body["error"]
+    assert set(error) == {"code", "message", "retryable", "details"}, error
+    assert isinstance(error["retryable"], bool)
+    assert isinstance(error["details"], dict)
+    assert error["message"] == body["msg"]
+    if code is not None:
+        assert error["code"] == code, error
+    return error
+
+
+def data(response: httpx.Response, status: int = 200) -> Any:
+    """The ``data`` of a success envelope, checking the status first."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["ok"] is True, body
+    return body["data"]
+
+
+async def start(stack: Stack, tool_id: str, arguments: dict, **body: Any) -> dict:
+    """Admit an Action/Session over HTTP and return the admission document."""
+    response = await stack.client.post(
+        f"/tools/{tool_id}:invoke", json={"arguments": arguments, **body}
+    )
+    return data(response, 202)
+
+
+async def read(stack: Stack, invocation_id: str) -> dict:
+    """GET the invocation status document."""
+    return data(await stack.client.get(f"/invocations/{invocation_id}"))
+
+
+async def wait_terminal(stack: Stack, invocation_id: str, within: float = 5.0) -> dict:
+    """Wait (bounded) until the invocation is terminal; return its status document."""
+    invocation = stack.gateway.runtime.store.get(invocation_id)
+    assert invocation is not None
+    await eventually(lambda: invocation.terminal, within=within, what="terminal phase")
+    return await read(stack, invocation_id)
+
+
+def config_with_tools(
+    base: GatewayConfig | None = None, **changes: dict[str, Any]
+) -> GatewayConfig:
+    """A validated copy of the mock config; ``changes[tool_id]`` updates that ToolSpec.
+
+    A ``tool_id`` key inside a change renames the tool.
+    """
+    raw = copy.deepcopy((base or mock_config()).model_dump(mode="python"))
+    for tool in raw["tools"]:
+        tool.update(changes.get(tool["tool_id"], {}))
+    return GatewayConfig.model_validate(raw)
+
+
+def with_overrides(base: GatewayConfig | None = None, **top: Any) -> GatewayConfig:
+    """A validated copy of the mock config with top-level (and nested dict) overrides."""
+    raw = copy.deepcopy((base or mock_config()).model_dump(mode="python"))
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(raw.get(key), dict):
+            raw[key].update(value)
+        else:
+            raw[key] = value
+    return GatewayConfig.model_validate(raw)
+
+
+@dataclass
+class ScriptedProvider:
+    """A fake provider on route ``mock``: ``answer`` decides each reply (or silence)."""
+
+    gateway: Gateway
+    answer: Answer
+    instance_id: str = "epinst-scripted-1"
+    received: list[ToolEnvelope] = field(default_factory=list)
+    registry_responses: list[ToolEnvelope] = field(default_factory=list)
+
+    def send(self, endpoint_id: str, envelope: ToolEnvelope) -> None:
+        """The Gateway's ``send``."""
+        if envelope.message_type == "endpoint.registry.response":
+            self.registry_responses.append(envelope)
+            return
+        self.received.append(envelope)
+        reply = self.answer(envelope)
+        if reply is not None:
+            asyncio.get_running_loop().call_soon(self.gateway.on_message, endpoint_id, reply)
+
+    def register(self) -> None:
+        """Register the mock descriptor under this instance id."""
+        self.gateway.on_message(
+            "mock",
+            make_registration_envelope(
+                DESCRIPTOR, endpoint_instance_id=self.instance_id, request_id="reg-scripted"
+            ),
+        )
+
+
+@dataclass
+class ScriptedStack:
+    """A Gateway whose only provider is a :class:`ScriptedProvider`."""
+
+    gateway: Gateway
+    provider: ScriptedProvider
+    client: httpx.AsyncClient
+
+
+@asynccontextmanager
+async def scripted_stack(
+    answer: Answer, config: GatewayConfig | None = None, *, clock: Clock | None = None
+) -> AsyncIterator[ScriptedStack]:
+    """Run a Gateway against a scripted provider, registered and ready."""
+    holder: list[ScriptedProvider] = []
+    gateway = Gateway(
+        config or mock_config(),
+        send=lambda endpoint, envelope: holder[0].send(endpoint, envelope),
+        clock=clock,
+    )
+    provider = ScriptedProvider(gateway, answer)
+    holder.append(provider)
+    provider.register()
+    assert provider.registry_responses, "registration was not answered"
+    transport = httpx.ASGITransport(app=create_app(gateway))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        yield ScriptedStack(gateway, provider, client)
