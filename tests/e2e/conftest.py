@@ -1,0 +1,263 @@
+"""A real ``dora run dataflows/mock.yml`` for end-to-end tests, driven only over HTTP.
+
+Each test module shares one running dataflow (``stack``); a test that destroys state it
+cannot restore asks for its own (``fresh_stack``). Every dataflow gets a free HTTP port,
+a private Dora coordinator port, a journal and a log file under the test's tmp directory.
+Teardown always stops the whole process group (SIGINT, then SIGKILL) and fails the run if
+any node process outlives it. A failing test gets the tail of the Dora log in its report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+
+from paos.dataflow import DATAFLOWS, Dataflow, dora_environment, free_port, wait_until
+
+MOCK_DATAFLOW = DATAFLOWS / "mock.yml"
+GATEWAY_MARK = "-m gateway"
+MOCK_MARK = "-m nodes.mock"
+START_TIMEOUT_S = 60.0
+STOP_GRACE_S = 15.0
+LOG_TAIL_LINES = 80
+
+
+class MockStack:
+    """One running mock dataflow: its HTTP client, log, journal and node processes."""
+
+    def __init__(self, dataflow: Dataflow, base_url: str, log_path: Path, journal: Path):
+        self.dataflow = dataflow
+        self.base_url = base_url
+        self.log_path = log_path
+        self.journal = journal
+        self.http = httpx.Client(base_url=base_url, timeout=10.0)
+
+    # ---------------------------------------------------------------- processes
+
+    @property
+    def dora(self) -> psutil.Process:
+        """The ``dora run`` process (its children are the nodes)."""
+        assert self.dataflow.process is not None
+        return psutil.Process(self.dataflow.process.pid)
+
+    def nodes(self, mark: str) -> list[psutil.Process]:
+        """Live node processes whose command line contains ``mark``."""
+        found = []
+        for child in self.dora.children(recursive=True):
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                alive = child.is_running() and child.status() != psutil.STATUS_ZOMBIE
+                if alive and mark in " ".join(child.cmdline()):
+                    found.append(child)
+        return found
+
+    def node(self, mark: str) -> psutil.Process:
+        """The single live node process for ``mark`` (``GATEWAY_MARK`` or ``MOCK_MARK``)."""
+        found = self.nodes(mark)
+        assert len(found) == 1, f"expected one {mark!r} node, found {found}"
+        return found[0]
+
+    # ---------------------------------------------------------------- HTTP helpers
+
+    def data(self, response: httpx.Response, status: int = 200) -> Any:
+        """Assert the status and the success envelope; return ``data``."""
+        assert response.status_code == status, response.text
+        body = response.json()
+        assert body["ok"] is True, body
+        return body["data"]
+
+    def context(self, tool_id: str = "mock.move") -> dict[str, Any]:
+        return self.data(self.http.get(f"/tools/{tool_id}/context"))
+
+    def ready(self, tool_id: str = "mock.move") -> bool:
+        """Whether the Gateway answers and calls ``tool_id`` ready; never raises on I/O."""
+        try:
+            response = self.http.get(f"/tools/{tool_id}/context", timeout=2.0)
+        except httpx.TransportError:
+            return False
+        return response.status_code == 200 and response.json()["data"]["ready"] is True
+
+    def query(self, operation: str, arguments: dict[str, Any], **body: Any) -> dict[str, Any]:
+        """Invoke a ``mock`` Query and return its terminal result."""
+        response = self.http.post(
+            f"/tools/mock/{operation}:invoke", json={"arguments": arguments, **body}
+        )
+        data = self.data(response)
+        assert data["response"]["outcome"] == "completed", data
+        return data["response"]["result"]
+
+    def stats(self) -> dict[str, Any]:
+        """``mock.stats`` outputs: invoke counts and the provider's instance id."""
+        result = self.query("stats", {})
+        assert result["status"] == "succeeded", result
+        return result["outputs"]
+
+    def invoke(self, tool_id: str, arguments: dict[str, Any], **body: Any) -> httpx.Response:
+        return self.http.post(f"/tools/{tool_id}:invoke", json={"arguments": arguments, **body})
+
+    def start(self, tool_id: str, arguments: dict[str, Any], **body: Any) -> dict[str, Any]:
+        """Admit an Action or Session (202) and return the admission document."""
+        return self.data(self.invoke(tool_id, arguments, **body), 202)
+
+    def status(self, invocation_id: str) -> dict[str, Any]:
+        return self.data(self.http.get(f"/invocations/{invocation_id}"))
+
+    def poll(
+        self,
+        invocation_id: str,
+        until: Callable[[dict[str, Any]], bool],
+        timeout_s: float = 20.0,
+        seen: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """Poll the invocation until ``until(status)``; ``seen`` collects every phase read."""
+        latest: dict[str, Any] = {}
+
+        def check() -> bool:
+            latest.update(self.status(invocation_id))
+            if seen is not None:
+                seen.append(latest["phase"])
+            return until(latest)
+
+        assert wait_until(check, timeout_s, interval_s=0.05), (
+            f"invocation {invocation_id} never satisfied the condition within {timeout_s}s; "
+            f"last status {latest}"
+        )
+        return latest
+
+    def terminal(self, invocation_id: str, timeout_s: float = 20.0, **kw: Any) -> dict[str, Any]:
+        return self.poll(invocation_id, lambda status: status["terminal"], timeout_s, **kw)
+
+    def wait_idle(self, timeout_s: float = 20.0) -> None:
+        """Wait until no ``move`` holds a Gateway slot or runs at the provider."""
+
+        def idle() -> bool:
+            context = self.context("mock.move")
+            endpoint = context["endpoint_status"] or {}
+            active = endpoint.get("details", {}).get("active_by_operation", {}).get("move", 0)
+            return context["ready"] and context["active_invocations"] == 0 and active == 0
+
+        assert wait_until(idle, timeout_s), f"mock.move never went idle: {self.context()}"
+
+    def sse(
+        self,
+        invocation_id: str,
+        stop: Callable[[list[dict[str, Any]]], bool],
+        timeout_s: float = 20.0,
+        last_event_id: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Read the SSE stream into ``[{id, event, data}]`` until ``stop(events)`` or its end."""
+        events: list[dict[str, Any]] = []
+        headers = {} if last_event_id is None else {"Last-Event-ID": str(last_event_id)}
+        deadline = time.monotonic() + timeout_s
+        current: dict[str, Any] = {}
+        with self.http.stream(
+            "GET", f"/invocations/{invocation_id}/events", headers=headers, timeout=timeout_s
+        ) as response:
+            assert response.status_code == 200, response.read()
+            assert response.headers["content-type"].startswith("text/event-stream")
+            for line in response.iter_lines():
+                assert time.monotonic() < deadline, f"SSE ran past {timeout_s}s: {events}"
+                if line.startswith(":"):
+                    continue
+                if not line:
+                    if current:
+                        events.append(current)
+                        current = {}
+                        if stop(events):
+                            break
+                    continue
+                field, _, value = line.partition(": ")
+                if field == "id":
+                    current[field] = int(value)
+                elif field == "data":
+                    current[field] = json.loads(value)
+                else:
+                    current[field] = value
+        return events
+
+    # ---------------------------------------------------------------- logs, lifecycle
+
+    def tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            return f"<no log: {exc}>"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def close(self) -> None:
+        """Stop the dataflow group and assert that no node process outlived it."""
+        self.http.close()
+        try:
+            descendants = self.dora.children(recursive=True)
+        except psutil.NoSuchProcess:
+            descendants = []
+        self.dataflow.stop(grace_s=STOP_GRACE_S)
+        _, alive = psutil.wait_procs(descendants, timeout=STOP_GRACE_S)
+        for process in alive:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+        psutil.wait_procs(alive, timeout=5)
+        assert not alive, f"processes outlived the dataflow: {alive}\n{self.tail()}"
+
+
+@contextlib.contextmanager
+def mock_stack(directory: Path) -> Iterator[MockStack]:
+    """Start the mock dataflow, wait until ``mock.move`` is ready, always stop it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    journal = directory / "gateway.journal"
+    log_path = directory / "dora-run.log"
+    env = dora_environment(
+        os.environ,
+        DORAFORGE_GATEWAY_PORT=str(port),
+        DORAFORGE_GATEWAY_JOURNAL=str(journal),
+        DORA_COORDINATOR_PORT=str(free_port()),
+    )
+    with log_path.open("wb") as log:
+        dataflow = Dataflow(MOCK_DATAFLOW, env, log=log)
+        dataflow.start()
+        stack = MockStack(dataflow, f"http://127.0.0.1:{port}", log_path, journal)
+        try:
+            started = wait_until(
+                lambda: stack.ready() or not dataflow.running(), START_TIMEOUT_S, interval_s=0.1
+            )
+            if not (started and dataflow.running()):
+                pytest.fail(
+                    f"mock dataflow not ready within {START_TIMEOUT_S}s "
+                    f"(dora run alive: {dataflow.running()})\n{stack.tail()}"
+                )
+            yield stack
+        finally:
+            stack.close()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockStack]:
+    """One mock dataflow shared by the tests of a module."""
+    with mock_stack(tmp_path_factory.mktemp("mock-dataflow")) as running:
+        yield running
+
+
+@pytest.fixture
+def fresh_stack(tmp_path: Path) -> Iterator[MockStack]:
+    """A mock dataflow of its own, for a test that destroys state."""
+    with mock_stack(tmp_path / "mock-dataflow") as running:
+        yield running
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    report = yield
+    if report.failed:
+        for value in getattr(item, "funcargs", {}).values():
+            if isinstance(value, MockStack):
+                report.sections.append((f"dora run log tail ({value.log_path})", value.tail()))
+    return report
