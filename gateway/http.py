@@ -262,13 +262,14 @@ def create_app(gateway: Gateway) -> FastAPI:
     async def events(invocation_id: str, request: Request) -> Response:
         invocation = gateway.runtime.get(_decoded(invocation_id, "invocation_id"))
         after = _last_event_id(request)
-        if invocation.events and after + 1 < invocation.events[0].seq:
+        # Only a resume can miss events; a fresh subscriber starts at the oldest retained.
+        if after is not None and invocation.events and after + 1 < invocation.events[0].seq:
             raise Gone(
                 "FORGE_TOOL_EVENTS_EVICTED",
                 f"events after {after} were evicted; oldest is {invocation.events[0].seq}",
             )
         return StreamingResponse(
-            _sse(invocation, after),
+            _sse(invocation, after or 0),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache"},
         )
@@ -318,8 +319,10 @@ async def _control(
     )
 
 
-def _last_event_id(request: Request) -> int:
-    raw = request.headers.get("last-event-id") or request.query_params.get("last_event_id") or "0"
+def _last_event_id(request: Request) -> int | None:
+    raw = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
+    if raw is None:
+        return None
     if not raw.isdigit():
         raise InvalidRequest("FORGE_TOOL_INVALID_EVENT_ID", "Last-Event-ID must be an integer")
     return int(raw)
