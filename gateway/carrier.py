@@ -12,11 +12,10 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from forge_msgs import ToolMessage
-from forge_tool import DEFAULT_MAX_MESSAGE_BYTES, ToolEnvelope
-from forge_tool.dora import tool_envelope_to_message, tool_message_to_envelope
+from forge_tool import DEFAULT_MAX_MESSAGE_BYTES, ToolEnvelope, ToolProtocolError
 
 from gateway.config import ProviderRoute
+from nodes import toolcodec
 
 log = logging.getLogger(__name__)
 
@@ -40,14 +39,14 @@ class DoraCarrier:
         self._max_bytes = max_message_bytes
         self.dropped = 0
 
-    def send(self, endpoint_id: str, envelope: ToolEnvelope) -> None:
+    def send(self, endpoint_id: str, envelope: toolcodec.WireMessage) -> None:
         """Publish ``envelope`` on the output of ``endpoint_id``'s route (loop thread)."""
         output = self._outputs.get(endpoint_id)
         if output is None:
             raise ConnectionError(f"no Dora route for endpoint {endpoint_id!r}")
-        batch = tool_envelope_to_message(envelope, max_message_bytes=self._max_bytes).to_arrow()
+        row = toolcodec.encode(envelope, max_message_bytes=self._max_bytes)
         try:
-            self._node.send_output(output, batch.to_struct_array())
+            self._node.send_output(output, row)
         except Exception as exc:  # dora raises plain RuntimeError on a closed output
             raise ConnectionError(f"dora send_output {output!r} failed: {exc}") from exc
 
@@ -57,9 +56,8 @@ class DoraCarrier:
         if route is None:
             return None
         try:
-            message = ToolMessage.from_arrow(value, max_payload_json_bytes=self._max_bytes)
-            return route, tool_message_to_envelope(message, max_message_bytes=self._max_bytes)
-        except (ValueError, TypeError) as exc:
+            return route, toolcodec.decode(value, max_message_bytes=self._max_bytes)
+        except (ToolProtocolError, ValueError, TypeError) as exc:
             self.dropped += 1
             log.warning("dropping malformed ToolMessage on %s: %s", input_id, exc)
             return None

@@ -21,10 +21,11 @@ from gateway.exchange import Exchanges
 from gateway.journal import Journal, MemoryJournal
 from gateway.registry import EndpointRegistry
 from gateway.runtime import ToolRuntime
+from nodes.toolcodec import WireMessage
 
 log = logging.getLogger(__name__)
 
-type Send = Callable[[str, ToolEnvelope], None]
+type Send = Callable[[str, WireMessage], None]
 
 _RESPONSES = frozenset(
     {

@@ -15,6 +15,7 @@ from urllib.parse import unquote
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
+from forge_tool import ToolRequest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -143,6 +144,12 @@ def parse_invoke_body(value: dict[str, Any]) -> InvokeBody:
             "arguments must be a JSON object",
             details={"path": "arguments"},
         )
+    try:
+        ToolRequest(arguments=arguments)  # interoperable JSON: safe integers, depth <= 64
+    except (TypeError, ValueError) as exc:
+        raise InvalidRequest(
+            "FORGE_TOOL_INVALID_ARGUMENTS", str(exc), details={"path": "arguments"}
+        ) from exc
     caller_id = value.get("caller_id")
     if caller_id is not None and (
         not isinstance(caller_id, str) or not caller_id.strip() or len(caller_id) > 256

@@ -12,18 +12,17 @@ import uuid
 from collections.abc import Callable
 
 import pyarrow as pa
-from forge_msgs import ToolMessage
 from forge_tool import (
     ToolEndpointHandler,
     ToolEnvelope,
     make_registration_envelope,
     make_unregister_envelope,
 )
-from forge_tool.dora import (
-    DoraToolEndpointBinding,
-    tool_envelope_to_message,
-    tool_message_to_envelope,
-)
+from forge_tool.dora import DoraToolEndpointBinding
+
+from nodes import toolcodec
+
+_MAX_BYTES = 1_048_576
 
 type Deliver = Callable[[str, ToolEnvelope], None]
 
@@ -72,26 +71,27 @@ class LocalProvider:
             )
         )
 
-    def receive(self, envelope: ToolEnvelope) -> None:
-        """Accept one message the Gateway sent to this provider."""
+    def receive(self, message: toolcodec.WireMessage) -> None:
+        """Accept one message the Gateway sent, through the real Arrow carrier row."""
         if self.silent:
             return
+        row = toolcodec.encode(message, max_message_bytes=_MAX_BYTES)
+        envelope = toolcodec.decode(row, max_message_bytes=_MAX_BYTES)
         if envelope.message_type == "endpoint.registry.response":
             self.registry_responses.append(envelope)
             return
         self.received.append(envelope)
-        batch = tool_envelope_to_message(envelope).to_arrow()
-        task = asyncio.get_running_loop().create_task(self._dispatch(batch))
+        task = asyncio.get_running_loop().create_task(self._dispatch(row))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _dispatch(self, batch: pa.RecordBatch) -> None:
-        for answer in await self._binding.dispatch_input(batch):
+    async def _dispatch(self, row: pa.StructArray) -> None:
+        for answer in await self._binding.dispatch_input(row):
             await self._publish(answer)
 
     async def _publish(self, batch: pa.RecordBatch) -> None:
         if not self.silent:
-            self._emit(tool_message_to_envelope(ToolMessage.from_arrow(batch)))
+            self._emit(toolcodec.decode(batch, max_message_bytes=_MAX_BYTES))
 
     def _emit(self, envelope: ToolEnvelope) -> None:
         loop = asyncio.get_running_loop()
@@ -114,7 +114,7 @@ class LocalCarrier:
         self.providers[provider.endpoint_id] = provider
         return provider
 
-    def send(self, endpoint_id: str, envelope: ToolEnvelope) -> None:
+    def send(self, endpoint_id: str, envelope: toolcodec.WireMessage) -> None:
         """The Gateway's ``send``: hand ``envelope`` to the provider on that route."""
         provider = self.providers.get(endpoint_id)
         if provider is None:

@@ -19,10 +19,7 @@ from forge_tool import (
     ToolEnvelope,
     ToolProtocolError,
     event_from_payload,
-    invoke_response_from_payload,
 )
-from forge_tool.endpoint import ToolAccepted, ToolError, ToolResult
-from forge_tool.wire import tool_error_to_payload, tool_result_to_payload
 
 from gateway import wire
 from gateway.canonical import sha256_hex
@@ -44,10 +41,11 @@ from gateway.invocation import TERMINAL_PHASES, Invocation
 from gateway.journal import Journal, JournalRecord
 from gateway.registry import EndpointRecord, EndpointRegistry
 from gateway.store import InvocationStore
+from nodes.toolcodec import WireMessage
 
 log = logging.getLogger(__name__)
 
-type Send = Callable[[str, ToolEnvelope], None]
+type Send = Callable[[str, WireMessage], None]
 
 _TERMINAL_EVENTS = frozenset({"executor_completed", "executor_failed", "cancelled", "stopped"})
 _CONTROL_FOR = {"action": "cancel", "session": "stop"}
@@ -137,16 +135,15 @@ class ToolRuntime:
     async def _query_exchange(
         self, spec: ToolSpec, record: EndpointRecord, body: InvokeBody, timeout_ms: int
     ) -> dict[str, Any]:
-        context = wire.execution_context(
+        envelope = wire.invoke_request(
             spec,
             uuid.uuid4().hex,
             uuid.uuid4().hex,
+            body.arguments,
+            request_id=self._exchanges.new_request_id(),
+            instance_id=record.instance_id,
             caller_id=body.caller_id,
             deadline_ms=self._clock.wall_ms() + timeout_ms,
-        )
-        request_id = self._exchanges.new_request_id()
-        envelope = wire.invoke_request(
-            context, body.arguments, request_id=request_id, instance_id=record.instance_id
         )
         try:
             response = await self._exchange(spec.endpoint_id, envelope, timeout_ms / 1000)
@@ -169,18 +166,17 @@ class ToolRuntime:
                 "FORGE_TOOL_PROVIDER_ERROR", error["message"], details={"provider_error": error}
             )
         try:
-            outcome = invoke_response_from_payload(response.payload)
+            outcome, body = wire.read_invoke_response(response)
         except ToolProtocolError as exc:
             raise ProviderProtocolError("FORGE_TOOL_PROVIDER_PROTOCOL", exc.message) from exc
-        if isinstance(outcome, ToolError):
-            raise self._rejection(outcome)
-        if isinstance(outcome, ToolAccepted):
+        if outcome == "rejected":
+            raise self._rejection(body)
+        if outcome == "accepted":
             raise ProviderProtocolError(
                 "FORGE_TOOL_QUERY_NON_TERMINAL_RESPONSE",
                 "the provider answered a Query without a terminal result",
             )
-        result = self._checked_outputs(spec, tool_result_to_payload(outcome))
-        return {"outcome": "completed", "result": result}
+        return {"outcome": "completed", "result": self._checked_outputs(spec, body)}
 
     # ------------------------------------------------------------------ actions, sessions
 
@@ -261,12 +257,15 @@ class ToolRuntime:
         return invocation
 
     async def _dispatch(self, spec: ToolSpec, invocation: Invocation, arguments: dict) -> None:
-        context = self._context(spec, invocation)
         envelope = wire.invoke_request(
-            context,
+            spec,
+            invocation.invocation_id,
+            invocation.attempt_id,
             arguments,
             request_id=self._exchanges.new_request_id(),
             instance_id=str(invocation.endpoint_instance_id),
+            caller_id=invocation.caller_id,
+            deadline_ms=invocation.deadline_ms,
         )
         self.dispatch_counts[spec.tool_id] += 1
         remaining_s = max(0.0, invocation.deadline_mono - self._clock.monotonic())
@@ -301,18 +300,15 @@ class ToolRuntime:
             self._finish_unknown(invocation, error["code"], error["message"])
             return
         try:
-            outcome = invoke_response_from_payload(response.payload)
+            outcome, body = wire.read_invoke_response(response)
         except ToolProtocolError as exc:
             self._finish_unknown(invocation, "FORGE_TOOL_PROVIDER_PROTOCOL", exc.message)
             return
-        if isinstance(outcome, ToolError):
-            self._finish(
-                invocation,
-                {"status": "failed", "outputs": {}, "error": tool_error_to_payload(outcome)},
-            )
-            raise self._rejection(outcome, invocation_id=invocation.invocation_id)
-        if isinstance(outcome, ToolResult):
-            self._finish(invocation, self._checked_outputs(spec, tool_result_to_payload(outcome)))
+        if outcome == "rejected":
+            self._finish(invocation, {"status": "failed", "outputs": {}, "error": body})
+            raise self._rejection(body, invocation_id=invocation.invocation_id)
+        if outcome == "completed":
+            self._finish(invocation, self._checked_outputs(spec, body))
             return
         invocation.last_contact_mono = self._clock.monotonic()
         invocation.advance("accepted", self._clock.wall_ms())
@@ -525,7 +521,7 @@ class ToolRuntime:
     # ------------------------------------------------------------------ helpers
 
     async def _exchange(
-        self, endpoint_id: str, envelope: ToolEnvelope, timeout_s: float
+        self, endpoint_id: str, envelope: WireMessage, timeout_s: float
     ) -> ToolEnvelope:
         request_id = str(envelope.request_id)
         future = self._exchanges.open(request_id, endpoint_id)
@@ -643,17 +639,12 @@ class ToolRuntime:
         return min(wanted, self._config.invoke_timeout_cap_ms)
 
     @staticmethod
-    def _rejection(error: ToolError, **details: Any) -> Unavailable | Unprocessable:
-        payload = tool_error_to_payload(error)
-        if error.code == "FORGE_ENDPOINT_CAPACITY":
-            return Unavailable(
-                error.code, error.message, details={"provider_error": payload, **details}
-            )
+    def _rejection(error: dict[str, Any], **details: Any) -> Unavailable | Unprocessable:
+        extra = {"provider_error": error, **details}
+        if error["code"] == "FORGE_ENDPOINT_CAPACITY":
+            return Unavailable(error["code"], error["message"], details=extra)
         return Unprocessable(
-            error.code,
-            error.message,
-            retryable=error.retryable,
-            details={"provider_error": payload, **details},
+            error["code"], error["message"], retryable=error["retryable"], details=extra
         )
 
     # ------------------------------------------------------------------ restart

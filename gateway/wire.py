@@ -9,12 +9,10 @@ from forge_tool import (
     ToolEnvelope,
     ToolExecutionKey,
     ToolProtocolError,
-    ToolRequest,
     control_response_from_payload,
     error_from_payload,
     execution_status_from_payload,
     make_control_request_envelope,
-    make_invoke_request_envelope,
     make_result_request_envelope,
     make_status_request_envelope,
     result_response_from_payload,
@@ -24,6 +22,11 @@ from forge_tool import (
 from forge_tool.endpoint import ToolControlResponse, ToolExecutionStatus, ToolResultResponse
 
 from gateway.catalog import ToolSpec
+from nodes.toolcodec import Outbound
+
+_RESULT_KEYS = frozenset({"status", "outputs", "error"})
+_RESULT_STATUSES = frozenset({"succeeded", "failed", "cancelled", "stopped", "unknown"})
+_ERROR_KEYS = frozenset({"code", "message", "retryable", "details"})
 
 
 def execution_context(
@@ -47,15 +50,100 @@ def execution_context(
 
 
 def invoke_request(
-    context: ToolContext, arguments: dict[str, Any], *, request_id: str, instance_id: str
-) -> ToolEnvelope:
-    """A routed ``tool.invoke.request`` for the selected provider instance."""
-    return make_invoke_request_envelope(
-        ToolRequest(arguments=arguments),
-        context,
+    spec: ToolSpec,
+    invocation_id: str,
+    attempt_id: str,
+    arguments: dict[str, Any],
+    *,
+    request_id: str,
+    instance_id: str,
+    caller_id: str | None,
+    deadline_ms: int,
+) -> Outbound:
+    """A routed ``tool.invoke.request`` for the selected provider instance.
+
+    Built from Gateway-owned fields without the generic factory's validation passes: the
+    arguments were already checked as interoperable JSON and against the input schema.
+    """
+    context: dict[str, Any] = {
+        "tool_id": spec.tool_id,
+        "implementation_id": spec.config.implementation_id,
+        "metadata": {},
+        "deadline_ms": deadline_ms,
+    }
+    if caller_id is not None:
+        context["caller_id"] = caller_id
+    return Outbound(
+        message_type="tool.invoke.request",
+        endpoint_id=spec.endpoint_id,
+        payload={"arguments": arguments, "context": context},
         request_id=request_id,
+        invocation_id=invocation_id,
+        attempt_id=attempt_id,
         endpoint_instance_id=instance_id,
+        operation=spec.operation,
     )
+
+
+def read_invoke_response(envelope: ToolEnvelope) -> tuple[str, dict[str, Any]]:
+    """Decode a ``tool.invoke.response`` as ``(outcome, body)``.
+
+    ``completed`` gives the terminal result document, ``accepted`` the acceptance
+    details, ``rejected`` the error. Shapes are closed, as protocol section 9.2 requires;
+    the JSON values themselves were validated when the envelope was decoded.
+    """
+    _expect(envelope, "tool.invoke.response")
+    payload = envelope.payload
+    outcome = payload.get("outcome")
+    key = {"completed": "result", "accepted": "accepted", "rejected": "error"}.get(str(outcome))
+    if key is None or set(payload) != {"outcome", key}:
+        raise _invalid("payload", "outcome must be completed, accepted or rejected, alone")
+    body = payload[key]
+    if outcome == "completed":
+        return "completed", checked_result(body, "payload.result")
+    if outcome == "rejected":
+        return "rejected", checked_error(body, "payload.error")
+    if (
+        not isinstance(body, dict)
+        or set(body) != {"details"}
+        or not isinstance(body["details"], dict)
+    ):
+        raise _invalid("payload.accepted", "must be exactly {details: object}")
+    return "accepted", body
+
+
+def checked_result(value: Any, path: str) -> dict[str, Any]:
+    """Validate a ``ToolResult`` document (section 7.2) and return it."""
+    if not isinstance(value, dict) or not {"status", "outputs"} <= set(value) <= _RESULT_KEYS:
+        raise _invalid(path, "must have status, outputs and optionally error")
+    if value["status"] not in _RESULT_STATUSES or not isinstance(value["outputs"], dict):
+        raise _invalid(path, "invalid status or outputs")
+    needs_error = value["status"] in ("failed", "unknown")
+    if needs_error != ("error" in value):
+        raise _invalid(path, f"error is required exactly for failed/unknown, not {value['status']}")
+    if needs_error:
+        checked_error(value["error"], f"{path}.error")
+    return value
+
+
+def checked_error(value: Any, path: str) -> dict[str, Any]:
+    """Validate a ``ToolError`` document (section 7.1) and return it."""
+    if not isinstance(value, dict) or set(value) != _ERROR_KEYS:
+        raise _invalid(path, "must be exactly {code, message, retryable, details}")
+    if not (
+        isinstance(value["code"], str)
+        and value["code"].strip()
+        and isinstance(value["message"], str)
+        and value["message"].strip()
+        and isinstance(value["retryable"], bool)
+        and isinstance(value["details"], dict)
+    ):
+        raise _invalid(path, "code/message must be non-empty strings, retryable a boolean")
+    return value
+
+
+def _invalid(path: str, message: str) -> ToolProtocolError:
+    return ToolProtocolError("FORGE_PROTOCOL_INVALID_PAYLOAD", message, path=path)
 
 
 def status_request(context: ToolContext, *, request_id: str, instance_id: str) -> ToolEnvelope:
