@@ -106,8 +106,9 @@ async def serve(node: DoraNodeLike, definition: EndpointDefinition, options: Run
     bridge = _Bridge(loop, options.max_inflight_requests)
     output = options.response_output
 
-    def publish(batch: pa.RecordBatch) -> None:
-        node.send_output(output, batch.to_struct_array())
+    def publish(batch: pa.RecordBatch | pa.StructArray) -> None:
+        row = batch.to_struct_array() if isinstance(batch, pa.RecordBatch) else batch
+        node.send_output(output, row)
 
     core = ProviderCore(definition, publish=publish, options=options)
 

@@ -24,6 +24,7 @@ from forge_tool import (
 )
 from forge_tool.dora import DoraToolEndpointBinding
 
+from nodes import toolcodec
 from nodes.activity import ActivityTracker, tracked_operations
 from nodes.carrier import (
     EXECUTION_REQUEST_TYPES,
@@ -34,11 +35,12 @@ from nodes.carrier import (
     peek_message_type,
 )
 from nodes.definition import EndpointDefinition, RunnerOptions, new_endpoint_instance_id
+from nodes.query_path import QueryPath
 from nodes.registration import Registration, RegistrationState
 
 logger = logging.getLogger(__name__)
 
-type Publish = Callable[[pa.RecordBatch], None]
+type Publish = Callable[[pa.RecordBatch | pa.StructArray], None]
 type Clock = Callable[[], float]
 
 _LOG_REASON_CHARS = 300
@@ -75,6 +77,11 @@ class ProviderCore:
             ),
             max_early_events=self._options.max_early_events,
             max_retained_executions=self._options.max_retained_executions,
+        )
+        self._queries = QueryPath(
+            self._handler,
+            tracked_operations(definition.descriptor, definition.operations, self._tracker),
+            max_message_bytes=self._options.max_message_bytes,
         )
         self._binding = DoraToolEndpointBinding(
             self._handler,
@@ -223,6 +230,10 @@ class ProviderCore:
             )
 
     async def _dispatch(self, value: object) -> None:
+        request = toolcodec.decode(value, max_message_bytes=self._binding.max_request_bytes)
+        if self._queries.serves(request.message_type, request.operation):
+            self._publish(await self._queries.answer(request))
+            return
         # The binding publishes Action/Session responses through the event sink itself
         # (response first, then events); Query/status/result/control come back here.
         for batch in await self._binding.dispatch_input(value):  # type: ignore[arg-type]
