@@ -19,10 +19,13 @@ from gateway.clock import Clock
 from gateway.config import GatewayConfig
 from gateway.core import Gateway
 from gateway.http import create_app
+from nodes import toolcodec
 from nodes.mock.endpoint import DESCRIPTOR
 from tests.gateway.harness import Stack, mock_config
 
 type Answer = Callable[[ToolEnvelope], ToolEnvelope | None]
+
+MAX_BYTES = 1_048_576
 
 
 async def eventually(
@@ -135,8 +138,11 @@ class ScriptedProvider:
     received: list[ToolEnvelope] = field(default_factory=list)
     registry_responses: list[ToolEnvelope] = field(default_factory=list)
 
-    def send(self, endpoint_id: str, envelope: ToolEnvelope) -> None:
-        """The Gateway's ``send``."""
+    def send(self, endpoint_id: str, message: toolcodec.WireMessage) -> None:
+        """The Gateway's ``send``: the message crosses the real carrier encoding first."""
+        envelope = toolcodec.decode(
+            toolcodec.encode(message, max_message_bytes=MAX_BYTES), max_message_bytes=MAX_BYTES
+        )
         if envelope.message_type == "endpoint.registry.response":
             self.registry_responses.append(envelope)
             return
