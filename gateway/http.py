@@ -88,7 +88,10 @@ class RawPathRouting:
 
 
 def _decoded(value: str, name: str) -> str:
-    decoded = unquote(value, errors="strict")
+    try:
+        decoded = unquote(value, errors="strict")
+    except UnicodeDecodeError as exc:  # e.g. %FF: percent-encoded bytes that are not UTF-8
+        raise InvalidRequest("FORGE_TOOL_INVALID_PATH", f"invalid {name} in path") from exc
     if not decoded or len(decoded) > 512 or any(ord(c) < 0x20 for c in decoded):
         raise InvalidRequest("FORGE_TOOL_INVALID_PATH", f"invalid {name} in path")
     return decoded
