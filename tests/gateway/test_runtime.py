@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -502,3 +503,33 @@ async def test_a_fresh_subscriber_gets_the_retained_events_after_older_ones_fell
         assert response.status_code == 200, response.text
         ids = [int(line[4:]) for line in response.text.splitlines() if line.startswith("id: ")]
         assert ids == [event.seq for event in invocation.events]
+
+
+async def test_lost_terminal_event_is_recovered_by_status_polling():
+    clock = FakeClock()
+    async with running_stack(clock=clock) as stack:
+        deliver = stack.provider.deliver
+
+        def drop_events(route, envelope):
+            if envelope.message_type != "tool.event":
+                deliver(route, envelope)
+
+        stack.provider.deliver = drop_events
+        admitted = await start(stack, "mock.move", {"duration_s": 0.05, "behaviour": "succeed"})
+        invocation = stack.gateway.runtime.store.get(admitted["invocation_id"])
+
+        async def poll_until_terminal() -> None:
+            while not invocation.terminal:
+                clock.advance(stack.gateway.config.status_poll_interval_ms / 1000)
+                await renew_lease(stack)
+                stack.gateway.runtime.tick()
+                await settle()
+
+        async with asyncio.timeout(5):
+            await poll_until_terminal()
+        assert invocation.phase == "completed"
+        assert invocation.result == {"status": "succeeded", "outputs": {"travelled_s": 0.05}}
+        assert [e.type for e in invocation.events] == ["terminal"]
+        polls = [e for e in stack.provider.received if e.message_type == "tool.status.request"]
+        assert polls
+        assert invoke_requests(stack.provider.received) == 1
