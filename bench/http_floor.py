@@ -13,6 +13,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from gateway.http import ok, parse_invoke_body, read_json_object
+from gateway.main import new_loop, server_config
 
 
 def floor_app() -> FastAPI:
@@ -39,13 +40,5 @@ def floor_app() -> FastAPI:
 
 
 if __name__ == "__main__":
-    uvicorn.run(
-        floor_app(),
-        host="127.0.0.1",
-        port=int(sys.argv[1]),
-        log_level="warning",
-        http="httptools",
-        loop="uvloop",
-        lifespan="off",
-        access_log=False,
-    )
+    server = uvicorn.Server(server_config(floor_app(), "127.0.0.1", int(sys.argv[1])))
+    new_loop().run_until_complete(server.serve())

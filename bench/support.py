@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import statistics
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import httpx
 import psutil
 
@@ -40,20 +42,28 @@ def sequential_latencies(
 async def concurrent_throughput(
     base_url: str, path: str, body: dict[str, Any], clients: int, per_client: int
 ) -> dict[str, float]:
-    """Requests per second with ``clients`` concurrent keep-alive clients."""
+    """Requests per second with ``clients`` concurrent keep-alive clients.
+
+    The load generator is aiohttp (C-accelerated HTTP parsing): on 2 shared cores an
+    httpx client spent ~850 us of CPU per request, more than the Gateway itself, and
+    would have measured the client rather than the server.
+    """
+    payload = json.dumps(body).encode()
+    headers = {"content-type": "application/json"}
     failures = 0
 
-    async def worker(client: httpx.AsyncClient) -> None:
+    async def worker(session: aiohttp.ClientSession) -> None:
         nonlocal failures
         for _ in range(per_client):
-            response = await client.post(path, json=body)
-            failures += response.status_code != 200
+            async with session.post(path, data=payload, headers=headers) as response:
+                await response.read()
+                failures += response.status != 200
 
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=30) as client:
-        await worker_warmup(client, path, body)
+    connector = aiohttp.TCPConnector(limit=clients)
+    async with aiohttp.ClientSession(base_url, connector=connector) as session:
+        await asyncio.gather(*(worker_warmup(session, path, payload) for _ in range(clients)))
         started = time.perf_counter()
-        await asyncio.gather(*(worker(client) for _ in range(clients)))
+        await asyncio.gather(*(worker(session) for _ in range(clients)))
         elapsed = time.perf_counter() - started
     total = clients * per_client
     return {
@@ -64,9 +74,11 @@ async def concurrent_throughput(
     }
 
 
-async def worker_warmup(client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> None:
-    """Open the keep-alive connections before timing."""
-    await asyncio.gather(*(client.post(path, json=body) for _ in range(16)))
+async def worker_warmup(session: aiohttp.ClientSession, path: str, payload: bytes) -> None:
+    """Open a keep-alive connection before timing."""
+    headers = {"content-type": "application/json"}
+    async with session.post(path, data=payload, headers=headers) as response:
+        await response.read()
 
 
 def wait_http(url: str, timeout_s: float, label: str) -> None:

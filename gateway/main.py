@@ -70,7 +70,7 @@ def run(config: GatewayConfig, *, port: int, journal: Path) -> int:
     from dora import Node  # imported here so the package imports without a Dora runtime
 
     node = Node()
-    loop = _new_loop()
+    loop = new_loop()
     carrier = DoraCarrier(node, config.providers, max_message_bytes=config.max_body_bytes)
     gateway = Gateway(config, send=carrier.send, journal=FileJournal(journal))
     server = uvicorn.Server(
@@ -103,6 +103,21 @@ def run(config: GatewayConfig, *, port: int, journal: Path) -> int:
     return 0 if server.started else 1
 
 
+def server_config(app: object, host: str, port: int) -> uvicorn.Config:
+    """The HTTP server settings of the Gateway (also used by the benchmark's HTTP floor)."""
+    return uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        host=host,
+        port=port,
+        log_level="warning",
+        http="httptools",
+        lifespan="off",
+        access_log=False,
+        proxy_headers=False,  # a loopback service; no proxy may rewrite client addresses
+        server_header=False,
+    )
+
+
 async def _serve(gateway: Gateway, server: uvicorn.Server) -> None:
     await gateway.start()
     try:
@@ -111,7 +126,8 @@ async def _serve(gateway: Gateway, server: uvicorn.Server) -> None:
         await gateway.stop()
 
 
-def _new_loop() -> asyncio.AbstractEventLoop:
+def new_loop() -> asyncio.AbstractEventLoop:
+    """A uvloop event loop when available, set as the current loop."""
     try:
         import uvloop
     except ImportError:  # uvloop is optional on platforms without it
