@@ -34,6 +34,7 @@ from gateway.errors import (
 )
 from gateway.invocation import Invocation
 from gateway.runtime import InvokeBody
+from nodes.toolcodec import strict_loads
 
 #: The single mapping from domain errors to HTTP statuses.
 STATUS_FOR_ERROR: dict[type[GatewayError], int] = {
@@ -110,25 +111,12 @@ async def read_json_object(request: Request, limit: int, *, allow_empty: bool) -
             return {}
         raise InvalidRequest("FORGE_TOOL_INVALID_BODY", "a JSON object body is required")
     try:
-        value = json.loads(body, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
-    except (ValueError, UnicodeDecodeError) as exc:
+        value = strict_loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise InvalidRequest("FORGE_TOOL_INVALID_JSON", f"malformed JSON: {exc}") from exc
     if not isinstance(value, dict):
         raise InvalidRequest("FORGE_TOOL_INVALID_BODY", "the body must be a JSON object")
     return value
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"duplicate key {key!r}")
-        result[key] = value
-    return result
-
-
-def _no_constant(name: str) -> None:
-    raise ValueError(f"{name} is not valid JSON")
 
 
 def parse_invoke_body(value: dict[str, Any]) -> InvokeBody:

@@ -91,12 +91,7 @@ def decode(value: Any, *, max_message_bytes: int) -> ToolEnvelope:
             "FORGE_PROTOCOL_MESSAGE_TOO_LARGE", f"payload exceeds {max_message_bytes} bytes"
         )
     try:
-        payload = json.loads(
-            payload_json,
-            object_pairs_hook=_no_duplicates,
-            parse_constant=_no_constant,
-            parse_int=_safe_int,
-        )
+        payload = strict_loads(payload_json)
     except (ValueError, RecursionError) as exc:
         raise ToolProtocolError("FORGE_PROTOCOL_INVALID_JSON", str(exc)) from exc
     return ToolEnvelope(
@@ -110,6 +105,16 @@ def decode(value: Any, *, max_message_bytes: int) -> ToolEnvelope:
         operation=row.get("operation"),
         sequence=row.get("sequence"),
         payload=payload,
+    )
+
+
+def strict_loads(text: str | bytes) -> Any:
+    """Parse JSON the Wire way: no duplicate keys, no NaN/Infinity, safe integers only.
+
+    Raises ``ValueError`` (``json.JSONDecodeError`` included) on any violation.
+    """
+    return json.loads(
+        text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant, parse_int=_safe_int
     )
 
 
