@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -70,7 +71,8 @@ class Gateway:
         )
         self.identity = {
             "gateway_id": config.gateway_id,
-            "instance_id": f"gwinst-{id(self):x}-{self.clock.wall_ms()}",
+            "instance_id": f"gwinst-{uuid.uuid4().hex}",
+            "started_at_ms": self.clock.wall_ms(),
             "catalog_revision": self.catalog.revision(),
         }
         self._ticker: asyncio.Task[None] | None = None
