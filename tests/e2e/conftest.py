@@ -27,6 +27,7 @@ MOCK_DATAFLOW = DATAFLOWS / "mock.yml"
 GATEWAY_MARK = "-m gateway"
 MOCK_MARK = "-m nodes.mock"
 START_TIMEOUT_S = 60.0
+START_ATTEMPTS = 3
 STOP_GRACE_S = 15.0
 LOG_TAIL_LINES = 80
 
@@ -34,12 +35,13 @@ LOG_TAIL_LINES = 80
 class MockStack:
     """One running mock dataflow: its HTTP client, log, journal and node processes."""
 
-    def __init__(self, dataflow: Dataflow, base_url: str, log_path: Path, journal: Path):
+    def __init__(self, dataflow: Dataflow, port: int, log_path: Path, journal: Path):
         self.dataflow = dataflow
-        self.base_url = base_url
+        self.port = port
+        self.base_url = f"http://127.0.0.1:{port}"
         self.log_path = log_path
         self.journal = journal
-        self.http = httpx.Client(base_url=base_url, timeout=10.0)
+        self.http = httpx.Client(base_url=self.base_url, timeout=10.0)
 
     # ---------------------------------------------------------------- processes
 
@@ -64,6 +66,22 @@ class MockStack:
         found = self.nodes(mark)
         assert len(found) == 1, f"expected one {mark!r} node, found {found}"
         return found[0]
+
+    def owns_port(self) -> bool:
+        """Whether a Gateway node of this dataflow listens on ``self.port``."""
+        for process in self.nodes(GATEWAY_MARK):
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                for connection in process.net_connections("tcp"):
+                    if (
+                        connection.status == psutil.CONN_LISTEN
+                        and connection.laddr.port == self.port
+                    ):
+                        return True
+        return False
+
+    def port_conflict(self) -> bool:
+        """Whether the Gateway reported that its port was already taken."""
+        return "address already in use" in self.tail(400)
 
     # ---------------------------------------------------------------- HTTP helpers
 
@@ -208,33 +226,50 @@ class MockStack:
         assert not alive, f"processes outlived the dataflow: {alive}\n{self.tail()}"
 
 
-@contextlib.contextmanager
-def mock_stack(directory: Path) -> Iterator[MockStack]:
-    """Start the mock dataflow, wait until ``mock.move`` is ready, always stop it."""
-    directory.mkdir(parents=True, exist_ok=True)
+def _launch(directory: Path, attempt: int) -> MockStack:
+    """Start one ``dora run`` with fresh ports; logs and journal go under ``directory``."""
     port = free_port()
     journal = directory / "gateway.journal"
-    log_path = directory / "dora-run.log"
+    log_path = directory / f"dora-run-{attempt}.log"
     env = dora_environment(
         os.environ,
         DORAFORGE_GATEWAY_PORT=str(port),
         DORAFORGE_GATEWAY_JOURNAL=str(journal),
         DORA_COORDINATOR_PORT=str(free_port()),
     )
-    with log_path.open("wb") as log:
-        dataflow = Dataflow(MOCK_DATAFLOW, env, log=log)
-        dataflow.start()
-        stack = MockStack(dataflow, f"http://127.0.0.1:{port}", log_path, journal)
+    with log_path.open("wb") as log:  # the child keeps its own descriptor
+        dataflow = Dataflow(MOCK_DATAFLOW, env, log=log).start()
+    return MockStack(dataflow, port, log_path, journal)
+
+
+def _started(stack: MockStack) -> bool:
+    """Ready, served by this dataflow's own Gateway (not a stranger on a reused port)."""
+    return stack.ready() and stack.owns_port()
+
+
+@contextlib.contextmanager
+def mock_stack(directory: Path) -> Iterator[MockStack]:
+    """Start the mock dataflow, wait until ``mock.move`` is ready, always stop it.
+
+    ``free_port`` cannot reserve a port, so another process on this machine may take it
+    before the Gateway binds; such a start is stopped and retried on new ports.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    for attempt in range(1, START_ATTEMPTS + 1):
+        stack = _launch(directory, attempt)
         try:
-            started = wait_until(
-                lambda: stack.ready() or not dataflow.running(), START_TIMEOUT_S, interval_s=0.1
+            wait_until(
+                lambda s=stack: _started(s) or s.port_conflict() or not s.dataflow.running(),
+                START_TIMEOUT_S,
             )
-            if not (started and dataflow.running()):
+            if _started(stack) and stack.dataflow.running():
+                yield stack
+                return
+            if not stack.port_conflict() or attempt == START_ATTEMPTS:
                 pytest.fail(
                     f"mock dataflow not ready within {START_TIMEOUT_S}s "
-                    f"(dora run alive: {dataflow.running()})\n{stack.tail()}"
+                    f"(dora run alive: {stack.dataflow.running()})\n{stack.tail()}"
                 )
-            yield stack
         finally:
             stack.close()
 
