@@ -13,7 +13,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -289,7 +289,10 @@ def fresh_stack(tmp_path: Path) -> Iterator[MockStack]:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Attach the Dora log tail of every stack a failed test used to its report."""
     report = yield
     if report.failed:
         for value in getattr(item, "funcargs", {}).values():

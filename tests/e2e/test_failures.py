@@ -32,8 +32,9 @@ def _wait_for_new_instance(stack: MockStack, old_instance: str) -> str:
     return stack.context("mock.move")["endpoint_status"]["endpoint_instance_id"]
 
 
-def _assert_new_instance_serves(stack: MockStack, old_instance: str) -> None:
+def _assert_new_instance_serves(stack: MockStack, old_instance: str, old_revision: int) -> None:
     new_instance = _wait_for_new_instance(stack, old_instance)
+    assert stack.context("mock.move")["registry_revision"] > old_revision
     stats = stack.stats()
     assert stats["endpoint_instance_id"] == new_instance
     assert stats["invokes"]["move"] == 0  # a fresh process, not the one that died
@@ -51,6 +52,7 @@ def test_provider_crash_mid_action_ends_unknown_and_the_restarted_provider_serve
 ) -> None:
     stack.wait_idle()
     old_instance = stack.stats()["endpoint_instance_id"]
+    old_revision = stack.context("mock.move")["registry_revision"]
     old_pid = stack.node(MOCK_MARK).pid
     admission = stack.start("mock.move", {"duration_s": 1.0, "behaviour": "crash"})
 
@@ -60,7 +62,7 @@ def test_provider_crash_mid_action_ends_unknown_and_the_restarted_provider_serve
     assert final["result"]["status"] == "unknown"
     assert "completed" not in phases
 
-    _assert_new_instance_serves(stack, old_instance)
+    _assert_new_instance_serves(stack, old_instance, old_revision)
     assert stack.node(MOCK_MARK).pid != old_pid
     assert stack.status(admission["invocation_id"])["phase"] == "unknown"
 
@@ -70,6 +72,7 @@ def test_provider_killed_mid_action_ends_unknown_and_the_restarted_provider_serv
 ) -> None:
     stack.wait_idle()
     old_instance = stack.stats()["endpoint_instance_id"]
+    old_revision = stack.context("mock.move")["registry_revision"]
     admission = stack.start("mock.move", {"duration_s": 30.0, "behaviour": "succeed"})
     stack.poll(
         admission["invocation_id"], lambda status: (status["progress"] or {}).get("fraction", 0) > 0
@@ -85,4 +88,4 @@ def test_provider_killed_mid_action_ends_unknown_and_the_restarted_provider_serv
     assert final["result"]["status"] == "unknown"
     assert "completed" not in phases
 
-    _assert_new_instance_serves(stack, old_instance)
+    _assert_new_instance_serves(stack, old_instance, old_revision)
