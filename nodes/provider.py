@@ -26,14 +26,7 @@ from forge_tool.dora import DoraToolEndpointBinding
 
 from nodes import toolcodec
 from nodes.activity import ActivityTracker, tracked_operations
-from nodes.carrier import (
-    EXECUTION_REQUEST_TYPES,
-    REGISTRY_RESPONSE_TYPE,
-    MalformedInput,
-    decode_envelope,
-    encode_envelope,
-    peek_message_type,
-)
+from nodes.carrier import EXECUTION_REQUEST_TYPES, REGISTRY_RESPONSE_TYPE
 from nodes.definition import EndpointDefinition, RunnerOptions, new_endpoint_instance_id
 from nodes.query_path import QueryPath
 from nodes.registration import Registration, RegistrationState
@@ -150,16 +143,15 @@ class ProviderCore:
     async def handle(self, value: object) -> None:
         """Route one input: Registry response, execution request, or drop it with a log."""
         try:
-            message_type = peek_message_type(
-                value, max_carrier_bytes=self._binding.max_carrier_bytes
-            )
+            envelope = toolcodec.decode(value, max_message_bytes=self._options.max_message_bytes)
+            message_type = envelope.message_type
             if message_type == REGISTRY_RESPONSE_TYPE:
-                self._on_registry_response(value)
+                self._on_registry_response(envelope)
             elif message_type in EXECUTION_REQUEST_TYPES:
-                await self._dispatch(value)
+                await self._dispatch(value, envelope)
             else:
                 logger.warning("dropped %r: not a message a provider accepts", message_type)
-        except (MalformedInput, ToolProtocolError, ValueError, TypeError) as exc:
+        except (ToolProtocolError, ValueError, TypeError) as exc:
             logger.warning("dropped input: %s", str(exc)[:_LOG_REASON_CHARS])
         except Exception:
             logger.exception("dropped input after an unexpected failure")
@@ -218,8 +210,7 @@ class ProviderCore:
         self._publish_envelope(envelope)
         self._next_status = now + self._options.status_interval_s
 
-    def _on_registry_response(self, value: object) -> None:
-        envelope = decode_envelope(value, max_message_bytes=self._options.max_message_bytes)
+    def _on_registry_response(self, envelope: ToolEnvelope) -> None:
         before = self._registration.interval_s
         if not self._registration.apply(envelope):
             logger.debug("ignored registry response %s", envelope.request_id)
@@ -229,8 +220,7 @@ class ProviderCore:
                 self._next_register, self._clock() + self._registration.interval_s
             )
 
-    async def _dispatch(self, value: object) -> None:
-        request = toolcodec.decode(value, max_message_bytes=self._binding.max_request_bytes)
+    async def _dispatch(self, value: object, request: ToolEnvelope) -> None:
         if self._queries.serves(request.message_type, request.operation):
             self._publish(await self._queries.answer(request))
             return
@@ -244,7 +234,7 @@ class ProviderCore:
 
     def _publish_envelope(self, envelope: ToolEnvelope) -> None:
         try:
-            batch = encode_envelope(envelope, max_message_bytes=self._options.max_message_bytes)
+            batch = toolcodec.encode(envelope, max_message_bytes=self._options.max_message_bytes)
             self._publish(batch)
         except Exception:
             logger.exception("failed to publish %s", envelope.message_type)

@@ -25,6 +25,8 @@ from forge_tool import (
 )
 
 TOOL_MESSAGE_TYPE = pa.struct(list(TOOL_MESSAGE_SCHEMA))
+_COLUMNS = frozenset(TOOL_MESSAGE_SCHEMA.names)
+_CARRIER_OVERHEAD_BYTES = 65_536
 _HEADER = ("request_id", "invocation_id", "attempt_id", "endpoint_instance_id", "operation")
 
 
@@ -82,7 +84,7 @@ def encode(envelope: WireMessage, *, max_message_bytes: int) -> pa.StructArray:
 
 def decode(value: Any, *, max_message_bytes: int) -> ToolEnvelope:
     """Decode one untrusted carrier value; raises ``ToolProtocolError`` when invalid."""
-    row = _row(value)
+    row = _row(value, max_message_bytes + _CARRIER_OVERHEAD_BYTES)
     payload_json = row.get("payload_json")
     if not isinstance(payload_json, str):
         raise ToolProtocolError("FORGE_PROTOCOL_INVALID_MESSAGE", "payload_json must be a string")
@@ -118,16 +120,25 @@ def strict_loads(text: str | bytes) -> Any:
     )
 
 
-def _row(value: Any) -> dict[str, Any]:
+def _row(value: Any, max_carrier_bytes: int) -> dict[str, Any]:
     if isinstance(value, pa.RecordBatch):
         value = value.to_struct_array()
-    if not isinstance(value, pa.StructArray) or not value.type.equals(TOOL_MESSAGE_TYPE):
+    if not isinstance(value, pa.StructArray) or len(value) != 1:
         raise ToolProtocolError(
-            "FORGE_PROTOCOL_INVALID_MESSAGE", "value is not a forge_msgs.ToolMessage row"
+            "FORGE_PROTOCOL_INVALID_MESSAGE", "value is not a one-row forge_msgs.ToolMessage"
         )
-    if len(value) != 1:
-        raise ToolProtocolError("FORGE_PROTOCOL_INVALID_MESSAGE", "expected exactly one row")
-    return value[0].as_py()
+    if value.nbytes > max_carrier_bytes:  # bound memory before materialising anything
+        raise ToolProtocolError(
+            "FORGE_PROTOCOL_MESSAGE_TOO_LARGE", f"carrier exceeds {max_carrier_bytes} bytes"
+        )
+    # to_pylist is about twice as fast as value[0].as_py() on Dora-owned arrays; the
+    # column set is checked here and every value's type by ToolEnvelope below.
+    row = value.to_pylist()[0]
+    if row.keys() != _COLUMNS:
+        raise ToolProtocolError(
+            "FORGE_PROTOCOL_INVALID_MESSAGE", "columns differ from forge_msgs.ToolMessage"
+        )
+    return row
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
