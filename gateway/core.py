@@ -85,9 +85,10 @@ class Gateway:
         elif kind == "tool.event":
             self.runtime.on_event(route, envelope)
         elif kind == "endpoint.register":
-            self._reply(
-                route, envelope, self.registry.register(route, envelope, self.clock.monotonic())
-            )
+            response = self.registry.register(route, envelope, self.clock.monotonic())
+            self._reply(route, envelope, response)
+            if response.status == "accepted":
+                self.runtime.on_registered(route, str(envelope.endpoint_instance_id))
         elif kind == "endpoint.unregister":
             self._reply(
                 route, envelope, self.registry.unregister(route, envelope, self.clock.monotonic())
@@ -151,10 +152,15 @@ def tool_context(gateway: Gateway, tool_id: str) -> dict[str, Any] | None:
     max_concurrency = operation.max_concurrency if operation else None
     active = gateway.runtime.active_count(spec)
     status = record.status if record else None
+    saturated = status.details.get("saturated_operations", []) if status else []
     checks = {
         "endpoint_registered": record is not None,
         "endpoint_ready": status is not None and status.state in ("ready", "busy"),
-        "operation_capacity": max_concurrency is not None and active < max_concurrency,
+        # The provider's own report counts too: after a Gateway restart it may still be
+        # running work this Gateway process never admitted.
+        "operation_capacity": max_concurrency is not None
+        and active < max_concurrency
+        and not (isinstance(saturated, list) and spec.operation in saturated),
     }
     endpoint_status = None
     if record is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections import deque
 from collections.abc import Callable
 
 import pyarrow as pa
@@ -23,6 +24,7 @@ from forge_tool.dora import DoraToolEndpointBinding
 from nodes import toolcodec
 
 _MAX_BYTES = 1_048_576
+_HISTORY = 10_000
 
 type Deliver = Callable[[str, ToolEnvelope], None]
 
@@ -35,8 +37,10 @@ class LocalProvider:
         self._make_handler = make_handler
         self.deliver: Deliver = lambda route, envelope: None
         self.silent = False
-        self.received: list[ToolEnvelope] = []
-        self.registry_responses: list[ToolEnvelope] = []
+        # Bounded histories that tests inspect.
+        self.received: deque[ToolEnvelope] = deque(maxlen=_HISTORY)
+        self.sent: deque[ToolEnvelope] = deque(maxlen=_HISTORY)
+        self.registry_responses: deque[ToolEnvelope] = deque(maxlen=_HISTORY)
         self._tasks: set[asyncio.Task[None]] = set()
         self.handler = make_handler(self._new_instance_id())
         self._binding = DoraToolEndpointBinding(self.handler, event_sink=self._publish)
@@ -94,6 +98,7 @@ class LocalProvider:
             self._emit(toolcodec.decode(batch, max_message_bytes=_MAX_BYTES))
 
     def _emit(self, envelope: ToolEnvelope) -> None:
+        self.sent.append(envelope)
         loop = asyncio.get_running_loop()
         loop.call_soon(self.deliver, self.endpoint_id, envelope)
 

@@ -93,7 +93,7 @@ def run(config: GatewayConfig, *, port: int, journal: Path) -> int:
     )
     pump.start()
     log.info(
-        "gateway %s listening on http://%s:%d (journal %s)",
+        "gateway %s starting HTTP on http://%s:%d (journal %s)",
         config.gateway_id,
         config.host,
         port,

@@ -107,6 +107,7 @@ class ToolRuntime:
         self._slots: Counter[tuple[str, str]] = Counter()
         self._queries: Counter[tuple[str, str]] = Counter()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._orphans: list[Invocation] = []
         self.dispatch_counts: Counter[str] = Counter()
 
     # ------------------------------------------------------------------ queries
@@ -449,13 +450,14 @@ class ToolRuntime:
             self._spawn(self._safety_cancel(invocation))
 
     async def _safety_cancel(self, invocation: Invocation) -> None:
-        # Motion past its deadline is asked to stop; the outcome stays ``unknown``.
+        # Motion past its deadline, or orphaned by a Gateway restart, is asked to stop;
+        # the outcome stays ``unknown`` whatever the provider answers.
         spec = self._catalog.get(invocation.tool_id)
         if spec is None or invocation.endpoint_instance_id is None:
             return
         envelope = wire.control_request(
             self._context(spec, invocation),
-            "cancel",
+            _CONTROL_FOR[invocation.semantics],
             request_id=self._exchanges.new_request_id(),
             instance_id=invocation.endpoint_instance_id,
         )
@@ -659,10 +661,31 @@ class ToolRuntime:
             elif record["k"] == "terminal":
                 results[record["id"]] = record
         for invocation_id, record in admitted.items():
-            self.store.add(self._restored(record, results.get(invocation_id)))
+            invocation = self._restored(record, results.get(invocation_id))
+            self.store.add(invocation)
+            if invocation_id not in results and invocation.endpoint_instance_id:
+                self._orphans.append(invocation)
         self.store.evict(self._clock.wall_ms())
         self._journal.compact(_snapshot(self.store))
         return len(self.store)
+
+    def on_registered(self, endpoint_id: str, instance_id: str) -> None:
+        """An instance (re)registered: stop work a previous Gateway process left running.
+
+        Attempts that were in flight when the Gateway died read ``unknown`` and nobody
+        can control them any more; if the same provider instance is back in touch, it is
+        asked (once, best effort) to cancel the Action or stop the Session.
+        """
+        if not self._config.cancel_on_deadline:
+            return
+        keep: list[Invocation] = []
+        for invocation in self._orphans:
+            same = (invocation.endpoint_id, invocation.endpoint_instance_id)
+            if same == (endpoint_id, instance_id):
+                self._spawn(self._safety_cancel(invocation))
+            elif invocation.endpoint_id != endpoint_id:
+                keep.append(invocation)  # a different instance can never run it again
+        self._orphans = keep
 
     def _restored(self, record: JournalRecord, terminal: JournalRecord | None) -> Invocation:
         invocation = Invocation(
