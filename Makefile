@@ -4,12 +4,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-# Python >= 3.12: an interpreter on PATH first, then pyenv's 3.12 (python3 here is 3.11).
-PYTHON ?= $(shell for c in python3.12 python3.13; do \
+# Python >= 3.12: 3.12 first (what doraforge is tested on), from PATH or straight from
+# pyenv's versions folder (python3 here is 3.11 and pyenv's shims may not expose 3.12).
+PYTHON ?= $(shell for c in python3.12 $$(ls -d $$HOME/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null | sort -V -r) python3.13 python3; do \
     if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then echo $$c; exit; fi; \
-    done; \
-    for v in $$(ls -d $$HOME/.pyenv/versions/3.1[2-9]* 2>/dev/null | sort -V -r); do \
-    if [ -x $$v/bin/python3 ]; then echo $$v/bin/python3; exit; fi; done)
+    done)
 
 .PHONY: test demo bench lint format clean
 

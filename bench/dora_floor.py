@@ -1,7 +1,9 @@
 """The Dora floor: a request/reply round trip between two bare Python nodes.
 
-``python -m bench.dora_floor ping N OUT`` sends N 200-byte requests one at a time and
-writes the latencies to OUT; ``python -m bench.dora_floor pong`` echoes every input.
+``python -m bench.dora_floor ping N OUT [KIND]`` sends N requests one at a time and writes
+the latencies to OUT; ``python -m bench.dora_floor pong`` echoes every input. KIND is
+``binary`` (200 bytes, the floor) or ``toolmessage`` (a 200-byte Query carried as the
+ten-column ``forge_msgs.ToolMessage`` row, not decoded: what the carrier format costs).
 """
 
 from __future__ import annotations
@@ -14,9 +16,34 @@ import pyarrow as pa
 from dora import Node
 
 
-def ping(count: int, out: str) -> None:
+def _payload(kind: str) -> pa.Array:
+    if kind == "binary":
+        return pa.array([b"x" * 200])
+    from nodes import toolcodec
+
+    message = toolcodec.Outbound(
+        message_type="tool.invoke.request",
+        endpoint_id="mock",
+        payload={
+            "arguments": {"message": "x" * 200},
+            "context": {
+                "tool_id": "mock.echo",
+                "implementation_id": "mock.echo.v1",
+                "metadata": {},
+            },
+        },
+        request_id="req-1",
+        invocation_id="inv-1",
+        attempt_id="att-1",
+        endpoint_instance_id="epinst-1",
+        operation="echo",
+    )
+    return toolcodec.encode(message, max_message_bytes=1_048_576)
+
+
+def ping(count: int, out: str, kind: str) -> None:
     node = Node()
-    payload = pa.array([b"x" * 200])
+    payload = _payload(kind)
     samples: list[float] = []
     started = time.perf_counter()
     node.send_output("request", payload)
@@ -45,6 +72,6 @@ def pong() -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "ping":
-        ping(int(sys.argv[2]), sys.argv[3])
+        ping(int(sys.argv[2]), sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else "binary")
     else:
         pong()

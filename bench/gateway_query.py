@@ -56,13 +56,13 @@ def http_floor(requests: int) -> dict[str, float]:
         server.wait(timeout=10)
 
 
-def dora_floor(requests: int, workdir: Path) -> dict[str, float]:
-    out = workdir / "dora_floor.json"
-    dataflow = workdir / "dora_floor.yml"
+def dora_floor(requests: int, workdir: Path, kind: str = "binary") -> dict[str, float]:
+    out = workdir / f"dora_floor_{kind}.json"
+    dataflow = workdir / f"dora_floor_{kind}.yml"
     dataflow.write_text(
         "nodes:\n"
         "  - id: ping\n    path: python\n"
-        f"    args: -m bench.dora_floor ping {requests + WARMUP} {out}\n"
+        f"    args: -m bench.dora_floor ping {requests + WARMUP} {out} {kind}\n"
         "    inputs:\n      reply: {source: pong/reply, queue_size: 1000}\n"
         "    outputs: [request]\n"
         "  - id: pong\n    path: python\n    args: -m bench.dora_floor pong\n"
@@ -70,7 +70,7 @@ def dora_floor(requests: int, workdir: Path) -> dict[str, float]:
         "    outputs: [reply]\n",
         encoding="utf-8",
     )
-    with (workdir / "dora_floor.log").open("wb") as log:
+    with (workdir / f"dora_floor_{kind}.log").open("wb") as log:
         flow = Dataflow(dataflow, dora_environment(os.environ), log).start()
         deadline = time.monotonic() + 120
         while not out.exists() and time.monotonic() < deadline:
@@ -156,6 +156,7 @@ def main() -> int:
         http = http_floor(args.requests)
         print("Dora floor ...", flush=True)
         dora = dora_floor(args.requests, workdir)
+        carrier = dora_floor(args.requests, workdir, "toolmessage")
         print("full path ...", flush=True)
         full = full_path(args.requests, args.actions, workdir)
     floor_sum = http["p50_ms"] + dora["p50_ms"]
@@ -164,6 +165,7 @@ def main() -> int:
         "benchmark": "gateway_query",
         "http_floor": http,
         "dora_floor": dora,
+        "dora_toolmessage_roundtrip": carrier,
         "full_path": full["latency"],
         "throughput_8_clients": full["throughput"],
         "gateway_rss": full["rss"],

@@ -12,4 +12,7 @@ async def test_query_round_trip_echoes_message():
         )
         assert response.status_code == 200, response.text
         body = response.json()
-        assert body["data"]["response"]["result"] == {"status": "succeeded", "outputs": {"message": "hi"}}
+        assert body["data"]["response"]["result"] == {
+            "status": "succeeded",
+            "outputs": {"message": "hi"},
+        }
