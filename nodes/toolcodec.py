@@ -12,6 +12,7 @@ all still applied.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -23,6 +24,8 @@ from forge_tool import (
     ToolEnvelope,
     ToolProtocolError,
 )
+
+from nodes.envelope_check import checked_envelope
 
 TOOL_MESSAGE_TYPE = pa.struct(list(TOOL_MESSAGE_SCHEMA))
 _COLUMNS = frozenset(TOOL_MESSAGE_SCHEMA.names)
@@ -96,18 +99,7 @@ def decode(value: Any, *, max_message_bytes: int) -> ToolEnvelope:
         payload = strict_loads(payload_json)
     except (ValueError, RecursionError) as exc:
         raise ToolProtocolError("FORGE_PROTOCOL_INVALID_JSON", str(exc)) from exc
-    return ToolEnvelope(
-        protocol=row.get("protocol"),  # type: ignore[arg-type]
-        message_type=row.get("message_type"),  # type: ignore[arg-type]
-        request_id=row.get("request_id"),
-        invocation_id=row.get("invocation_id"),
-        attempt_id=row.get("attempt_id"),
-        endpoint_id=row.get("endpoint_id"),
-        endpoint_instance_id=row.get("endpoint_instance_id"),
-        operation=row.get("operation"),
-        sequence=row.get("sequence"),
-        payload=payload,
-    )
+    return checked_envelope(row, payload, payload_json)
 
 
 def strict_loads(text: str | bytes) -> Any:
@@ -116,7 +108,11 @@ def strict_loads(text: str | bytes) -> Any:
     Raises ``ValueError`` (``json.JSONDecodeError`` included) on any violation.
     """
     return json.loads(
-        text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant, parse_int=_safe_int
+        text,
+        object_pairs_hook=_no_duplicates,
+        parse_constant=_no_constant,
+        parse_int=_safe_int,
+        parse_float=_finite_float,
     )
 
 
@@ -152,6 +148,13 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _no_constant(name: str) -> None:
     raise ValueError(f"non-finite number {name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if math.isinf(number):  # "1e999" parses to infinity without passing parse_constant
+        raise ValueError(f"number {text} is not finite")
+    return number
 
 
 def _safe_int(text: str) -> int:
