@@ -15,7 +15,6 @@ from urllib.parse import unquote
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
-from forge_tool import ToolRequest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -34,6 +33,7 @@ from gateway.errors import (
 )
 from gateway.invocation import Invocation
 from gateway.runtime import InvokeBody
+from nodes.envelope_check import interoperable
 from nodes.toolcodec import strict_loads
 
 #: The single mapping from domain errors to HTTP statuses.
@@ -111,7 +111,8 @@ async def read_json_object(request: Request, limit: int, *, allow_empty: bool) -
             return {}
         raise InvalidRequest("FORGE_TOOL_INVALID_BODY", "a JSON object body is required")
     try:
-        value = strict_loads(body)
+        text = body.decode("utf-8")
+        value = interoperable(strict_loads(text), text, "body")
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise InvalidRequest("FORGE_TOOL_INVALID_JSON", f"malformed JSON: {exc}") from exc
     if not isinstance(value, dict):
@@ -135,12 +136,6 @@ def parse_invoke_body(value: dict[str, Any]) -> InvokeBody:
             "arguments must be a JSON object",
             details={"path": "arguments"},
         )
-    try:
-        ToolRequest(arguments=arguments)  # interoperable JSON: safe integers, depth <= 64
-    except (TypeError, ValueError) as exc:
-        raise InvalidRequest(
-            "FORGE_TOOL_INVALID_ARGUMENTS", str(exc), details={"path": "arguments"}
-        ) from exc
     caller_id = value.get("caller_id")
     if caller_id is not None and (
         not isinstance(caller_id, str) or not caller_id.strip() or len(caller_id) > 256

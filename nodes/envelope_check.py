@@ -54,13 +54,20 @@ def checked_envelope(row: dict[str, Any], payload: Any, payload_json: str) -> To
         raise ToolProtocolError(
             "FORGE_PROTOCOL_INVALID_PAYLOAD", "must be a JSON object", path="payload"
         )
-    if _may_break_json_rules(payload_json):
-        payload = _json_value(payload, "payload")  # forge-tool's exact walk
+    payload = interoperable(payload, payload_json, "payload")
     envelope = object.__new__(ToolEnvelope)
     values = dict(row, payload=payload)
     for name in _FIELDS:
         object.__setattr__(envelope, name, values.get(name))
     return envelope
+
+
+def interoperable(value: Any, text: str, path: str) -> Any:
+    """Hold ``value``, parsed from ``text`` by ``toolcodec.strict_loads``, to the Wire's
+    JSON rules (no lone surrogates, nesting at most 64); raises ``ToolProtocolError``."""
+    if _may_break_json_rules(text):
+        return _json_value(value, path)  # forge-tool's exact walk
+    return value
 
 
 def _may_break_json_rules(text: str) -> bool:

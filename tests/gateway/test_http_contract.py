@@ -522,6 +522,12 @@ BAD_BODIES = [
     pytest.param(b'{"arguments": {ARGS}, "timeout_ms": NaN}', id="nan"),
     pytest.param(b'{"arguments": {ARGS}, "timeout_ms": Infinity}', id="infinity"),
     pytest.param(b'{"arguments": {ARGS}, "timeout_ms": -Infinity}', id="minus-infinity"),
+    pytest.param(b'{"arguments": {ARGS}, "timeout_ms": 1e999}', id="overflowing-float"),
+    pytest.param(b'{"arguments": {ARGS, "n": 9007199254740992}}', id="unsafe-integer"),
+    pytest.param(b'{"arguments": {ARGS, "s": "\\ud800"}}', id="lone-surrogate"),
+    pytest.param(
+        b'{"arguments": {ARGS, "deep": ' + b"[" * 70 + b"]" * 70 + b"}}", id="nesting-over-64"
+    ),
 ]
 MOVE_ARGS = b'"duration_s": 0, "behaviour": "succeed"'
 ECHO_ARGS = b'"message": "x"'
