@@ -20,6 +20,7 @@ from gateway.clock import Clock, SystemClock
 from gateway.config import GatewayConfig
 from gateway.exchange import Exchanges
 from gateway.journal import Journal, MemoryJournal
+from gateway.query import QueryInvoker
 from gateway.registry import EndpointRegistry
 from gateway.runtime import ToolRuntime
 from nodes.toolcodec import WireMessage
@@ -53,21 +54,28 @@ class Gateway:
         self.config = config
         self.clock = clock or SystemClock()
         self.catalog = Catalog(config.tools)
-        self.exchanges = Exchanges()
+        self.exchanges = Exchanges(send)
         self._send = send
         self.registry = EndpointRegistry(
             [route.endpoint_id for route in config.providers],
             lease_ttl_ms=config.lease_ttl_ms,
             on_instance_gone=self._instance_gone,
         )
+        self.queries = QueryInvoker(
+            config=config,
+            catalog=self.catalog,
+            registry=self.registry,
+            exchanges=self.exchanges,
+            clock=self.clock,
+        )
         self.runtime = ToolRuntime(
             config=config,
             catalog=self.catalog,
             registry=self.registry,
             exchanges=self.exchanges,
-            send=send,
             journal=journal or MemoryJournal(),
             clock=self.clock,
+            queries_in_flight=self.queries.in_flight,
         )
         self.identity = {
             "gateway_id": config.gateway_id,

@@ -5,14 +5,24 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+from collections.abc import Callable
 
 from forge_tool import ToolEnvelope
+
+from nodes.toolcodec import WireMessage
+
+type Send = Callable[[str, WireMessage], None]
+
+
+class InstanceLost(ConnectionError):
+    """The provider instance serving an exchange stopped being current."""
 
 
 class Exchanges:
     """Pending Wire exchanges; a response resolves the one future waiting for it."""
 
-    def __init__(self) -> None:
+    def __init__(self, send: Send) -> None:
+        self._send = send
         self._pending: dict[str, tuple[str, asyncio.Future[ToolEnvelope]]] = {}
         self._prefix = f"req-{os.getpid():x}-{os.urandom(3).hex()}-"
         self._counter = itertools.count(1)
@@ -20,6 +30,23 @@ class Exchanges:
     def new_request_id(self) -> str:
         """Return a process-unique request id."""
         return f"{self._prefix}{next(self._counter)}"
+
+    async def request(
+        self, endpoint_id: str, message: WireMessage, timeout_s: float
+    ) -> ToolEnvelope:
+        """Send ``message`` and wait for its correlated response.
+
+        Raises ``TimeoutError`` after ``timeout_s`` (nothing is known then),
+        :class:`InstanceLost` when the instance goes away, ``ConnectionError`` when the
+        carrier cannot send at all.
+        """
+        request_id = str(message.request_id)
+        future = self.open(request_id, endpoint_id)
+        try:
+            self._send(endpoint_id, message)
+            return await asyncio.wait_for(future, timeout=timeout_s)
+        finally:
+            self.close(request_id)
 
     def open(self, request_id: str, endpoint_id: str) -> asyncio.Future[ToolEnvelope]:
         """Register interest in the response to ``request_id``."""

@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gateway.admission import InvokeBody
 from gateway.core import Gateway, tool_context
 from gateway.errors import (
     Conflict,
@@ -32,7 +33,6 @@ from gateway.errors import (
     Unprocessable,
 )
 from gateway.invocation import Invocation
-from gateway.runtime import InvokeBody
 from nodes.envelope_check import interoperable
 from nodes.toolcodec import strict_loads
 
@@ -214,7 +214,7 @@ def create_app(gateway: Gateway) -> FastAPI:
     @app.post("/tools/{endpoint_id}/{operation}:invoke", summary="Invoke a Query")
     async def invoke_query(endpoint_id: str, operation: str, request: Request) -> Response:
         body = parse_invoke_body(await read_json_object(request, limit, allow_empty=False))
-        data = await gateway.runtime.query(
+        data = await gateway.queries.query(
             _decoded(endpoint_id, "endpoint_id"), _decoded(operation, "operation"), body
         )
         return ok(data)

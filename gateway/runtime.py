@@ -11,79 +11,35 @@ import asyncio
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from forge_tool import (
-    ToolEnvelope,
-    ToolProtocolError,
-    event_from_payload,
-)
+from forge_tool import ToolEnvelope, ToolProtocolError, event_from_payload
 
-from gateway import wire
+from gateway import admission, recovery, wire
+from gateway.admission import InvokeBody, failed_result, unknown_result
 from gateway.canonical import sha256_hex
 from gateway.catalog import Catalog, ToolSpec
 from gateway.clock import Clock
 from gateway.config import GatewayConfig
-from gateway.errors import (
-    Conflict,
-    Gone,
-    InvalidRequest,
-    NotFound,
-    ProviderProtocolError,
-    QueryTimeout,
-    Unavailable,
-    Unprocessable,
-)
-from gateway.exchange import Exchanges
+from gateway.errors import Conflict, Gone, NotFound, ProviderProtocolError, Unavailable
+from gateway.exchange import Exchanges, InstanceLost
 from gateway.invocation import TERMINAL_PHASES, Invocation
-from gateway.journal import Journal, JournalRecord
+from gateway.journal import Journal
 from gateway.registry import EndpointRecord, EndpointRegistry
 from gateway.store import InvocationStore
-from nodes.toolcodec import WireMessage
 
 log = logging.getLogger(__name__)
-
-type Send = Callable[[str, WireMessage], None]
 
 _TERMINAL_EVENTS = frozenset({"executor_completed", "executor_failed", "cancelled", "stopped"})
 _CONTROL_FOR = {"action": "cancel", "session": "stop"}
 
 
-class InstanceLost(ConnectionError):
-    """The provider instance serving an exchange stopped being current."""
-
-
-@dataclass(frozen=True)
-class InvokeBody:
-    """A validated invoke request body."""
-
-    arguments: dict[str, Any]
-    caller_id: str | None = None
-    timeout_ms: int | None = None
-
-
-def unknown_result(code: str, message: str, **details: Any) -> dict[str, Any]:
-    """A terminal ``unknown`` result: the physical outcome cannot be recovered."""
-    return {
-        "status": "unknown",
-        "outputs": {},
-        "error": {"code": code, "message": message, "retryable": False, "details": details},
-    }
-
-
-def failed_result(code: str, message: str, **details: Any) -> dict[str, Any]:
-    """A terminal ``failed`` result produced by the Gateway itself."""
-    return {
-        "status": "failed",
-        "outputs": {},
-        "error": {"code": code, "message": message, "retryable": False, "details": details},
-    }
-
-
 class ToolRuntime:
-    """Admission, reconciliation and control of Query, Action and Session invocations."""
+    """Admission, reconciliation and control of Action and Session invocations.
+
+    ``queries_in_flight`` is the Query invoker's live count, so that one operation's
+    concurrency is reported as one number whatever its semantics.
+    """
 
     def __init__(
         self,
@@ -92,92 +48,22 @@ class ToolRuntime:
         catalog: Catalog,
         registry: EndpointRegistry,
         exchanges: Exchanges,
-        send: Send,
         journal: Journal,
         clock: Clock,
+        queries_in_flight: Counter[tuple[str, str]] | None = None,
     ) -> None:
         self._config = config
         self._catalog = catalog
         self._registry = registry
         self._exchanges = exchanges
-        self._send = send
         self._journal = journal
         self._clock = clock
         self.store = InvocationStore(config.retention)
         self._slots: Counter[tuple[str, str]] = Counter()
-        self._queries: Counter[tuple[str, str]] = Counter()
+        self._queries = queries_in_flight if queries_in_flight is not None else Counter()
         self._tasks: set[asyncio.Task[None]] = set()
         self._orphans: list[Invocation] = []
-        self.dispatch_counts: Counter[str] = Counter()
-
-    # ------------------------------------------------------------------ queries
-
-    async def query(self, endpoint_id: str, operation: str, body: InvokeBody) -> dict[str, Any]:
-        """Invoke a Query and return ``{endpoint_id, operation, response}``."""
-        spec = self._query_spec(endpoint_id, operation)
-        self._validate_arguments(spec, body.arguments)
-        record = self._bound_record(spec)
-        key = (endpoint_id, operation)
-        limit = self._max_concurrency(spec, record)
-        if self._queries[key] >= limit:
-            raise Unavailable(
-                "FORGE_TOOL_GATEWAY_BUSY",
-                f"{endpoint_id}/{operation} is at max_concurrency {limit}",
-                details={"max_concurrency": limit},
-            )
-        timeout_ms = self._effective_timeout(body.timeout_ms)
-        self._queries[key] += 1
-        try:
-            answer = await self._query_exchange(spec, record, body, timeout_ms)
-        finally:
-            self._queries[key] -= 1
-        return {"endpoint_id": endpoint_id, "operation": operation, "response": answer}
-
-    async def _query_exchange(
-        self, spec: ToolSpec, record: EndpointRecord, body: InvokeBody, timeout_ms: int
-    ) -> dict[str, Any]:
-        envelope = wire.invoke_request(
-            spec,
-            uuid.uuid4().hex,
-            uuid.uuid4().hex,
-            body.arguments,
-            request_id=self._exchanges.new_request_id(),
-            instance_id=record.instance_id,
-            caller_id=body.caller_id,
-            deadline_ms=self._clock.wall_ms() + timeout_ms,
-        )
-        try:
-            response = await self._exchange(spec.endpoint_id, envelope, timeout_ms / 1000)
-        except TimeoutError as exc:
-            raise QueryTimeout(
-                "FORGE_TOOL_INVOKE_TIMEOUT",
-                f"Query did not answer within {timeout_ms} ms; its outcome is unknown",
-                details={"timeout_ms": timeout_ms},
-            ) from exc
-        except InstanceLost as exc:
-            raise Unavailable(
-                "FORGE_TOOL_ENDPOINT_UNAVAILABLE", "the provider instance went away"
-            ) from exc
-        return self._query_answer(spec, response)
-
-    def _query_answer(self, spec: ToolSpec, response: ToolEnvelope) -> dict[str, Any]:
-        error = wire.provider_error(response)
-        if error is not None:
-            raise ProviderProtocolError(
-                "FORGE_TOOL_PROVIDER_ERROR", error["message"], details={"provider_error": error}
-            )
-        try:
-            outcome, body = wire.read_invoke_response(response)
-        except ToolProtocolError as exc:
-            raise ProviderProtocolError("FORGE_TOOL_PROVIDER_PROTOCOL", exc.message) from exc
-        if outcome == "rejected":
-            raise self._rejection(body)
-        if outcome == "accepted":
-            raise ProviderProtocolError(
-                "FORGE_TOOL_QUERY_NON_TERMINAL_RESPONSE",
-                "the provider answered a Query without a terminal result",
-            )
-        return {"outcome": "completed", "result": self._checked_outputs(spec, body)}
+        self.dispatch_counts: Counter[str] = Counter()  # invokes sent per tool, ever
 
     # ------------------------------------------------------------------ actions, sessions
 
@@ -191,12 +77,12 @@ class ToolRuntime:
                 "FORGE_TOOL_SEMANTICS_MISMATCH",
                 f"{tool_id!r} is a Query; POST /tools/{spec.endpoint_id}/{spec.operation}:invoke",
             )
-        self._validate_arguments(spec, body.arguments)
+        admission.validate_arguments(spec, body.arguments)
         fingerprint = sha256_hex({"tool_id": tool_id, "arguments": body.arguments})
         replay = self._replay(body.caller_id, fingerprint)
         if replay is not None:
             return replay, True
-        record = self._bound_record(spec)
+        record = admission.bound_record(self._registry, spec)
         self._reserve_slot(spec, record)
         invocation = self._admit(spec, record, body, fingerprint)
         await self._dispatch(spec, invocation, body.arguments)
@@ -220,18 +106,14 @@ class ToolRuntime:
         return previous
 
     def _reserve_slot(self, spec: ToolSpec, record: EndpointRecord) -> None:
-        limit = self._max_concurrency(spec, record)
+        limit = admission.max_concurrency(spec, record)
         if self._slots[(spec.endpoint_id, spec.operation)] >= limit:
-            raise Unavailable(
-                "FORGE_TOOL_GATEWAY_BUSY",
-                f"{spec.tool_id} is at max_concurrency {limit}",
-                details={"max_concurrency": limit},
-            )
+            raise admission.busy(spec, limit)
 
     def _admit(
         self, spec: ToolSpec, record: EndpointRecord, body: InvokeBody, fingerprint: str
     ) -> Invocation:
-        timeout_ms = self._effective_timeout(body.timeout_ms)
+        timeout_ms = admission.effective_timeout(self._config, body.timeout_ms)
         now_ms = self._clock.wall_ms()
         invocation = Invocation(
             invocation_id=f"inv_{uuid.uuid4().hex}",
@@ -250,7 +132,7 @@ class ToolRuntime:
             endpoint_instance_id=record.instance_id,
             last_contact_mono=self._clock.monotonic(),
         )
-        self._journal.append(_admit_record(invocation))
+        self._journal.append(recovery.admit_record(invocation))
         self.store.add(invocation)
         self._take_slot(invocation)
         if len(self.store) > self._config.retention.max_invocations:
@@ -272,7 +154,7 @@ class ToolRuntime:
         remaining_s = max(0.0, invocation.deadline_mono - self._clock.monotonic())
         wait_s = min(self._config.admission_timeout_ms / 1000, remaining_s)
         try:
-            response = await self._exchange(spec.endpoint_id, envelope, wait_s)
+            response = await self._exchanges.request(spec.endpoint_id, envelope, wait_s)
         except TimeoutError:
             self._finish_unknown(
                 invocation,
@@ -307,9 +189,9 @@ class ToolRuntime:
             return
         if outcome == "rejected":
             self._finish(invocation, {"status": "failed", "outputs": {}, "error": body})
-            raise self._rejection(body, invocation_id=invocation.invocation_id)
+            raise admission.rejection(body, invocation_id=invocation.invocation_id)
         if outcome == "completed":
-            self._finish(invocation, self._checked_outputs(spec, body))
+            self._finish(invocation, admission.checked_outputs(spec, body))
             return
         invocation.last_contact_mono = self._clock.monotonic()
         invocation.advance("accepted", self._clock.wall_ms())
@@ -354,7 +236,7 @@ class ToolRuntime:
             instance_id=str(invocation.endpoint_instance_id),
         )
         try:
-            response = await self._exchange(
+            response = await self._exchanges.request(
                 spec.endpoint_id, envelope, self._config.admission_timeout_ms / 1000
             )
             status = wire.read_control(response).status
@@ -436,7 +318,7 @@ class ToolRuntime:
         evicted = self.store.evict(self._clock.wall_ms())
         appended = getattr(self._journal, "appended", 0)
         if appended > 4 * self._config.retention.max_invocations:
-            self._journal.compact(_snapshot(self.store))
+            self._journal.compact(recovery.snapshot(self.store))
         return evicted
 
     def _deadline_exceeded(self, invocation: Invocation) -> None:
@@ -462,7 +344,7 @@ class ToolRuntime:
             instance_id=invocation.endpoint_instance_id,
         )
         try:
-            await self._exchange(
+            await self._exchanges.request(
                 spec.endpoint_id, envelope, self._config.admission_timeout_ms / 1000
             )
         except (TimeoutError, ConnectionError):
@@ -480,7 +362,7 @@ class ToolRuntime:
             instance_id=invocation.endpoint_instance_id,
         )
         try:
-            response = await self._exchange(
+            response = await self._exchanges.request(
                 spec.endpoint_id, envelope, self._config.admission_timeout_ms / 1000
             )
             status = wire.read_status(response)
@@ -505,7 +387,7 @@ class ToolRuntime:
                 request_id=self._exchanges.new_request_id(),
                 instance_id=invocation.endpoint_instance_id,
             )
-            response = await self._exchange(
+            response = await self._exchanges.request(
                 spec.endpoint_id, envelope, self._config.admission_timeout_ms / 1000
             )
             result = wire.result_payload(wire.read_result(response))
@@ -518,32 +400,14 @@ class ToolRuntime:
         if invocation.terminal:
             self._release_slot(invocation)  # the fenced attempt has ended at the provider
             return
-        self._finish(invocation, self._checked_outputs(spec, result))
+        self._finish(invocation, admission.checked_outputs(spec, result))
 
     # ------------------------------------------------------------------ helpers
-
-    async def _exchange(
-        self, endpoint_id: str, envelope: WireMessage, timeout_s: float
-    ) -> ToolEnvelope:
-        request_id = str(envelope.request_id)
-        future = self._exchanges.open(request_id, endpoint_id)
-        try:
-            self._send(endpoint_id, envelope)
-            return await asyncio.wait_for(future, timeout=timeout_s)
-        finally:
-            self._exchanges.close(request_id)
 
     def _finish(self, invocation: Invocation, result: dict[str, Any]) -> None:
         if not invocation.finish(result, self._clock.wall_ms()):
             return
-        self._journal.append(
-            {
-                "k": "terminal",
-                "id": invocation.invocation_id,
-                "result": result,
-                "at": invocation.terminal_at_ms,
-            }
-        )
+        self._journal.append(recovery.terminal_record(invocation))
         if result["status"] != "unknown":
             self._release_slot(invocation)
 
@@ -583,90 +447,22 @@ class ToolRuntime:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _query_spec(self, endpoint_id: str, operation: str) -> ToolSpec:
-        spec = self._catalog.by_route(endpoint_id, operation)
-        if spec is not None:
-            if spec.semantics != "query":
-                raise Conflict(
-                    "FORGE_TOOL_SEMANTICS_MISMATCH",
-                    f"{endpoint_id}/{operation} is {spec.semantics}; "
-                    f"POST /tools/{spec.tool_id}:invoke",
-                )
-            return spec
-        if not any(s.endpoint_id == endpoint_id for s in self._catalog.all()):
-            raise NotFound("FORGE_TOOL_ENDPOINT_UNKNOWN", f"no endpoint {endpoint_id!r}")
-        raise NotFound("FORGE_TOOL_OPERATION_NOT_FOUND", f"no operation {endpoint_id}/{operation}")
-
-    def _bound_record(self, spec: ToolSpec) -> EndpointRecord:
-        record = self._registry.current(spec.endpoint_id)
-        reason = spec.binding_error(record.descriptor if record else None)
-        if record is None or reason is not None:
-            raise Unavailable(
-                "FORGE_TOOL_ENDPOINT_UNAVAILABLE",
-                reason or "endpoint unavailable",
-                details={"endpoint_id": spec.endpoint_id},
-            )
-        return record
-
-    @staticmethod
-    def _max_concurrency(spec: ToolSpec, record: EndpointRecord) -> int:
-        operation = spec.descriptor_operation(record.descriptor)
-        return operation.max_concurrency if operation is not None else 1
-
-    @staticmethod
-    def _validate_arguments(spec: ToolSpec, arguments: dict[str, Any]) -> None:
-        violation = spec.input_schema.first_violation(arguments)
-        if violation is not None:
-            raise InvalidRequest(
-                "FORGE_TOOL_INVALID_ARGUMENTS",
-                f"arguments {violation.path}: {violation.message}",
-                details={"path": violation.path, "tool_id": spec.tool_id},
-            )
-
-    @staticmethod
-    def _checked_outputs(spec: ToolSpec, result: dict[str, Any]) -> dict[str, Any]:
-        if result["status"] != "succeeded":
-            return result
-        violation = spec.output_schema.first_violation(result["outputs"])
-        if violation is None:
-            return result
-        return failed_result(
-            "FORGE_TOOL_OUTPUT_SCHEMA_VIOLATION",
-            f"provider outputs {violation.path}: {violation.message}",
-            path=violation.path,
-        )
-
-    def _effective_timeout(self, requested_ms: int | None) -> int:
-        wanted = self._config.default_timeout_ms if requested_ms is None else requested_ms
-        return min(wanted, self._config.invoke_timeout_cap_ms)
-
-    @staticmethod
-    def _rejection(error: dict[str, Any], **details: Any) -> Unavailable | Unprocessable:
-        extra = {"provider_error": error, **details}
-        if error["code"] == "FORGE_ENDPOINT_CAPACITY":
-            return Unavailable(error["code"], error["message"], details=extra)
-        return Unprocessable(
-            error["code"], error["message"], retryable=error["retryable"], details=extra
-        )
-
     # ------------------------------------------------------------------ restart
 
     def restore(self) -> int:
         """Rebuild retained invocations from the journal; in-flight ones become unknown."""
-        admitted: dict[str, JournalRecord] = {}
-        results: dict[str, JournalRecord] = {}
-        for record in self._journal.replay():
-            if record["k"] == "admit":
-                admitted[record["id"]] = record
-            elif record["k"] == "terminal":
-                results[record["id"]] = record
-        for invocation_id, record in admitted.items():
-            invocation = self._restored(record, results.get(invocation_id))
+        restored = recovery.replay(
+            self._journal,
+            now_ms=self._clock.wall_ms(),
+            now_mono=self._clock.monotonic(),
+            max_events=self._config.retention.max_events_per_invocation,
+        )
+        for invocation, in_flight in restored:
             self.store.add(invocation)
-            if invocation_id not in results and invocation.endpoint_instance_id:
+            if in_flight and invocation.endpoint_instance_id:
                 self._orphans.append(invocation)
         self.store.evict(self._clock.wall_ms())
-        self._journal.compact(_snapshot(self.store))
+        self._journal.compact(recovery.snapshot(self.store))
         return len(self.store)
 
     def on_registered(self, endpoint_id: str, instance_id: str) -> None:
@@ -686,65 +482,3 @@ class ToolRuntime:
             elif invocation.endpoint_id != endpoint_id:
                 keep.append(invocation)  # a different instance can never run it again
         self._orphans = keep
-
-    def _restored(self, record: JournalRecord, terminal: JournalRecord | None) -> Invocation:
-        invocation = Invocation(
-            invocation_id=record["id"],
-            attempt_id=record["attempt_id"],
-            tool_id=record["tool_id"],
-            endpoint_id=record["endpoint_id"],
-            operation=record["operation"],
-            semantics=record["semantics"],
-            caller_id=record.get("caller_id"),
-            fingerprint=record["fingerprint"],
-            created_at_ms=record["created_at_ms"],
-            updated_at_ms=record["created_at_ms"],
-            deadline_ms=record["deadline_ms"],
-            deadline_mono=self._clock.monotonic(),
-            max_events=self._config.retention.max_events_per_invocation,
-            endpoint_instance_id=record.get("instance_id"),
-        )
-        if terminal is not None:
-            invocation.finish(terminal["result"], terminal["at"])
-        else:
-            invocation.finish(
-                unknown_result(
-                    "FORGE_TOOL_GATEWAY_RESTARTED_OUTCOME_UNKNOWN",
-                    "the Gateway restarted while this invocation was in flight",
-                ),
-                self._clock.wall_ms(),
-            )
-        return invocation
-
-
-def _admit_record(invocation: Invocation) -> JournalRecord:
-    return {
-        "k": "admit",
-        "id": invocation.invocation_id,
-        "attempt_id": invocation.attempt_id,
-        "tool_id": invocation.tool_id,
-        "endpoint_id": invocation.endpoint_id,
-        "operation": invocation.operation,
-        "semantics": invocation.semantics,
-        "caller_id": invocation.caller_id,
-        "fingerprint": invocation.fingerprint,
-        "created_at_ms": invocation.created_at_ms,
-        "deadline_ms": invocation.deadline_ms,
-        "instance_id": invocation.endpoint_instance_id,
-    }
-
-
-def _snapshot(store: InvocationStore) -> list[JournalRecord]:
-    records: list[JournalRecord] = []
-    for invocation in store:
-        records.append(_admit_record(invocation))
-        if invocation.result is not None:
-            records.append(
-                {
-                    "k": "terminal",
-                    "id": invocation.invocation_id,
-                    "result": invocation.result,
-                    "at": invocation.terminal_at_ms,
-                }
-            )
-    return records
