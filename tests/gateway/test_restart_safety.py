@@ -28,9 +28,8 @@ def _controls(provider: LocalProvider, invocation_id: str) -> list[str]:
     ]
 
 
-async def test_restarted_gateway_asks_the_same_instance_to_cancel_an_orphaned_action(
-    tmp_path: Path,
-):
+async def _orphan_after_restart(tmp_path: Path) -> tuple[LocalProvider, Gateway, str]:
+    """A hanging move admitted by one Gateway, then that Gateway replaced by a new one."""
     journal = tmp_path / "gateway.journal"
     carrier = LocalCarrier()
     provider = LocalProvider("mock", mock_handler)
@@ -40,20 +39,22 @@ async def test_restarted_gateway_asks_the_same_instance_to_cancel_an_orphaned_ac
     await eventually(lambda: first.registry.current("mock") is not None, what="registration")
     invocation, _ = await first.runtime.start("mock.move", InvokeBody(arguments=HANG))
     assert invocation.phase in ("accepted", "running")
-
-    # The Gateway process dies; a new one replays the journal. The provider lives on.
+    # The Gateway process dies; a new one replays the journal.
     second = Gateway(mock_config(), send=carrier.send, journal=FileJournal(journal))
     second.runtime.restore()
     carrier.add(provider, second.on_message)
-    restored = second.runtime.get(invocation.invocation_id)
-    assert restored.phase == "unknown"
-    assert _controls(provider, invocation.invocation_id) == []
+    return provider, second, invocation.invocation_id
 
-    provider.register()
-    await eventually(
-        lambda: _controls(provider, invocation.invocation_id) == ["cancel"], what="orphan cancel"
-    )
-    # The caller-visible outcome stays unknown whatever the provider does next.
+
+async def test_restarted_gateway_asks_the_same_instance_to_cancel_an_orphaned_action(
+    tmp_path: Path,
+):
+    provider, gateway, invocation_id = await _orphan_after_restart(tmp_path)
+    assert gateway.runtime.get(invocation_id).phase == "unknown"
+    assert _controls(provider, invocation_id) == []
+
+    provider.register()  # the provider process lived on and renews its lease
+    await eventually(lambda: _controls(provider, invocation_id) == ["cancel"], what="cancel")
     await eventually(
         lambda: any(
             e.message_type == "tool.event" and e.payload.get("type") == "cancelled"
@@ -61,25 +62,22 @@ async def test_restarted_gateway_asks_the_same_instance_to_cancel_an_orphaned_ac
         ),
         what="provider cancelled the motion",
     )
-    assert second.runtime.get(invocation.invocation_id).phase == "unknown"
+    # The caller-visible outcome stays unknown whatever the provider does next.
+    assert gateway.runtime.get(invocation_id).phase == "unknown"
 
 
 async def test_orphans_of_a_replaced_instance_are_not_sent_anything(tmp_path: Path):
-    journal = tmp_path / "gateway.journal"
-    carrier = LocalCarrier()
-    provider = LocalProvider("mock", mock_handler)
-    first = Gateway(mock_config(), send=carrier.send, journal=FileJournal(journal))
-    carrier.add(provider, first.on_message)
-    provider.register()
-    await eventually(lambda: first.registry.current("mock") is not None, what="registration")
-    invocation, _ = await first.runtime.start("mock.move", InvokeBody(arguments=HANG))
-    second = Gateway(mock_config(), send=carrier.send, journal=FileJournal(journal))
-    second.runtime.restore()
-    carrier.add(provider, second.on_message)
+    provider, gateway, invocation_id = await _orphan_after_restart(tmp_path)
     provider.restart()  # a new process: the orphan died with the old one
     provider.register()
-    await eventually(lambda: second.registry.current("mock") is not None, what="registration")
-    assert _controls(provider, invocation.invocation_id) == []
+    await eventually(
+        lambda: (
+            gateway.registry.current("mock") is not None
+            and gateway.registry.current("mock").instance_id == provider.instance_id
+        ),
+        what="registration of the new instance",
+    )
+    assert _controls(provider, invocation_id) == []
 
 
 async def test_context_is_not_ready_when_the_provider_reports_the_operation_saturated():
