@@ -20,6 +20,8 @@ from forge_tool import (
     ToolEndpointDescriptor,
 )
 
+from nodes.dataplane import DataPlane
+
 type OperationImpl = QueryToolEndpoint | ActionToolEndpoint | SessionToolEndpoint
 type StatusSource = Callable[[], EndpointStatus]
 
@@ -41,13 +43,15 @@ class EndpointDefinition:
     snapshot source; without it the runner derives ``ready``/``busy`` from activity.
     ``endpoint_instance_id`` pins this process start's identity when the provider needs
     to know it (build the definition once per process start); ``None`` lets the runner
-    mint a fresh one.
+    mint a fresh one. ``data_plane`` receives the node's other Dora inputs and may
+    publish on its other outputs (joint states, commands, images).
     """
 
     descriptor: ToolEndpointDescriptor
     operations: Mapping[str, OperationImpl]
     status: StatusSource | None = None
     endpoint_instance_id: str | None = None
+    data_plane: DataPlane | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.descriptor, ToolEndpointDescriptor):

@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 import pyarrow as pa
 
+from nodes.dataplane import DataPlane
 from nodes.definition import EndpointDefinition, RunnerOptions
 from nodes.provider import ProviderCore
 
@@ -66,10 +67,15 @@ def _acquire(bridge: _Bridge) -> bool:
 
 
 def _pump(
-    events: Iterable[dict[str, Any]], bridge: _Bridge, core_submit: Any, request_input: str
+    events: Iterable[dict[str, Any]],
+    bridge: _Bridge,
+    core_submit: Any,
+    request_input: str,
+    plane: DataPlane | None = None,
 ) -> None:
     """Forward Dora events to the loop until STOP, the request input closing, or the end."""
     reason = "dora event stream ended"
+    plane_inputs = plane.inputs if plane is not None else frozenset()
     try:
         for event in events:
             kind, event_id = event.get("type"), event.get("id")
@@ -77,6 +83,11 @@ def _pump(
                 if not _acquire(bridge):
                     return
                 if not bridge.to_loop(core_submit, event.get("value")):
+                    return
+            elif kind == "INPUT" and event_id in plane_inputs:
+                assert plane is not None
+                metadata = event.get("metadata") or {}
+                if not bridge.to_loop(plane.on_input, event_id, event.get("value"), metadata):
                     return
             elif kind == "STOP":
                 reason = "dora STOP"
@@ -110,7 +121,17 @@ async def serve(node: DoraNodeLike, definition: EndpointDefinition, options: Run
         row = batch.to_struct_array() if isinstance(batch, pa.RecordBatch) else batch
         node.send_output(output, row)
 
+    def publish_data(
+        output_id: str, value: pa.Array, metadata: Mapping[str, Any] | None = None
+    ) -> None:
+        # Data-plane producers may run in their own threads; every send stays on the loop.
+        row = value.to_struct_array() if isinstance(value, pa.RecordBatch) else value
+        bridge.to_loop(node.send_output, output_id, row, dict(metadata or {}))
+
     core = ProviderCore(definition, publish=publish, options=options)
+    plane = definition.data_plane
+    if plane is not None:
+        plane.attach(publish_data)
 
     def submit(value: object) -> None:
         task = core.submit(value)
@@ -124,7 +145,7 @@ async def serve(node: DoraNodeLike, definition: EndpointDefinition, options: Run
     renewals = loop.create_task(_renew_periodically(core))
     pump = threading.Thread(
         target=_pump,
-        args=(node, bridge, submit, options.request_input),
+        args=(node, bridge, submit, options.request_input, plane),
         name="dora-events",
         daemon=True,
     )
@@ -136,6 +157,8 @@ async def serve(node: DoraNodeLike, definition: EndpointDefinition, options: Run
         bridge.closing.set()
         renewals.cancel()
         await asyncio.gather(renewals, return_exceptions=True)
+        if plane is not None:
+            plane.close()
         await core.stop()
     await asyncio.to_thread(pump.join, _PUMP_JOIN_S)
     return 0
