@@ -98,6 +98,30 @@ class RetentionConfig(_Strict):
     evicted_ids_remembered: Annotated[int, Field(ge=0, le=1_000_000)] = 8192
 
 
+class ImageSource(_Strict):
+    """A camera stream the Gateway subscribes to: its name and its Dora input."""
+
+    source: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+    input: DoraId
+
+
+class ObservationsConfig(_Strict):
+    """Data-plane observations served over HTTP and WebSocket (images, joint state)."""
+
+    images: list[ImageSource] = Field(default_factory=list)
+    joint_state_input: DoraId | None = None
+    image_format: Literal["jpeg", "png"] = "jpeg"
+    jpeg_quality: Annotated[int, Field(ge=10, le=100)] = 85
+    ws_image_max_hz: Annotated[float, Field(gt=0, le=60)] = 15.0
+    ws_state_max_hz: Annotated[float, Field(gt=0, le=500)] = 30.0
+
+    @model_validator(mode="after")
+    def _unique_sources(self) -> ObservationsConfig:
+        _unique([image.source for image in self.images], "observations.images[].source")
+        _unique([image.input for image in self.images], "observations.images[].input")
+        return self
+
+
 class GatewayConfig(_Strict):
     """The whole Gateway configuration file."""
 
@@ -113,6 +137,7 @@ class GatewayConfig(_Strict):
     max_body_bytes: Annotated[int, Field(ge=1024, le=16 * 1024 * 1024)] = 1_048_576
     journal_path: str | None = None
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    observations: ObservationsConfig = Field(default_factory=ObservationsConfig)
     providers: list[ProviderRoute] = Field(default_factory=list)
     tools: list[ToolSpecConfig] = Field(default_factory=list)
 
@@ -121,6 +146,10 @@ class GatewayConfig(_Strict):
         _unique([p.endpoint_id for p in self.providers], "providers[].endpoint_id")
         _unique([p.input for p in self.providers], "providers[].input")
         _unique([p.output for p in self.providers], "providers[].output")
+        observed = [i.input for i in self.observations.images]
+        if self.observations.joint_state_input:
+            observed.append(self.observations.joint_state_input)
+        _unique([p.input for p in self.providers] + observed, "Dora input ids")
         _unique([t.tool_id for t in self.tools], "tools[].tool_id")
         _unique([(t.endpoint_id, t.operation) for t in self.tools], "tools[].(endpoint, op)")
         routed = {p.endpoint_id for p in self.providers}

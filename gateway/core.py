@@ -20,6 +20,7 @@ from gateway.clock import Clock, SystemClock
 from gateway.config import GatewayConfig
 from gateway.exchange import Exchanges
 from gateway.journal import Journal, MemoryJournal
+from gateway.observations import ObservationStore
 from gateway.query import QueryInvoker
 from gateway.registry import EndpointRegistry
 from gateway.runtime import ToolRuntime
@@ -77,6 +78,10 @@ class Gateway:
             clock=self.clock,
             queries_in_flight=self.queries.in_flight,
         )
+        self.observations = ObservationStore(
+            {image.input: image.source for image in config.observations.images},
+            joint_state_input=config.observations.joint_state_input,
+        )
         self.identity = {
             "gateway_id": config.gateway_id,
             "instance_id": f"gwinst-{uuid.uuid4().hex}",
@@ -122,6 +127,7 @@ class Gateway:
 
     async def start(self, tick_s: float = 0.05) -> None:
         """Restore the journal and start the periodic tick (deadlines, leases, polls)."""
+        self.observations.bind_loop(asyncio.get_running_loop())
         restored = self.runtime.restore()
         if restored:
             log.info("restored %d invocations from the journal", restored)

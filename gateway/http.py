@@ -32,6 +32,7 @@ from gateway.errors import (
     Unavailable,
     Unprocessable,
 )
+from gateway.http_observations import add_observation_routes
 from gateway.invocation import Invocation
 from nodes.envelope_check import interoperable
 from nodes.toolcodec import strict_loads
@@ -267,6 +268,7 @@ def create_app(gateway: Gateway) -> FastAPI:
             headers={"Cache-Control": "no-cache"},
         )
 
+    add_observation_routes(app, gateway.observations, gateway.config.observations)
     app.add_middleware(RawPathRouting)
     if gateway.config.host in _LOOPBACK:
         hosts = ["127.0.0.1", "localhost", "[::1]", "::1", "testserver"]

@@ -89,7 +89,10 @@ def run(config: GatewayConfig, *, port: int, journal: Path) -> int:
         server.should_exit = True
 
     pump = threading.Thread(
-        target=carrier.pump, args=(loop, gateway.on_message, stop), name="dora-events", daemon=True
+        target=carrier.pump,
+        args=(loop, gateway.on_message, stop, gateway.observations.on_input),
+        name="dora-events",
+        daemon=True,
     )
     pump.start()
     log.info(

@@ -1,0 +1,155 @@
+"""Observation routes: latest camera frames over HTTP, image and state streams over WebSocket.
+
+The WebSocket shapes follow the upstream Forge Gateway that PhyAgentOS evidence capture
+reads: ``{"type": "image", "id": source, "seq", "timestamp", "content_type", "data"}``.
+Each client gets the newest frame at most ``ws_image_max_hz`` times a second; a slow
+client simply skips frames, it never queues them and never slows the Dora thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from typing import Any
+
+from fastapi import FastAPI, WebSocket, WebSocketDisconnect
+from fastapi.responses import Response
+
+from gateway.config import ObservationsConfig
+from gateway.errors import InvalidRequest, NotFound, Unavailable
+from gateway.observations import Frame, ObservationStore, content_type
+
+_KEEPALIVE_S = 5.0
+
+
+def add_observation_routes(app: FastAPI, store: ObservationStore, config: ObservationsConfig):
+    """Register ``/observations/*``, ``/ws/images`` and ``/ws/state`` on ``app``."""
+
+    @app.get("/observations/images", summary="Camera sources and their latest frame")
+    async def list_sources() -> Response:
+        sources = []
+        for name in store.sources:
+            frame = store.latest_frame(name)
+            sources.append({"source": name, "latest": None if frame is None else _meta(frame)})
+        return _json({"ok": True, "data": {"sources": sources}})
+
+    @app.get("/observations/images/{source}/latest", summary="The newest frame as PNG/JPEG")
+    async def latest_image(source: str, format: str | None = None) -> Response:
+        fmt = format or config.image_format
+        if fmt not in ("png", "jpeg"):
+            raise InvalidRequest("FORGE_OBSERVATION_INVALID_FORMAT", "format is png or jpeg")
+        frame = _frame(store, source)
+        body = await asyncio.to_thread(frame.encoded, fmt, config.jpeg_quality)
+        return Response(body, media_type=content_type(fmt), headers=_frame_headers(frame))
+
+    @app.get("/observations/state", summary="The newest joint state")
+    async def latest_state() -> Response:
+        seq, state = store.latest_state()
+        if state is None:
+            raise Unavailable("FORGE_OBSERVATION_NO_STATE", "no joint state received yet")
+        return _json({"ok": True, "data": {"seq": seq, "joint_state": state}})
+
+    @app.websocket("/ws/images")
+    async def ws_images(websocket: WebSocket) -> None:
+        wanted = _requested_sources(websocket, store)
+        await websocket.accept()
+        sent: dict[str, int] = {}
+        period = 1.0 / config.ws_image_max_hz
+        try:
+            while True:
+                started = time.monotonic()
+                for name in wanted:
+                    frame = store.latest_frame(name)
+                    if frame is not None and sent.get(name) != frame.seq:
+                        await websocket.send_text(await _image_message(frame, config))
+                        sent[name] = frame.seq
+                await _pace(store, started, period)
+        except WebSocketDisconnect:
+            return
+
+    @app.websocket("/ws/state")
+    async def ws_state(websocket: WebSocket) -> None:
+        await websocket.accept()
+        last = -1
+        period = 1.0 / config.ws_state_max_hz
+        try:
+            while True:
+                started = time.monotonic()
+                seq, state = store.latest_state()
+                if state is not None and seq != last:
+                    await websocket.send_text(
+                        json.dumps({"type": "state", "seq": seq, "joint_state": state})
+                    )
+                    last = seq
+                await _pace(store, started, period)
+        except WebSocketDisconnect:
+            return
+
+
+def _frame(store: ObservationStore, source: str) -> Frame:
+    if source not in store.sources:
+        raise NotFound("FORGE_OBSERVATION_UNKNOWN_SOURCE", f"no camera source {source!r}")
+    frame = store.latest_frame(source)
+    if frame is None:
+        raise Unavailable("FORGE_OBSERVATION_NO_FRAME", f"no frame from {source!r} yet")
+    return frame
+
+
+def _requested_sources(websocket: WebSocket, store: ObservationStore) -> list[str]:
+    raw = websocket.query_params.get("sources")
+    if not raw:
+        return store.sources
+    return [name for name in raw.split(",") if name in store.sources]
+
+
+async def _image_message(frame: Frame, config: ObservationsConfig) -> str:
+    fmt = config.image_format
+    data = await asyncio.to_thread(frame.encoded, fmt, config.jpeg_quality)
+    return json.dumps(
+        {
+            "type": "image",
+            "id": frame.source,
+            "seq": frame.seq,
+            "timestamp": frame.stamp_ns / 1e9,
+            "timestamp_ns": frame.stamp_ns,
+            "width": frame.width,
+            "height": frame.height,
+            "content_type": content_type(fmt),
+            "data": base64.b64encode(data).decode("ascii"),
+        }
+    )
+
+
+async def _pace(store: ObservationStore, started: float, period: float) -> None:
+    # Never faster than the configured rate; otherwise wake as soon as something changes.
+    remaining = period - (time.monotonic() - started)
+    if remaining > 0:
+        await asyncio.sleep(remaining)
+    await store.wait_changed(_KEEPALIVE_S)
+
+
+def _meta(frame: Frame) -> dict[str, Any]:
+    return {
+        "seq": frame.seq,
+        "stamp_ns": frame.stamp_ns,
+        "received_ns": frame.received_ns,
+        "width": frame.width,
+        "height": frame.height,
+        "encoding": frame.encoding,
+    }
+
+
+def _frame_headers(frame: Frame) -> dict[str, str]:
+    return {
+        "X-Frame-Source": frame.source,
+        "X-Frame-Seq": str(frame.seq),
+        "X-Frame-Timestamp-Ns": str(frame.stamp_ns),
+        "X-Frame-Received-Ns": str(frame.received_ns),
+        "Cache-Control": "no-store",
+    }
+
+
+def _json(payload: Any) -> Response:
+    return Response(json.dumps(payload, separators=(",", ":")), media_type="application/json")
