@@ -12,6 +12,7 @@ import asyncio
 import base64
 import json
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, WebSocket, WebSocketDisconnect
@@ -54,38 +55,29 @@ def add_observation_routes(app: FastAPI, store: ObservationStore, config: Observ
     @app.websocket("/ws/images")
     async def ws_images(websocket: WebSocket) -> None:
         wanted = _requested_sources(websocket, store)
-        await websocket.accept()
         sent: dict[str, int] = {}
-        period = 1.0 / config.ws_image_max_hz
-        try:
-            while True:
-                started = time.monotonic()
-                for name in wanted:
-                    frame = store.latest_frame(name)
-                    if frame is not None and sent.get(name) != frame.seq:
-                        await websocket.send_text(await _image_message(frame, config))
-                        sent[name] = frame.seq
-                await _pace(store, started, period)
-        except WebSocketDisconnect:
-            return
+
+        async def send_new() -> None:
+            for name in wanted:
+                frame = store.latest_frame(name)
+                if frame is not None and sent.get(name) != frame.seq:
+                    await websocket.send_text(await _image_message(frame, config))
+                    sent[name] = frame.seq
+
+        await _stream(websocket, store, send_new, 1.0 / config.ws_image_max_hz)
 
     @app.websocket("/ws/state")
     async def ws_state(websocket: WebSocket) -> None:
-        await websocket.accept()
-        last = -1
-        period = 1.0 / config.ws_state_max_hz
-        try:
-            while True:
-                started = time.monotonic()
-                seq, state = store.latest_state()
-                if state is not None and seq != last:
-                    await websocket.send_text(
-                        json.dumps({"type": "state", "seq": seq, "joint_state": state})
-                    )
-                    last = seq
-                await _pace(store, started, period)
-        except WebSocketDisconnect:
-            return
+        last = [-1]
+
+        async def send_new() -> None:
+            seq, state = store.latest_state()
+            if state is not None and seq != last[0]:
+                message = {"type": "state", "seq": seq, "joint_state": state}
+                await websocket.send_text(json.dumps(message))
+                last[0] = seq
+
+        await _stream(websocket, store, send_new, 1.0 / config.ws_state_max_hz)
 
 
 def _frame(store: ObservationStore, source: str) -> Frame:
@@ -122,12 +114,44 @@ async def _image_message(frame: Frame, config: ObservationsConfig) -> str:
     )
 
 
-async def _pace(store: ObservationStore, started: float, period: float) -> None:
+async def _stream(
+    websocket: WebSocket,
+    store: ObservationStore,
+    send_new: Callable[[], Awaitable[None]],
+    period: float,
+) -> None:
+    """Send what is new, at most once per ``period``, until the client goes away."""
+    await websocket.accept()
+    closed = asyncio.ensure_future(_until_closed(websocket))
+    try:
+        while not closed.done():
+            started = time.monotonic()
+            await send_new()
+            await _pace(store, started, period, closed)
+    except (WebSocketDisconnect, RuntimeError):
+        return  # the client left mid-send
+    finally:
+        closed.cancel()
+
+
+async def _until_closed(websocket: WebSocket) -> None:
+    # Reading is how a server notices a close frame; clients have nothing else to say.
+    while (await websocket.receive())["type"] != "websocket.disconnect":
+        continue
+
+
+async def _pace(
+    store: ObservationStore, started: float, period: float, closed: asyncio.Future[None]
+) -> None:
     # Never faster than the configured rate; otherwise wake as soon as something changes.
     remaining = period - (time.monotonic() - started)
     if remaining > 0:
-        await asyncio.sleep(remaining)
-    await store.wait_changed(_KEEPALIVE_S)
+        await asyncio.wait([closed], timeout=remaining)
+    if closed.done():
+        return
+    changed = asyncio.ensure_future(store.wait_changed(_KEEPALIVE_S))
+    await asyncio.wait([changed, closed], return_when=asyncio.FIRST_COMPLETED)
+    changed.cancel()
 
 
 def _meta(frame: Frame) -> dict[str, Any]:

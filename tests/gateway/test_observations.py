@@ -1,0 +1,105 @@
+"""Observations: latest frames over HTTP and WebSocket, joint state, bounded and newest-first."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import cv2
+import numpy as np
+import pytest
+from forge_msgs import Image, JointState
+from websockets.sync.client import connect
+
+from gateway.config import ImageSource, ObservationsConfig
+from gateway.core import Gateway
+from tests.gateway.harness import mock_config
+from tests.gateway.live_server import LiveServer
+
+OBSERVATIONS = ObservationsConfig(
+    images=[ImageSource(source="scene", input="image_scene")],
+    joint_state_input="joint_state",
+)
+
+
+def frame(value: int) -> np.ndarray:
+    pixels = np.zeros((48, 64, 3), dtype=np.uint8)
+    pixels[:, :, 0] = value  # red channel, in RGB order
+    return pixels
+
+
+@pytest.fixture
+def gateway() -> Gateway:
+    return Gateway(mock_config(observations=OBSERVATIONS), send=lambda *_: None)
+
+
+def publish(gateway: Gateway, value: int, seq: int) -> None:
+    image = Image.from_numpy(frame(value)).to_arrow()
+    gateway.observations.on_input("image_scene", image, {"seq": seq, "stamp_ns": 1_000 + seq})
+
+
+def test_latest_frame_is_served_as_jpeg_with_its_sequence_and_timestamp(gateway: Gateway):
+    publish(gateway, 200, seq=1)
+    publish(gateway, 90, seq=2)
+    with LiveServer(gateway) as client:
+        response = client.get("/observations/images/scene/latest")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "image/jpeg"
+    assert response.headers["x-frame-seq"] == "2"
+    assert response.headers["x-frame-timestamp-ns"] == "1002"
+    decoded = cv2.imdecode(np.frombuffer(response.content, np.uint8), cv2.IMREAD_COLOR)
+    assert decoded.shape == (48, 64, 3)
+    assert abs(int(decoded[:, :, 2].mean()) - 90) < 4  # BGR on decode: red is channel 2
+
+
+def test_png_is_lossless(gateway: Gateway):
+    publish(gateway, 123, seq=7)
+    with LiveServer(gateway) as client:
+        response = client.get("/observations/images/scene/latest?format=png")
+    decoded = cv2.imdecode(np.frombuffer(response.content, np.uint8), cv2.IMREAD_COLOR)
+    assert response.headers["content-type"] == "image/png"
+    assert (decoded[:, :, 2] == 123).all()
+
+
+def test_unknown_source_is_404_and_no_frame_yet_is_503(gateway: Gateway):
+    with LiveServer(gateway) as client:
+        missing = client.get("/observations/images/nope/latest")
+        empty = client.get("/observations/images/scene/latest")
+        bad = client.get("/observations/images/scene/latest?format=gif")
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "FORGE_OBSERVATION_UNKNOWN_SOURCE"
+    assert empty.status_code == 503
+    assert empty.json()["error"]["retryable"] is True
+    assert bad.status_code == 400
+
+
+def test_malformed_observations_are_dropped_and_counted(gateway: Gateway):
+    gateway.observations.on_input("image_scene", JointState(name=["j"]).to_arrow(), {})
+    assert gateway.observations.dropped == 1
+    assert gateway.observations.latest_frame("scene") is None
+
+
+def test_ws_images_sends_the_newest_frame_in_the_upstream_shape(gateway: Gateway):
+    publish(gateway, 50, seq=3)
+    publish(gateway, 60, seq=4)
+    with LiveServer(gateway) as client, connect(client.ws_url("/ws/images")) as websocket:
+        message = json.loads(websocket.recv(timeout=10))
+    assert message["type"] == "image"
+    assert message["id"] == "scene"
+    assert message["seq"] == 4
+    assert message["content_type"] == "image/jpeg"
+    assert message["timestamp"] == pytest.approx(1004 / 1e9)
+    pixels = cv2.imdecode(np.frombuffer(base64.b64decode(message["data"]), np.uint8), 1)
+    assert pixels.shape == (48, 64, 3)
+
+
+def test_ws_state_and_http_state_report_the_latest_joint_state(gateway: Gateway):
+    state = JointState(name=["a", "b"], position=[0.1, 0.2], velocity=[0.0, 0.0]).to_arrow()
+    gateway.observations.on_input("joint_state", state, {})
+    with LiveServer(gateway) as client:
+        http = client.get("/observations/state").json()["data"]
+        with connect(client.ws_url("/ws/state")) as websocket:
+            message = json.loads(websocket.recv(timeout=10))
+    assert http["joint_state"]["position"] == [0.1, 0.2]
+    assert message["type"] == "state"
+    assert message["joint_state"]["name"] == ["a", "b"]
