@@ -20,7 +20,8 @@ from forge_tool import (
     ToolResultResponse,
 )
 
-from nodes.mock.executions import Execution, ExecutionTable, invalid_arguments
+from nodes.executions import Execution, ExecutionTable
+from nodes.mock.errors import invalid_arguments
 from nodes.mock.queries import InvokeCounter
 from nodes.mock.timing import Timing
 
@@ -72,7 +73,7 @@ class MoveAction:
         self._timing = timing
         self._counter = counter
         self._crash = crash
-        self.executions = ExecutionTable("move", max_retained=max_retained)
+        self.executions = ExecutionTable("move", max_retained=max_retained, code_prefix="MOCK")
 
     async def start(
         self, request: ToolRequest, context: ToolContext, events: ToolEventEmitter

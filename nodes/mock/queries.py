@@ -6,7 +6,7 @@ from typing import Any
 
 from forge_tool import ToolContext, ToolRequest, ToolResult
 
-from nodes.mock.executions import invalid_arguments
+from nodes.mock.errors import invalid_arguments
 
 COUNTED_OPERATIONS = ("echo", "move", "stream")
 MAX_ECHO_CHARS = 65_536

@@ -14,7 +14,8 @@ from forge_tool import (
     ToolResultResponse,
 )
 
-from nodes.mock.executions import Execution, ExecutionTable, invalid_arguments
+from nodes.executions import Execution, ExecutionTable
+from nodes.mock.errors import invalid_arguments
 from nodes.mock.queries import InvokeCounter
 from nodes.mock.timing import Timing
 
@@ -27,7 +28,7 @@ class StreamSession:
     def __init__(self, *, timing: Timing, counter: InvokeCounter, max_retained: int = 1_024):
         self._timing = timing
         self._counter = counter
-        self.executions = ExecutionTable("stream", max_retained=max_retained)
+        self.executions = ExecutionTable("stream", max_retained=max_retained, code_prefix="MOCK")
 
     async def start(
         self, request: ToolRequest, context: ToolContext, events: ToolEventEmitter

@@ -1,4 +1,4 @@
-"""Bounded bookkeeping for the mock's Action and Session executions.
+"""Bounded bookkeeping for a provider's Action and Session executions.
 
 One :class:`ExecutionTable` per operation holds each execution's phase and authoritative
 result. The terminal result is stored *before* the terminal event is emitted (forge-tool
@@ -76,16 +76,14 @@ class Execution:
             logger.exception("event %s for %s was not delivered", event_type, self.key)
 
 
-def invalid_arguments(message: str) -> ToolEndpointError:
-    """Return the pre-acceptance rejection for bad arguments."""
-    return ToolEndpointError(ToolError(code="MOCK_INVALID_ARGUMENTS", message=message))
-
-
 class ExecutionTable:
     """Executions of one operation; answers status, result and halt requests."""
 
-    def __init__(self, operation: str, *, max_retained: int = 1_024) -> None:
+    def __init__(
+        self, operation: str, *, max_retained: int = 1_024, code_prefix: str = "ENDPOINT"
+    ) -> None:
         self._operation = operation
+        self._prefix = code_prefix
         self._max_retained = max_retained
         self._executions: OrderedDict[ToolExecutionKey, Execution] = OrderedDict()
         self._finished: deque[ToolExecutionKey] = deque()
@@ -97,7 +95,9 @@ class ExecutionTable:
         """Record a new execution; reject a key this table already holds."""
         if key in self._executions:
             raise ToolEndpointError(
-                ToolError(code="MOCK_DUPLICATE_EXECUTION", message="execution key already used")
+                ToolError(
+                    code=f"{self._prefix}_DUPLICATE_EXECUTION", message="execution key already used"
+                )
             )
         execution = Execution(key=key, events=events)
         self._executions[key] = execution
@@ -106,8 +106,8 @@ class ExecutionTable:
     def launch(self, execution: Execution, body: Coroutine[Any, Any, None]) -> None:
         """Run ``body`` as the execution's background task.
 
-        A body that fails unexpectedly ends the execution as ``unknown``: the mock can
-        no longer say what the motion did.
+        A body that fails unexpectedly ends the execution as ``unknown``: the provider
+        can no longer say what the motion did.
         """
         execution.task = asyncio.get_running_loop().create_task(self._guard(execution, body))
 
@@ -117,7 +117,9 @@ class ExecutionTable:
         except Exception:
             logger.exception("%s execution %s failed unexpectedly", self._operation, execution.key)
             if not execution.terminal:
-                error = ToolError(code="MOCK_INTERNAL", message="execution failed unexpectedly")
+                error = ToolError(
+                    code=f"{self._prefix}_INTERNAL", message="execution failed unexpectedly"
+                )
                 await self.finish(execution, ToolResult(status="unknown", error=error), "", {})
 
     async def finish(
@@ -141,7 +143,7 @@ class ExecutionTable:
         execution = self._executions.get(key)
         if execution is None:
             raise ToolEndpointError(
-                ToolError(code="MOCK_UNKNOWN_EXECUTION", message="no such execution")
+                ToolError(code=f"{self._prefix}_UNKNOWN_EXECUTION", message="no such execution")
             )
         return execution.status()
 
@@ -160,7 +162,7 @@ class ExecutionTable:
         """Ask a live execution to halt; its own task then emits the terminal event."""
         execution = self._executions.get(key)
         if execution is None:
-            error = ToolError(code="MOCK_UNKNOWN_EXECUTION", message="no such execution")
+            error = ToolError(code=f"{self._prefix}_UNKNOWN_EXECUTION", message="no such execution")
             return ToolControlResponse(command=command, status="rejected", error=error)
         if execution.terminal:
             return ToolControlResponse(command=command, status="terminal")
