@@ -2,7 +2,7 @@
 
 Settings applied to every run: the shipped Zenoh overlay (no silent drops under bursts),
 a private coordinator port (the default 6013 is machine-wide and ``dora down`` kills its
-owner), headless rendering defaults, and this interpreter's ``bin`` first on PATH so
+owner), the headless GL backend chosen by the world node (EGL, else OSMesa), and this interpreter's ``bin`` first on PATH so
 ``path: python`` nodes run inside the project's environment.
 """
 
@@ -47,7 +47,6 @@ def dora_environment(base: Mapping[str, str], **overrides: str) -> dict[str, str
     )
     env.setdefault("DORA_ZENOH_CONFIG_OVERLAY", str(ZENOH_OVERLAY))
     env.setdefault("DORA_COORDINATOR_PORT", str(free_port()))
-    env.setdefault("MUJOCO_GL", "egl")
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.update(overrides)
     return env

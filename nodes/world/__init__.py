@@ -1,0 +1,1 @@
+"""The ``world`` provider: the simulated robot's Dora Adapter (physics, cameras, scene)."""

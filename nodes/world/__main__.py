@@ -1,0 +1,79 @@
+"""Entry point of the world node: ``python -m nodes.world [--unpaced] [--seed N] ...``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from nodes.cli import build_parser, configure_logging, options_from_args
+from nodes.definition import EndpointDefinition
+from nodes.runner import run_endpoint
+from nodes.world.dataplane import WorldDataPlane
+from nodes.world.endpoint import DESCRIPTOR, ResetAction, SceneStateQuery, world_status
+from nodes.world.simulation import Simulation, SimulationOptions
+
+log = logging.getLogger("nodes.world")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = build_parser("doraforge simulated world (MuJoCo)", os.environ)
+    parser.add_argument("--unpaced", action="store_true", help="run faster than real time")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--state-hz", type=float, default=100.0)
+    parser.add_argument("--camera-hz", type=float, default=15.0)
+    parser.add_argument("--width", type=int, default=640)
+    parser.add_argument("--height", type=int, default=480)
+    parser.add_argument("--shadows", action="store_true", help="costly on the CPU renderer")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the world node until Dora stops it."""
+    args = _parser().parse_args(argv)
+    configure_logging(args.log_level)
+    from sim.render import gl_backend
+
+    backend = gl_backend(os.environ)
+    log.info("rendering with MUJOCO_GL=%s", backend)
+    options = SimulationOptions(
+        paced=not (args.unpaced or os.environ.get("DORAFORGE_SIM_UNPACED") == "1"),
+        state_hz=args.state_hz,
+        camera_hz=float(os.environ.get("DORAFORGE_SIM_CAMERA_HZ", args.camera_hz)),
+        width=args.width,
+        height=args.height,
+        seed=int(os.environ.get("DORAFORGE_SIM_SEED", args.seed)),
+        shadows=args.shadows,
+    )
+    simulation = Simulation(_world_factory(options), _cameras_factory(options), options)
+    definition = EndpointDefinition(
+        descriptor=DESCRIPTOR,
+        operations={"scene_state": SceneStateQuery(simulation), "reset": ResetAction(simulation)},
+        status=lambda: world_status(simulation),
+        data_plane=WorldDataPlane(simulation),
+    )
+    return run_endpoint(definition, options=options_from_args(args))
+
+
+def _world_factory(options: SimulationOptions):
+    def make():
+        from sim.world import World
+
+        return World(seed=options.seed, shadows=options.shadows)
+
+    return make
+
+
+def _cameras_factory(options: SimulationOptions):
+    def make(world):
+        from sim.render import Cameras
+
+        return Cameras(world.model, height=options.height, width=options.width)
+
+    return make
+
+
+if __name__ == "__main__":
+    sys.exit(main())

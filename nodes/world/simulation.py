@@ -1,0 +1,221 @@
+"""The physics thread of the world node: fixed timestep, joint state out, cameras out.
+
+The simulation owns ``sim.World`` and one ``sim.render.Cameras`` in a single thread (the
+GL context belongs to the thread that created it). Other threads talk to it only through
+thread-safe requests: joint targets, a reset, and reading the latest scene snapshot.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from forge_msgs import Image, JointState
+
+from nodes.dataplane import Publish
+
+log = logging.getLogger(__name__)
+
+type ResetDone = Callable[[dict[str, Any] | Exception], None]
+
+
+@dataclass(frozen=True)
+class SimulationOptions:
+    """Rates and rendering choices of the world node.
+
+    ``state_hz`` is in simulated time (joint state is a physical signal); ``camera_hz`` is
+    in wall-clock time (frames are for observers, and rendering is the expensive part).
+    """
+
+    paced: bool = True
+    state_hz: float = 100.0
+    camera_hz: float = 15.0
+    cameras: tuple[str, ...] = ("scene", "wrist")
+    width: int = 640
+    height: int = 480
+    seed: int = 0
+    shadows: bool = False
+
+
+@dataclass
+class SimulationStats:
+    """Counters for health and benchmarks."""
+
+    steps: int = 0
+    sim_time: float = 0.0
+    wall_time: float = 0.0
+    frames: int = 0
+    render_seconds: float = 0.0
+
+
+class Simulation:
+    """Steps ``world`` at its timestep in a background thread and publishes what it sees."""
+
+    def __init__(
+        self,
+        make_world: Callable[[], Any],
+        make_cameras: Callable[[Any], Any],
+        options: SimulationOptions,
+    ) -> None:
+        self._make_world = make_world
+        self._make_cameras = make_cameras
+        self.options = options
+        self._publish: Publish | None = None
+        self._lock = threading.Lock()
+        self._targets: dict[str, float] = {}
+        self._reset: tuple[int | None, ResetDone] | None = None
+        self._snapshot: dict[str, Any] | None = None
+        self._diverged: str | None = None
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="physics", daemon=True)
+        self._frame_seq = dict.fromkeys(options.cameras, 0)
+        self.stats = SimulationStats()
+
+    # ---------------------------------------------------------------- control (any thread)
+
+    def start(self, publish: Publish) -> None:
+        """Begin stepping and publishing through ``publish``."""
+        self._publish = publish
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop the physics thread."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+
+    def command(self, names: list[str], positions: list[float]) -> None:
+        """Queue position targets; applied before the next step."""
+        with self._lock:
+            self._targets.update(zip(names, positions, strict=True))
+
+    def request_reset(self, seed: int | None, done: ResetDone) -> None:
+        """Ask for a reset; ``done`` runs in the physics thread with the new scene state."""
+        with self._lock:
+            self._reset = (seed, done)
+        self._wake.set()
+
+    def snapshot(self) -> dict[str, Any] | None:
+        """The latest scene state, or ``None`` before the first step."""
+        with self._lock:
+            return self._snapshot
+
+    @property
+    def diverged(self) -> str | None:
+        """Why physics stopped, or ``None`` while healthy."""
+        return self._diverged
+
+    # ---------------------------------------------------------------- physics thread
+
+    def _run(self) -> None:
+        try:
+            world = self._make_world()
+            cameras = self._make_cameras(world)
+        except Exception as exc:  # the node stays up and reports itself unavailable
+            log.exception("cannot build the simulated world")
+            self._diverged = f"world failed to load: {exc}"
+            return
+        steps_per_state = max(1, round(1.0 / (self.options.state_hz * world.timestep)))
+        started = time.monotonic()
+        sim_origin = world.sim_time
+        next_frame = started
+        self._publish_state(world)
+        while not self._stop.is_set():
+            if self._serve_reset(world):
+                started, sim_origin = time.monotonic(), world.sim_time
+            if world.diverged:
+                self._wake.wait(0.1)
+                self._wake.clear()
+                continue
+            self._apply_targets(world)
+            if not self._step(world, steps_per_state):
+                continue
+            self._publish_state(world)
+            now = time.monotonic()
+            if now >= next_frame:
+                self._render_all(world, cameras)
+                next_frame = max(next_frame + 1.0 / self.options.camera_hz, now)
+            self._account(world, started, sim_origin)
+            if self.options.paced:
+                self._pace(started, world.sim_time - sim_origin)
+        cameras.close()
+
+    def _step(self, world: Any, n: int) -> bool:
+        from sim.world import PhysicsDiverged
+
+        try:
+            world.step(n)
+        except PhysicsDiverged as exc:
+            self._diverged = str(exc)
+            log.error("physics diverged: %s; the world is unavailable until reset", exc)
+            return False
+        self.stats.steps += n
+        return True
+
+    def _apply_targets(self, world: Any) -> None:
+        with self._lock:
+            targets, self._targets = self._targets, {}
+        if not targets:
+            return
+        try:
+            world.set_targets(list(targets), list(targets.values()))
+        except ValueError as exc:
+            log.warning("joint command rejected: %s", exc)
+
+    def _serve_reset(self, world: Any) -> bool:
+        with self._lock:
+            request, self._reset = self._reset, None
+            if request is not None:
+                self._targets.clear()  # commands from before the reset no longer apply
+        if request is None:
+            return False
+        seed, done = request
+        try:
+            world.reset(seed)
+        except Exception as exc:
+            done(exc)
+            return True
+        self._diverged = None
+        self._publish_state(world)
+        done(world.scene_state())
+        return True
+
+    def _publish_state(self, world: Any) -> None:
+        names, positions, velocities, efforts = world.joint_state()
+        state = JointState(name=names, position=positions, velocity=velocities, effort=efforts)
+        scene = world.scene_state()
+        with self._lock:
+            self._snapshot = scene
+        self._emit("joint_state", state.to_arrow(), {"sim_time_ns": int(world.sim_time * 1e9)})
+
+    def _render_all(self, world: Any, cameras: Any) -> None:
+        for name in self.options.cameras:
+            began = time.perf_counter()
+            pixels: np.ndarray = cameras.render(world.data, name)
+            self.stats.render_seconds += time.perf_counter() - began
+            self.stats.frames += 1
+            self._frame_seq[name] += 1
+            metadata = {"seq": self._frame_seq[name], "stamp_ns": time.time_ns(), "source": name}
+            self._emit(f"image_{name}", Image.from_numpy(pixels, "rgb8").to_arrow(), metadata)
+
+    def _emit(self, output: str, value: Any, metadata: dict[str, Any]) -> None:
+        if self._publish is not None:
+            self._publish(output, value, metadata)
+
+    def _account(self, world: Any, started: float, sim_origin: float) -> None:
+        self.stats.sim_time = world.sim_time
+        self.stats.wall_time = time.monotonic() - started
+
+    def _pace(self, started: float, simulated: float) -> None:
+        # Paced to real time: never ahead of the wall clock (a slow step is not caught up
+        # by skipping physics; the real-time factor simply drops below 1).
+        ahead = simulated - (time.monotonic() - started)
+        if ahead > 0:
+            self._stop.wait(ahead)
