@@ -2,8 +2,9 @@
 
 Settings applied to every run: the shipped Zenoh overlay (no silent drops under bursts),
 a private coordinator port (the default 6013 is machine-wide and ``dora down`` kills its
-owner), the headless GL backend chosen by the world node (EGL, else OSMesa), and this interpreter's ``bin`` first on PATH so
-``path: python`` nodes run inside the project's environment.
+owner), and this interpreter's ``bin`` first on PATH so ``path: python`` nodes run inside
+the project's environment. The world node chooses its headless GL backend itself (EGL,
+else OSMesa) unless ``MUJOCO_GL`` is set.
 """
 
 from __future__ import annotations
