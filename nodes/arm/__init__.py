@@ -1,0 +1,1 @@
+"""The arm ToolEndpoint provider and its kinematics."""

@@ -1,0 +1,182 @@
+"""A strict, typed robot profile loaded from YAML.
+
+The profile is the only place robot-specific numbers live for the endpoint nodes: joint
+names and limits, the home pose, the kinematic model file, frames, the workspace box and the
+gripper's width-to-joint mapping. Unknown keys are errors; every error names the field and
+the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal, Self
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+type Name = Annotated[str, Field(min_length=1, max_length=128)]
+type FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+type PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+type Vec3 = Annotated[list[FiniteFloat], Field(min_length=3, max_length=3)]
+
+
+class ProfileError(ValueError):
+    """A robot profile file is missing, unreadable or invalid (the message names the field
+    and the file)."""
+
+    code = "ROBOT_PROFILE_INVALID"
+    retryable = False
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AxisDirection(_Strict):
+    """A named direction as a signed axis of a frame (as the Gateway's robot_frame_profile)."""
+
+    frame: Name
+    axis: Literal["x", "y", "z"]
+    sign: Literal[-1, 1]
+
+
+class ArmJoint(_Strict):
+    """One arm joint: data-plane name, position limits (rad) and speed limit (rad/s)."""
+
+    name: Name
+    lower: FiniteFloat
+    upper: FiniteFloat
+    max_velocity: PositiveFloat
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.lower >= self.upper:
+            raise ValueError(f"joint {self.name!r}: lower must be below upper")
+        return self
+
+
+class WorkspaceBox(_Strict):
+    """Axis-aligned box in the base frame (m) that tool targets must lie in."""
+
+    min: Vec3
+    max: Vec3
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if any(lo >= hi for lo, hi in zip(self.min, self.max, strict=True)):
+            raise ValueError("workspace min must be below max on every axis")
+        return self
+
+    def contains(self, point: list[float] | tuple[float, ...]) -> bool:
+        """True when ``point`` (base frame, m) lies inside the box, faces included."""
+        return all(lo <= p <= hi for lo, p, hi in zip(self.min, point, self.max, strict=True))
+
+
+class WidthMapping(_Strict):
+    """Linear map from finger width (m, between the pads) to gripper joint position:
+    ``joint = scale * width + offset``."""
+
+    scale: FiniteFloat
+    offset: FiniteFloat = 0.0
+
+    def joint_for(self, width: float) -> float:
+        return self.scale * width + self.offset
+
+    def width_for(self, joint: float) -> float:
+        return (joint - self.offset) / self.scale
+
+
+class GripperProfile(_Strict):
+    """Gripper joints (data-plane names) and its widths (m)."""
+
+    joints: Annotated[list[Name], Field(min_length=1)]
+    open_width: PositiveFloat
+    closed_width: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    max_width: PositiveFloat
+    joint_for_width: WidthMapping
+
+    @model_validator(mode="after")
+    def _widths(self) -> Self:
+        if not self.closed_width < self.open_width <= self.max_width:
+            raise ValueError("gripper widths must satisfy closed_width < open_width <= max_width")
+        if self.joint_for_width.scale == 0:
+            raise ValueError("gripper joint_for_width.scale must not be zero")
+        return self
+
+
+class Tolerances(_Strict):
+    """When a motion counts as arrived: tool position error (m) and joint speed (rad/s)."""
+
+    position_m: PositiveFloat = 0.005
+    settle_velocity: PositiveFloat = 0.02
+
+
+class RobotProfile(_Strict):
+    """Everything the robot-agnostic endpoints need to know about one robot."""
+
+    robot_id: Name
+    base_frame: Name
+    tool_frame: Name
+    frames: dict[Name, Name] = Field(default_factory=dict)
+    directions: dict[Name, AxisDirection] = Field(default_factory=dict)
+    model_file: Path
+    tool_site: Name
+    arm_joints: Annotated[list[ArmJoint], Field(min_length=1)]
+    home: list[FiniteFloat]
+    workspace: WorkspaceBox
+    gripper: GripperProfile
+    tolerances: Tolerances = Field(default_factory=Tolerances)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        names = [joint.name for joint in self.arm_joints]
+        if len(set(names)) != len(names):
+            raise ValueError("arm_joints names must be unique")
+        if set(names) & set(self.gripper.joints):
+            raise ValueError("gripper.joints must not repeat arm joint names")
+        if len(self.home) != len(self.arm_joints):
+            raise ValueError(f"home must hold one position per arm joint ({len(names)})")
+        for joint, value in zip(self.arm_joints, self.home, strict=True):
+            if not joint.lower <= value <= joint.upper:
+                raise ValueError(f"home position of {joint.name!r} is outside its limits")
+        return self
+
+    @property
+    def arm_joint_names(self) -> list[str]:
+        return [joint.name for joint in self.arm_joints]
+
+    @property
+    def joint_names(self) -> list[str]:
+        """Arm joints then gripper joints: the data-plane order."""
+        return [*self.arm_joint_names, *self.gripper.joints]
+
+
+def load_profile(path: str | Path) -> RobotProfile:
+    """Load and validate a profile; ``model_file`` is resolved relative to the profile file.
+
+    Raises :class:`ProfileError` naming the file (and the field for validation errors), or
+    when the model file does not exist.
+    """
+    path = Path(path)
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ProfileError(f"{path}: cannot read robot profile: {exc}") from exc
+    if not isinstance(document, dict):
+        raise ProfileError(f"{path}: a robot profile must be a mapping")
+    try:
+        profile = RobotProfile.model_validate(document)
+    except ValidationError as exc:
+        raise ProfileError(f"{path}: {_describe(exc)}") from exc
+    model_file = (path.parent / profile.model_file).resolve()
+    if not model_file.is_file():
+        raise ProfileError(f"{path}: model_file {str(profile.model_file)!r} does not exist")
+    return profile.model_copy(update={"model_file": model_file})
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        field = ".".join(str(part) for part in error["loc"]) or "<root>"
+        parts.append(f"{field}: {error['msg']}")
+    return "; ".join(parts)

@@ -1,0 +1,30 @@
+"""doraforge's simulated robot cell (MuJoCo), importable without Dora.
+
+The cell (``sim/assets/cell.xml``) is a table whose top is the plane z = 0, the 6-DOF
+``sim_arm`` with a parallel two-finger gripper (``sim/assets/arm.xml``, loadable alone as the
+controller's kinematic model), a 45 mm red cube on a free joint, and a green target zone.
+
+Frames and units: the world frame is the robot base frame (the arm base on the table top;
+x away from the robot across the table, y to its left, z up). Metres, kilograms, seconds,
+radians; quaternions are (w, x, y, z). The tool frame is the site ``tool_center`` midway
+between the finger pads, its z axis the approach direction; "pointing down" means tool z =
+-base z, and yaw is the angle of the tool x axis about base z.
+
+Joints (data-plane names): ``shoulder_pan, shoulder_lift, elbow, forearm_roll,
+wrist_pitch, wrist_roll`` (rad) and ``gripper`` (m, one finger's opening; the other finger
+mirrors it, so the width between the pads is twice the joint value, 0 to 0.08 m). Every joint
+has a position actuator of the same name. Cameras: ``scene`` (fixed, looking at the
+workspace) and ``wrist`` (on the hand, looking along the tool z axis).
+
+Modules, split as dm_control splits Physics from Task:
+
+- :mod:`sim.world`: :class:`~sim.world.World`, the physics state (targets in, joint state and
+  ``scene_state`` out, divergence detection, seeded reset).
+- :mod:`sim.scenario`: the seeded cube region and the success predicates over
+  ``scene_state`` dicts.
+- :mod:`sim.render`: :func:`~sim.render.gl_backend` (EGL, else OSMesa; call it before
+  importing ``mujoco``) and :class:`~sim.render.Cameras` (480x640 RGB by default).
+
+Rendering: lights cast no shadows unless ``World(shadows=True)``, because on CPU (Mesa)
+shadows cost roughly 9x per frame.
+"""
