@@ -1,0 +1,157 @@
+"""The world node's physics thread and endpoint with the real MuJoCo cell (no Dora)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from forge_msgs import Image, JointState
+from forge_tool import ToolContext, ToolEndpointError, ToolExecutionKey, ToolRequest
+
+from nodes.world.endpoint import ResetAction, SceneStateQuery, world_status
+from nodes.world.simulation import Simulation, SimulationOptions
+from sim.render import Cameras
+from sim.world import World
+
+pytestmark = pytest.mark.anyio
+
+
+class Collector:
+    """A thread-safe stand-in for the node's publish callable."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.messages: list[tuple[str, Any, dict[str, Any]]] = []
+
+    def __call__(self, output: str, value: Any, metadata: Any = None) -> None:
+        with self.lock:
+            self.messages.append((output, value, dict(metadata or {})))
+
+    def of(self, output: str) -> list[tuple[Any, dict[str, Any]]]:
+        with self.lock:
+            return [(v, m) for o, v, m in self.messages if o == output]
+
+
+def wait_for(predicate: Callable[[], bool], within: float = 20.0) -> None:
+    deadline = time.monotonic() + within
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def simulation():
+    options = SimulationOptions(paced=False, camera_hz=20.0, width=160, height=120)
+    worlds: list[World] = []
+
+    def make_world() -> World:
+        worlds.append(World(seed=3))
+        return worlds[-1]
+
+    sim = Simulation(
+        make_world,
+        lambda world: Cameras(world.model, height=options.height, width=options.width),
+        options,
+    )
+    collector = Collector()
+    sim.start(collector)
+    sim.collector = collector  # type: ignore[attr-defined]
+    sim.worlds = worlds  # type: ignore[attr-defined]
+    yield sim
+    sim.stop()
+
+
+def test_it_publishes_joint_state_and_numbered_frames(simulation: Simulation):
+    collector: Collector = simulation.collector  # type: ignore[attr-defined]
+    wait_for(lambda: len(collector.of("image_wrist")) >= 2 and len(collector.of("joint_state")) > 5)
+    state = JointState.from_arrow(collector.of("joint_state")[-1][0])
+    assert state.name[:2] == ["shoulder_pan", "shoulder_lift"]
+    assert len(state.position) == len(state.name) == len(state.velocity)
+    frames = collector.of("image_scene")
+    image = Image.from_arrow(frames[-1][0])
+    assert (image.height, image.width, image.encoding) == (120, 160, "rgb8")
+    seqs = [metadata["seq"] for _, metadata in frames]
+    assert seqs == sorted(seqs)
+    assert len(set(seqs)) == len(seqs)
+    assert all(metadata["source"] == "scene" for _, metadata in frames)
+    assert frames[-1][1]["stamp_ns"] > 0
+
+
+def test_position_commands_move_the_joints(simulation: Simulation):
+    collector: Collector = simulation.collector  # type: ignore[attr-defined]
+    wait_for(lambda: simulation.snapshot() is not None)
+    simulation.command(["shoulder_pan"], [0.4])
+
+    def pan() -> float:
+        state = JointState.from_arrow(collector.of("joint_state")[-1][0])
+        return state.position[state.name.index("shoulder_pan")]
+
+    wait_for(lambda: abs(pan() - 0.4) < 0.02)
+
+
+async def test_reset_action_redraws_the_cube_and_answers_scene_state(simulation: Simulation):
+    wait_for(lambda: simulation.snapshot() is not None)
+    reset = ResetAction(simulation)
+    finished = asyncio.Event()
+    events: list[Any] = []
+
+    class Emitter:
+        async def emit(self, event: Any) -> None:
+            events.append(event)
+            finished.set()
+
+    key = ToolExecutionKey(invocation_id="inv", attempt_id="att")
+    context = ToolContext(
+        execution_key=key,
+        tool_id="world.reset",
+        implementation_id="w",
+        endpoint_id="world",
+        operation="reset",
+    )
+    before = simulation.snapshot()["objects"]["cube"]["position"]  # type: ignore[index]
+    await reset.start(ToolRequest(arguments={"seed": 11}), context, Emitter())
+    await asyncio.wait_for(finished.wait(), timeout=20)
+    result = (await reset.result(key)).result
+    assert result is not None
+    assert result.status == "succeeded"
+    assert events[-1].type == "executor_completed"
+    query = SceneStateQuery(simulation)
+    scene = (await query.query(ToolRequest(arguments={}), context)).outputs
+    assert scene["seed"] == 11
+    assert scene["objects"]["cube"]["position"] != before
+
+
+async def test_reset_rejects_a_bad_seed_before_acceptance(simulation: Simulation):
+    reset = ResetAction(simulation)
+    context = ToolContext(
+        execution_key=ToolExecutionKey(invocation_id="i", attempt_id="a"),
+        tool_id="world.reset",
+        implementation_id="w",
+        endpoint_id="world",
+        operation="reset",
+    )
+    for arguments in ({"seed": -1}, {"seed": True}, {"seed": 1.5}, {"other": 1}):
+        with pytest.raises(ToolEndpointError) as caught:
+            await reset.start(ToolRequest(arguments=arguments), context, None)  # type: ignore[arg-type]
+        assert caught.value.error.code == "WORLD_INVALID_ARGUMENTS"
+
+
+def test_divergence_makes_the_endpoint_unavailable_until_reset(simulation: Simulation):
+    wait_for(lambda: simulation.snapshot() is not None)
+    world: World = simulation.worlds[0]  # type: ignore[attr-defined]
+    world.data.qvel[:] = 1e9  # fault injection: an exploded state, as a bad contact would make
+    wait_for(lambda: simulation.diverged is not None)
+    assert world_status(simulation).state == "unavailable"
+    steps = simulation.stats.steps
+    assert world.diverged
+    done = threading.Event()
+    simulation.request_reset(None, lambda outcome: done.set())
+    assert done.wait(20)
+    wait_for(lambda: simulation.diverged is None)
+    assert world_status(simulation).state == "ready"
+    wait_for(lambda: simulation.stats.steps > steps)  # stepping again after the reset
