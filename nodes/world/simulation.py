@@ -53,6 +53,19 @@ class SimulationStats:
     render_seconds: float = 0.0
 
 
+LIFT_HEIGHT_M = 0.05  # "lifted": the cube's bottom face at least this far above the table
+
+
+def predicates(scene: dict[str, Any]) -> dict[str, bool]:
+    """The scenario's success predicates, evaluated on one scene snapshot."""
+    from sim.scenario import cube_in_target_and_resting, cube_lifted
+
+    return {
+        "cube_in_target_and_resting": cube_in_target_and_resting(scene),
+        "cube_lifted": cube_lifted(scene, LIFT_HEIGHT_M),
+    }
+
+
 class Simulation:
     """Steps ``world`` at its timestep in a background thread and publishes what it sees."""
 
@@ -191,6 +204,7 @@ class Simulation:
         names, positions, velocities, efforts = world.joint_state()
         state = JointState(name=names, position=positions, velocity=velocities, effort=efforts)
         scene = world.scene_state()
+        scene["predicates"] = predicates(scene)
         with self._lock:
             self._snapshot = scene
         self._emit("joint_state", state.to_arrow(), {"sim_time_ns": int(world.sim_time * 1e9)})

@@ -155,3 +155,11 @@ def test_divergence_makes_the_endpoint_unavailable_until_reset(simulation: Simul
     wait_for(lambda: simulation.diverged is None)
     assert world_status(simulation).state == "ready"
     wait_for(lambda: simulation.stats.steps > steps)  # stepping again after the reset
+
+
+def test_scene_snapshots_carry_the_success_predicates(simulation: Simulation):
+    wait_for(lambda: simulation.snapshot() is not None)
+    scene = simulation.snapshot()
+    assert scene is not None
+    # A fresh cell: the cube rests on the table outside the target zone.
+    assert scene["predicates"] == {"cube_in_target_and_resting": False, "cube_lifted": False}
