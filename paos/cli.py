@@ -6,6 +6,7 @@ import argparse
 import os
 import signal
 import sys
+from pathlib import Path
 from collections.abc import Sequence
 
 from paos.dataflow import Dataflow, dora_environment
@@ -27,9 +28,13 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    if args.mock:
+        from paos.demo_mock import run_mock_demo
+
+        return run_mock_demo(port=args.port)
     from paos.demo import run_demo
 
-    return run_demo(port=args.port)
+    return run_demo(port=args.port, out_dir=args.out, seed=args.seed)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=_run)
     demo = commands.add_parser("demo", help="run the main job end to end on embedded defaults")
     demo.add_argument("--port", type=int, default=None, help="Gateway HTTP port (default: free)")
+    demo.add_argument("--mock", action="store_true", help="the Tool API tour on the mock provider")
+    demo.add_argument("--seed", type=int, default=0, help="scenario seed (cube placement)")
+    demo.add_argument("--out", type=Path, default=None, help="where to save the frames")
     demo.set_defaults(handler=_demo)
     return parser
 
