@@ -6,8 +6,8 @@ import argparse
 import os
 import signal
 import sys
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 
 from paos.dataflow import Dataflow, dora_environment
 
