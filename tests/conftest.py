@@ -2,7 +2,8 @@ import pytest
 
 from sim.render import gl_backend
 
-# Headless rendering: choose EGL (or OSMesa) before any test module imports mujoco.
+# MuJoCo binds its OpenGL backend when it is first imported, and test modules import it at
+# collection; choose a headless backend (EGL, else OSMesa) before any of them does.
 gl_backend()
 
 

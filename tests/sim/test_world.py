@@ -1,0 +1,145 @@
+"""World: joint names, targets, scene_state, seeded reset and divergence detection."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sim.scenario import CubeRegion
+from sim.world import JOINT_NAMES, PhysicsDiverged, World
+
+
+@pytest.fixture
+def world() -> World:
+    return World(seed=5)
+
+
+@pytest.fixture
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # MuJoCo appends its warnings to MUJOCO_LOG.TXT in the working directory.
+    monkeypatch.chdir(tmp_path)
+
+
+def test_joint_names_are_the_arm_joints_then_the_gripper(world: World) -> None:
+    assert world.joint_names == (
+        "shoulder_pan",
+        "shoulder_lift",
+        "elbow",
+        "forearm_roll",
+        "wrist_pitch",
+        "wrist_roll",
+        "gripper",
+    )
+    names, positions, velocities, efforts = world.joint_state()
+    assert names == list(JOINT_NAMES)
+    assert len(positions) == len(velocities) == len(efforts) == 7
+
+
+def test_scene_state_has_the_documented_shape(world: World) -> None:
+    state = world.scene_state()
+    assert set(state) == {"objects", "target_zone", "gripper", "sim_time", "seed"}
+    cube = state["objects"]["cube"]
+    assert set(cube) == {"position", "orientation_wxyz", "linear_velocity", "size"}
+    assert cube["size"] == pytest.approx([0.045] * 3)
+    assert state["target_zone"] == {
+        "center": pytest.approx([0.35, -0.22, 0.025]),
+        "half_extents": pytest.approx([0.06, 0.06, 0.025]),
+    }
+    assert state["gripper"]["width"] == pytest.approx(0.08)
+    assert set(state["gripper"]["joint_positions"]) == {"gripper"}
+    assert state["seed"] == 5
+    assert state["sim_time"] == 0.0
+
+
+def test_cube_starts_on_the_table_inside_the_region() -> None:
+    region = CubeRegion(x=(0.3, 0.32), y=(0.1, 0.12))
+    world = World(seed=1, cube_region=region)
+    world.step(250)
+    x, y, z = world.scene_state()["objects"]["cube"]["position"]
+    assert 0.3 <= x <= 0.32
+    assert 0.1 <= y <= 0.12
+    assert z == pytest.approx(0.0225, abs=1e-3)
+
+
+def test_same_seed_resets_to_an_identical_state(world: World) -> None:
+    world.set_targets(["elbow"], [1.0])
+    world.step(300)
+    world.reset(11)
+    first = (world.data.qpos.copy(), world.data.qvel.copy(), world.data.ctrl.copy())
+    world.step(200)
+    after_steps = world.data.qpos.copy()
+    world.reset(11)
+    np.testing.assert_array_equal(world.data.qpos, first[0])
+    np.testing.assert_array_equal(world.data.qvel, first[1])
+    np.testing.assert_array_equal(world.data.ctrl, first[2])
+    world.step(200)
+    np.testing.assert_array_equal(world.data.qpos, after_steps)
+    assert world.sim_time == pytest.approx(200 * world.timestep)
+
+
+def test_different_seeds_place_the_cube_differently(world: World) -> None:
+    world.reset(1)
+    one = world.scene_state()["objects"]["cube"]["position"]
+    world.reset(2)
+    assert world.scene_state()["objects"]["cube"]["position"] != one
+    assert world.seed == 2
+
+
+def test_targets_drive_the_named_joints_only(world: World) -> None:
+    before = world.targets()
+    world.set_targets(["elbow", "gripper"], [1.5, 0.01])
+    world.step(750)
+    names, positions, _, _ = world.joint_state()
+    state = dict(zip(names, positions, strict=True))
+    assert state["elbow"] == pytest.approx(1.5, abs=0.01)
+    assert world.gripper_width() == pytest.approx(0.02, abs=1e-3)
+    assert world.targets()["shoulder_pan"] == before["shoulder_pan"]
+
+
+@pytest.mark.parametrize(
+    ("names", "positions", "message"),
+    [
+        (["elbow", "knee"], [0.0, 0.0], "unknown joint 'knee'"),
+        (["elbow"], [math.nan], "not finite"),
+        (["elbow"], [math.inf], "not finite"),
+        (["elbow", "gripper"], [0.0], "2 names but 1 positions"),
+    ],
+)
+def test_bad_targets_are_rejected_and_nothing_is_applied(
+    world: World, names: list[str], positions: list[float], message: str
+) -> None:
+    before = world.targets()
+    with pytest.raises(ValueError, match=message):
+        world.set_targets(names, positions)
+    assert world.targets() == before
+
+
+def test_shadows_are_a_scene_option() -> None:
+    assert not World().model.light_castshadow.any()
+    assert World(shadows=True).model.light_castshadow.all()
+
+
+@pytest.mark.usefixtures("in_tmp")
+@pytest.mark.parametrize(
+    "blow_up",
+    [
+        pytest.param(lambda w: w.data.qfrc_applied.__setitem__(0, 1e30), id="huge-force"),
+        pytest.param(lambda w: w.data.xfrc_applied.__setitem__((-1, 0), math.nan), id="nan-force"),
+        pytest.param(lambda w: w.data.qvel.__setitem__(-1, 500.0), id="absurd-speed"),
+    ],
+)
+def test_divergence_stops_the_world_until_reset(world: World, blow_up) -> None:
+    blow_up(world)
+    with pytest.raises(PhysicsDiverged) as raised:
+        world.step(10)
+    assert raised.value.code == "SIM_PHYSICS_DIVERGED"
+    assert world.diverged
+    with pytest.raises(PhysicsDiverged):
+        world.step()
+    world.reset()
+    assert not world.diverged
+    world.step(100)
+    assert np.isfinite(world.data.qpos).all()
