@@ -129,8 +129,15 @@ def world_status(simulation: Simulation) -> EndpointStatus:
         )
     stats = simulation.stats
     rtf = stats.sim_time / stats.wall_time if stats.wall_time > 0 else 0.0
+    render_ms = 1000 * stats.render_seconds / stats.frames if stats.frames else None
     return EndpointStatus(
         endpoint_id=ENDPOINT_ID,
         state="ready",
-        details={"sim_time": stats.sim_time, "real_time_factor": round(rtf, 3)},
+        details={
+            "sim_time": stats.sim_time,
+            "real_time_factor": round(rtf, 3),
+            "paced": simulation.options.paced,
+            "frames": stats.frames,
+            "render_ms_per_frame": None if render_ms is None else round(render_ms, 3),
+        },
     )
