@@ -1,0 +1,36 @@
+"""Entry point of the arm provider node: ``python -m nodes.arm [--profile PATH]``.
+
+Dataflow stanza::
+
+    - id: arm
+      path: python
+      args: -m nodes.arm
+      inputs:
+        tool_request: gateway/arm_out
+        joint_state: world/joint_state
+      outputs:
+        - tool_response
+        - joint_command
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+from nodes.arm.config import from_profile
+from nodes.arm.endpoint import definition
+from nodes.arm.kinematics import Kinematics
+from nodes.motion.cli import parse_robot_node
+from nodes.runner import run_endpoint
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``arm`` endpoint as a Dora node until Dora stops it."""
+    options, profile = parse_robot_node("doraforge arm ToolEndpoint provider", argv, os.environ)
+    return run_endpoint(definition(from_profile(profile), Kinematics(profile)), options=options)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Minimum-jerk joint-space trajectories, timed to respect per-joint velocity limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Peak speed of a minimum-jerk profile relative to the mean speed (distance / duration).
+PEAK_TO_MEAN_SPEED = 1.875
+#: Even a tiny correction takes this long, so the command never steps.
+MIN_DURATION_S = 0.2
+
+
+def min_jerk(s: float) -> float:
+    """Normalised minimum-jerk position at normalised time ``s`` in [0, 1]."""
+    s = min(1.0, max(0.0, s))
+    return s * s * s * (10.0 - 15.0 * s + 6.0 * s * s)
+
+
+def duration_for(distance: np.ndarray, max_velocity: np.ndarray) -> float:
+    """Shortest minimum-jerk duration whose peak speed stays within ``max_velocity``."""
+    per_joint = PEAK_TO_MEAN_SPEED * np.abs(distance) / max_velocity
+    return max(MIN_DURATION_S, float(np.max(per_joint, initial=0.0)))
+
+
+@dataclass(frozen=True)
+class JointTrajectory:
+    """A straight joint-space path from ``start`` to ``goal`` over ``duration`` seconds."""
+
+    start: np.ndarray
+    goal: np.ndarray
+    duration: float
+
+    @classmethod
+    def plan(
+        cls,
+        start: np.ndarray,
+        goal: np.ndarray,
+        max_velocity: np.ndarray,
+        *,
+        min_duration: float = MIN_DURATION_S,
+    ) -> JointTrajectory:
+        """Time the path so no joint's peak speed exceeds its ``max_velocity``."""
+        duration = max(min_duration, duration_for(goal - start, max_velocity))
+        return cls(start=start.copy(), goal=goal.copy(), duration=duration)
+
+    def at(self, t: float) -> np.ndarray:
+        """Commanded positions ``t`` seconds after the start."""
+        return self.start + (self.goal - self.start) * min_jerk(t / self.duration)
+
+    def fraction(self, t: float) -> float:
+        """Share of the path's time elapsed at ``t``, in [0, 1]."""
+        return min(1.0, max(0.0, t / self.duration))
