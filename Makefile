@@ -33,6 +33,7 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) bench/gateway_query.py
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) bench/sim.py
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format .

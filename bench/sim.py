@@ -1,0 +1,146 @@
+"""Benchmark: the simulated cell running as a dataflow, measured over its public APIs.
+
+In one run of ``dataflows/sim.yml`` (unpaced, cameras at 15 Hz):
+  * physics real-time factor: simulated seconds per wall second, from ``scene_state``;
+  * render cost per 480x640 frame in the world node beside a bare ``mujoco.Renderer``
+    rendering the same scene in this process at the same time;
+  * latest-frame latency: render timestamp to the frame first readable from
+    ``GET /observations/images/scene/latest``;
+  * pick-and-place wall time through the Tool API.
+The last line printed is one JSON object.
+
+    python bench/sim.py [--seconds 10] [--frames 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.support import summary, wait_http
+from paos.dataflow import DATAFLOWS, Dataflow, dora_environment, free_port
+from paos.demo import READY_TOOLS
+from paos.pick_place import pick_and_place
+
+
+def scene_clock(client: httpx.Client) -> float:
+    """Simulated seconds since the last reset, read through the Tool API."""
+    response = client.post("/tools/world/scene_state:invoke", json={"arguments": {}})
+    return float(response.json()["data"]["response"]["result"]["outputs"]["sim_time"])
+
+
+def real_time_factor(client: httpx.Client, seconds: float) -> float:
+    start_sim, start_wall = scene_clock(client), time.monotonic()
+    time.sleep(seconds)  # the measurement window itself, not synchronisation
+    return (scene_clock(client) - start_sim) / (time.monotonic() - start_wall)
+
+
+def node_render_ms(client: httpx.Client) -> float:
+    context = client.get("/tools/world.scene_state/context").json()["data"]
+    return float(context["endpoint_status"]["details"]["render_ms_per_frame"])
+
+
+def bare_render_ms(frames: int) -> float:
+    """``mujoco.Renderer`` on the same scene, no node around it (same thread per frame)."""
+    from sim.render import gl_backend
+
+    gl_backend()
+    import mujoco
+
+    from sim.world import World
+
+    world = World(seed=0)
+    renderer = mujoco.Renderer(world.model, 480, 640)
+    renderer.update_scene(world.data, camera="scene")
+    renderer.render()
+    started = time.perf_counter()
+    for index in range(frames):
+        world.step(5)
+        renderer.update_scene(world.data, camera="scene" if index % 2 == 0 else "wrist")
+        renderer.render()
+    elapsed = time.perf_counter() - started
+    renderer.close()
+    return 1000 * elapsed / frames
+
+
+def frame_latency(client: httpx.Client, frames: int) -> dict[str, float]:
+    """Render-to-readable latency of successive new frames (polled every millisecond)."""
+    samples: list[float] = []
+    last = -1
+    deadline = time.monotonic() + 60
+    while len(samples) < frames and time.monotonic() < deadline:
+        response = client.get("/observations/images/scene/latest?format=jpeg")
+        seq = int(response.headers.get("x-frame-seq", -1))
+        if seq != last and last != -1:
+            samples.append((time.time_ns() - int(response.headers["x-frame-timestamp-ns"])) / 1e9)
+        last = seq
+        time.sleep(0.001)
+    return summary(samples)
+
+
+def wait_ready(client: httpx.Client) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        contexts = [client.get(f"/tools/{tool}/context").json()["data"] for tool in READY_TOOLS]
+        if all(context["ready"] for context in contexts):
+            return
+        time.sleep(0.2)
+    raise TimeoutError("the cell never became ready")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--frames", type=int, default=60)
+    args = parser.parse_args()
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="doraforge-bench-sim-") as tmp:
+        env = dora_environment(
+            os.environ,
+            DORAFORGE_GATEWAY_PORT=str(port),
+            DORAFORGE_GATEWAY_JOURNAL=str(Path(tmp) / "gateway.journal"),
+            DORAFORGE_SIM_UNPACED="1",
+            DORAFORGE_SIM_CAMERA_HZ="15",
+            DORAFORGE_LOG_LEVEL="WARNING",
+        )
+        base = f"http://127.0.0.1:{port}"
+        with (Path(tmp) / "sim.log").open("wb") as log, Dataflow(DATAFLOWS / "sim.yml", env, log):
+            wait_http(f"{base}/tools", 120, "gateway")
+            with httpx.Client(base_url=base, timeout=30) as client:
+                wait_ready(client)
+                print("measuring the real-time factor ...", flush=True)
+                rtf = real_time_factor(client, args.seconds)
+                print(f"  {rtf:.2f}x real time; rendering beside the node ...", flush=True)
+                bare = bare_render_ms(args.frames)
+                node = node_render_ms(client)
+                print("latest-frame latency ...", flush=True)
+                latency = frame_latency(client, args.frames)
+                print("pick-and-place ...", flush=True)
+                report = pick_and_place(client, Path(tmp), say=lambda _: None)
+    ratio = node / bare
+    result = {
+        "benchmark": "sim",
+        "real_time_factor_unpaced_cameras_15hz": round(rtf, 3),
+        "render_ms_per_frame": {"world_node": round(node, 3), "bare_renderer": round(bare, 3)},
+        "latest_frame_latency": latency,
+        "pick_and_place": {"seconds": round(report.seconds, 2), "success": report.success},
+        "targets": {
+            "real_time_factor": {"value": round(rtf, 3), "limit": 3.0, "better": "higher"},
+            "render_cost_over_bare": {"value": round(ratio, 3), "limit": 1.2, "better": "lower"},
+        },
+    }
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
