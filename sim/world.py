@@ -130,15 +130,16 @@ class World:
         self._diverged = None
         mujoco.mj_forward(self.model, self.data)
 
-    def set_targets(self, names: Sequence[str], positions: Sequence[float]) -> None:
+    def set_targets(self, names: Sequence[str], positions: Sequence[float]) -> dict[str, float]:
         """Set position targets for the named joints; others keep their targets.
 
-        Targets are clamped to the actuator ranges by MuJoCo. Raises ``ValueError`` for an
-        unknown name, a length mismatch, or a non-finite position (nothing is applied then).
+        Each target is clamped to its actuator's range (the joint limits) and the applied
+        values are returned by name. Raises ``ValueError`` for an unknown name, a length
+        mismatch, or a non-finite position; nothing is applied then.
         """
         if len(names) != len(positions):
             raise ValueError(f"{len(names)} names but {len(positions)} positions")
-        updates: list[tuple[int, float]] = []
+        updates: list[tuple[str, int, float]] = []
         for name, position in zip(names, positions, strict=True):
             actuator = self._index.actuator_for_joint.get(name)
             if actuator is None:
@@ -146,9 +147,11 @@ class World:
             value = float(position)
             if not math.isfinite(value):
                 raise ValueError(f"target for joint {name!r} is not finite: {position!r}")
-            updates.append((actuator, value))
-        for actuator, value in updates:
+            low, high = self.model.actuator_ctrlrange[actuator]
+            updates.append((name, actuator, min(max(value, float(low)), float(high))))
+        for _, actuator, value in updates:
             self.data.ctrl[actuator] = value
+        return {name: value for name, _, value in updates}
 
     def targets(self) -> dict[str, float]:
         """The current position target of every data-plane joint."""

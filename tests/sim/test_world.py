@@ -143,3 +143,9 @@ def test_divergence_stops_the_world_until_reset(world: World, blow_up) -> None:
     assert not world.diverged
     world.step(100)
     assert np.isfinite(world.data.qpos).all()
+
+
+def test_targets_beyond_the_limits_are_clamped_and_reported(world: World) -> None:
+    applied = world.set_targets(["elbow", "gripper"], [9.0, -1.0])
+    assert applied == {"elbow": pytest.approx(2.6), "gripper": 0.0}
+    assert world.targets()["elbow"] == pytest.approx(2.6)
