@@ -1,0 +1,1 @@
+"""The gripper ToolEndpoint provider: ``grasp``, ``release`` and ``gripper_state``."""
