@@ -226,7 +226,7 @@ class MockStack:
         assert not alive, f"processes outlived the dataflow: {alive}\n{self.tail()}"
 
 
-def _launch(directory: Path, attempt: int) -> MockStack:
+def _launch(directory: Path, attempt: int, dataflow: Path, env_extra: dict[str, str]) -> MockStack:
     """Start one ``dora run`` with fresh ports; logs and journal go under ``directory``."""
     port = free_port()
     journal = directory / "gateway.journal"
@@ -236,42 +236,56 @@ def _launch(directory: Path, attempt: int) -> MockStack:
         DORAFORGE_GATEWAY_PORT=str(port),
         DORAFORGE_GATEWAY_JOURNAL=str(journal),
         DORA_COORDINATOR_PORT=str(free_port()),
+        **env_extra,
     )
     with log_path.open("wb") as log:  # the child keeps its own descriptor
-        dataflow = Dataflow(MOCK_DATAFLOW, env, log=log).start()
-    return MockStack(dataflow, port, log_path, journal)
+        running = Dataflow(dataflow, env, log=log).start()
+    return MockStack(running, port, log_path, journal)
 
 
-def _started(stack: MockStack) -> bool:
+def _started(stack: MockStack, ready_tools: tuple[str, ...]) -> bool:
     """Ready, served by this dataflow's own Gateway (not a stranger on a reused port)."""
-    return stack.ready() and stack.owns_port()
+    return all(stack.ready(tool) for tool in ready_tools) and stack.owns_port()
 
 
 @contextlib.contextmanager
-def mock_stack(directory: Path) -> Iterator[MockStack]:
-    """Start the mock dataflow, wait until ``mock.move`` is ready, always stop it.
+def dataflow_stack(
+    directory: Path,
+    dataflow: Path = MOCK_DATAFLOW,
+    ready_tools: tuple[str, ...] = ("mock.move",),
+    env_extra: dict[str, str] | None = None,
+    start_timeout_s: float = START_TIMEOUT_S,
+) -> Iterator[MockStack]:
+    """Start ``dataflow``, wait until every tool in ``ready_tools`` is ready, always stop it.
 
     ``free_port`` cannot reserve a port, so another process on this machine may take it
     before the Gateway binds; such a start is stopped and retried on new ports.
     """
     directory.mkdir(parents=True, exist_ok=True)
     for attempt in range(1, START_ATTEMPTS + 1):
-        stack = _launch(directory, attempt)
+        stack = _launch(directory, attempt, dataflow, env_extra or {})
         try:
             wait_until(
-                lambda s=stack: _started(s) or s.port_conflict() or not s.dataflow.running(),
-                START_TIMEOUT_S,
+                lambda s=stack: (
+                    _started(s, ready_tools) or s.port_conflict() or not s.dataflow.running()
+                ),
+                start_timeout_s,
             )
-            if _started(stack) and stack.dataflow.running():
+            if _started(stack, ready_tools) and stack.dataflow.running():
                 yield stack
                 return
             if not stack.port_conflict() or attempt == START_ATTEMPTS:
                 pytest.fail(
-                    f"mock dataflow not ready within {START_TIMEOUT_S}s "
+                    f"{dataflow.name} not ready within {start_timeout_s}s "
                     f"(dora run alive: {stack.dataflow.running()})\n{stack.tail()}"
                 )
         finally:
             stack.close()
+
+
+def mock_stack(directory: Path) -> contextlib.AbstractContextManager[MockStack]:
+    """The mock dataflow, ready when ``mock.move`` is."""
+    return dataflow_stack(directory)
 
 
 @pytest.fixture(scope="module")
