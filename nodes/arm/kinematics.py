@@ -94,8 +94,11 @@ class Kinematics:
         return position, yaw_of(rotation)
 
     def tool_pose(self, q: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
-        """Tool position (m) and 3x3 rotation matrix in the base frame for ``q``."""
-        self._set(np.asarray(q, dtype=float))
+        """Tool position (m) and 3x3 rotation matrix in the base frame for ``q``.
+
+        Raises ``ValueError`` unless ``q`` holds one finite position per arm joint.
+        """
+        self._set(self._joint_vector(q, "q"))
         return self._site_pose()
 
     def within_limits(self, q: Sequence[float]) -> bool:
@@ -121,7 +124,7 @@ class Kinematics:
             raise ValueError("position must be three finite numbers")
         if yaw is not None and not math.isfinite(yaw):
             raise ValueError("yaw must be finite")
-        seed = self.home if q_seed is None else np.asarray(q_seed, dtype=float)
+        seed = self.home if q_seed is None else self._joint_vector(q_seed, "q_seed")
         best: tuple[float, float, np.ndarray] | None = None
         for start in self._starts(seed):
             q, pos_err, rot_err = self._solve(start, target, yaw)
@@ -140,6 +143,12 @@ class Kinematics:
                 "orientation_residual_rad": best[1],
             },
         )
+
+    def _joint_vector(self, q: Sequence[float], name: str) -> np.ndarray:
+        values = np.asarray(q, dtype=float)
+        if values.shape != (len(self.joint_names),) or not np.all(np.isfinite(values)):
+            raise ValueError(f"{name} must hold {len(self.joint_names)} finite joint positions")
+        return values
 
     def _starts(self, seed: np.ndarray) -> list[np.ndarray]:
         # The seed first (continuity with the current pose), then home, then random starts:

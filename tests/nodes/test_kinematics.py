@@ -95,3 +95,19 @@ def test_a_solve_from_a_nearby_seed_is_fast(kin: Kinematics, profile: RobotProfi
         q = kin.ik(target, 0.0, q)
     per_solve = (time.perf_counter() - began) / len(targets)
     assert per_solve < 0.005, f"{per_solve * 1e3:.2f} ms per solve"
+
+
+@pytest.mark.parametrize("q", [[0.0] * 7, [0.0, 0.0, math.nan, 0.0, 0.0, 0.0]])
+def test_joint_vectors_of_the_wrong_size_or_non_finite_are_rejected(
+    kin: Kinematics, q: list[float]
+) -> None:
+    with pytest.raises(ValueError, match="6 finite joint positions"):
+        kin.fk(q)
+    with pytest.raises(ValueError, match="6 finite joint positions"):
+        kin.ik([0.3, 0.0, 0.1], 0.0, q)
+
+
+def test_any_yaw_about_the_vertical_is_reachable_in_front_of_the_arm(kin: Kinematics) -> None:
+    for yaw in np.linspace(-math.pi, math.pi, 13):
+        q = kin.ik([0.35, 0.1, 0.05], float(yaw), kin.home)
+        assert abs(math.remainder(kin.fk(q)[1] - yaw, 2 * math.pi)) < 0.02
