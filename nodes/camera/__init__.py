@@ -1,0 +1,1 @@
+"""The camera ToolEndpoint provider: ``capture`` returns a reference to the newest frame."""
