@@ -22,6 +22,8 @@ Modules, split as dm_control splits Physics from Task:
   ``scene_state`` out, divergence detection, seeded reset).
 - :mod:`sim.scenario`: the seeded cube region and the success predicates over
   ``scene_state`` dicts.
+- :mod:`sim.errors`: ``SimError`` and its coded subclasses ``PhysicsDiverged``
+  (``SIM_PHYSICS_DIVERGED``) and ``RenderUnavailable`` (``SIM_RENDER_UNAVAILABLE``).
 - :mod:`sim.render`: :func:`~sim.render.gl_backend` (EGL, else OSMesa; call it before
   importing ``mujoco``) and :class:`~sim.render.Cameras` (480x640 RGB by default).
 

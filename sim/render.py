@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sim.errors import RenderUnavailable
+
 if TYPE_CHECKING:
     import mujoco
 
@@ -25,13 +27,6 @@ HEADLESS_BACKENDS: dict[str, tuple[str, ...]] = {
 }
 DEFAULT_HEIGHT = 480
 DEFAULT_WIDTH = 640
-
-
-class RenderUnavailable(RuntimeError):
-    """No headless OpenGL backend can be used in this process."""
-
-    code = "SIM_RENDER_UNAVAILABLE"
-    retryable = False
 
 
 def _loadable(library: str) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 import mujoco
 import numpy as np
 
+from sim.errors import PhysicsDiverged
 from sim.scenario import CubeRegion, draw_cube_pose
 
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -37,6 +38,15 @@ TOOL_SITE = "tool_center"
 TARGET_SITE = "target_zone"
 BASE_BODY = "base"
 
+__all__ = [
+    "ARM_JOINTS",
+    "GRIPPER_JOINT",
+    "JOINT_NAMES",
+    "MAX_SANE_SPEED",
+    "PhysicsDiverged",
+    "World",
+]
+
 # Far beyond anything the servos can produce (rad/s or m/s): a state this fast has blown up.
 MAX_SANE_SPEED = 100.0
 _INSTABILITY_WARNINGS = (
@@ -44,18 +54,6 @@ _INSTABILITY_WARNINGS = (
     mujoco.mjtWarning.mjWARN_BADQVEL,
     mujoco.mjtWarning.mjWARN_BADQPOS,
 )
-
-
-class PhysicsDiverged(RuntimeError):
-    """The simulation became non-finite or absurdly fast; the world refuses to step until
-    :meth:`World.reset`."""
-
-    code = "SIM_PHYSICS_DIVERGED"
-    retryable = False
-
-    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.details = details or {}
 
 
 class World:

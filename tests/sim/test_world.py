@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sim.errors import SimError
 from sim.scenario import CubeRegion
 from sim.world import JOINT_NAMES, PhysicsDiverged, World
 
@@ -136,6 +137,7 @@ def test_divergence_stops_the_world_until_reset(world: World, blow_up) -> None:
     with pytest.raises(PhysicsDiverged) as raised:
         world.step(10)
     assert raised.value.code == "SIM_PHYSICS_DIVERGED"
+    assert isinstance(raised.value, SimError)
     assert world.diverged
     with pytest.raises(PhysicsDiverged):
         world.step()
