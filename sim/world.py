@@ -62,6 +62,11 @@ class World:
     ``joint_names`` are the data-plane names: the six arm joints then ``gripper`` (one
     finger's opening in metres; the other finger mirrors it). Positions reported by
     :meth:`scene_state` are in the robot base frame (metres, radians).
+
+    ``scene_path`` defaults to the shipped cell; another scene must keep its body, site and
+    joint names (``base``, ``cube``, ``tool_center``, ``target_zone``, the joints above) and a
+    ``home`` numeric. ``shadows`` turns shadow casting on for every light (about 9x the CPU
+    render cost). ``cube_region`` bounds the seeded cube pose drawn on every reset.
     """
 
     def __init__(
