@@ -34,10 +34,10 @@ class FakeRobot:
         self.commands: list[JointCommand] = []
         self.blocks: dict[str, tuple[float, int]] = {}  # joint -> (position, side)
         self.alive = True
-        self.plane: DataPlane | None = None
+        self.planes: list[DataPlane] = []
 
     def connect(self, plane: DataPlane) -> None:
-        self.plane = plane
+        self.planes.append(plane)
         plane.attach(self.publish)
 
     def publish(self, output_id: str, value: pa.Array, metadata: Mapping[str, Any] | None) -> None:
@@ -63,12 +63,14 @@ class FakeRobot:
         self.report()
 
     def report(self) -> None:
-        if not self.alive or self.plane is None:
+        if not self.alive:
             return
         state = JointState(
             name=self.names, position=self.q.tolist(), velocity=self.velocity.tolist()
         )
-        self.plane.on_input("joint_state", state.to_arrow().to_struct_array(), {})
+        value = state.to_arrow().to_struct_array()
+        for plane in self.planes:  # every provider on the topic sees the same state
+            plane.on_input("joint_state", value, {})
 
 
 class TickTiming:
