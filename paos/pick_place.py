@@ -125,7 +125,7 @@ def pick_and_place(
     api = ToolApi(client)
     report = PickPlaceReport()
     started = time.monotonic()
-    report.before_png = api.save_frame(source, out_dir / "before.png")
+    report.before_png = _fresh_frame(api, source, out_dir / "before.png")
     scene = api.query("world", "scene_state", {})
     report.scene_before = scene
     cube = scene["objects"]["cube"]
@@ -187,7 +187,8 @@ def _settled_scene(api: ToolApi, timeout_s: float = 10.0) -> dict[str, Any]:
 
 
 def _fresh_frame(api: ToolApi, source: str, path: Path, timeout_s: float = 10.0) -> Path:
-    # Evidence must show the scene after the last action: wait for a frame rendered later.
+    # Evidence must show the scene as it is now (after a reset, after the last action), not
+    # a frame rendered before: wait for one whose sequence is newer than the current one.
     seen = api.latest_frame_seq(source)
     deadline = time.monotonic() + timeout_s
     while api.latest_frame_seq(source) <= seen and time.monotonic() < deadline:
