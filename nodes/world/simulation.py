@@ -139,6 +139,8 @@ class Simulation:
         started = time.monotonic()
         sim_origin = world.sim_time
         next_frame = started
+        next_state = started
+        state_period = 1.0 / self.options.state_hz
         self._publish_state(world)
         while not self._stop.is_set():
             if self._serve_reset(world):
@@ -150,8 +152,12 @@ class Simulation:
             self._apply_targets(world)
             if not self._step(world, steps_per_state):
                 continue
-            self._publish_state(world)
             now = time.monotonic()
+            # At most state_hz per wall second as well: unpaced physics would otherwise
+            # flood consumers whose controllers run on wall time anyway.
+            if now >= next_state:
+                self._publish_state(world)
+                next_state = max(next_state + state_period, now)
             if now >= next_frame:
                 self._render_all(world, cameras)
                 next_frame = max(next_frame + 1.0 / self.options.camera_hz, now)
