@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from forge_tool import ToolContext, ToolError, ToolRequest, ToolResult
+from forge_tool import ToolContext, ToolRequest, ToolResult
 
 from nodes.arm.config import ArmConfig
 from nodes.arm.planners import INVALID, Kinematics, arm_pose
 from nodes.motion.action import MotionGuard
 from nodes.motion.arguments import ArgumentReader
+from nodes.motion.endpoint import no_state
 from nodes.motion.plane import JointPlane
 
 NO_STATE = "ARM_NO_STATE"
@@ -31,8 +32,7 @@ class ArmStateQuery:
         ArgumentReader(dict(request.arguments), code=INVALID, allowed=set())
         sample = self._plane.latest()
         if sample is None:
-            error = ToolError(code=NO_STATE, message="no joint_state received yet", retryable=True)
-            return ToolResult(status="failed", error=error)
+            return no_state(NO_STATE)
         outputs = arm_pose(self._config, self._kinematics, sample)
         outputs["velocities"] = dict(
             zip(self._config.names, map(float, sample.velocities), strict=True)

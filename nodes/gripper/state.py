@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from forge_tool import ToolContext, ToolError, ToolRequest, ToolResult
+from forge_tool import ToolContext, ToolRequest, ToolResult
 
 from nodes.gripper.config import GripperConfig
 from nodes.gripper.planners import INVALID, GripMemory, gripper_outputs
 from nodes.motion.arguments import ArgumentReader
+from nodes.motion.endpoint import no_state
 from nodes.motion.plane import JointPlane
 
 NO_STATE = "GRIPPER_NO_STATE"
@@ -28,8 +29,7 @@ class GripperStateQuery:
         ArgumentReader(dict(request.arguments), code=INVALID, allowed=set())
         sample = self._plane.latest()
         if sample is None:
-            error = ToolError(code=NO_STATE, message="no joint_state received yet", retryable=True)
-            return ToolResult(status="failed", error=error)
+            return no_state(NO_STATE)
         config = self._config
         closed = config.width_of(sample.positions) <= config.closed_width + config.contact_margin
         outputs = gripper_outputs(config, sample, self._memory.holding and not closed)

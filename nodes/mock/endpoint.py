@@ -18,7 +18,7 @@ from nodes.definition import EndpointDefinition, new_endpoint_instance_id
 from nodes.mock.move import MoveAction
 from nodes.mock.queries import EchoQuery, InvokeCounter, StatsQuery
 from nodes.mock.stream import StreamSession
-from nodes.mock.timing import RealTiming, Timing
+from nodes.timing import RealTiming, Timing
 
 ENDPOINT_ID = "mock"
 CRASH_EXIT_STATUS = 17

@@ -23,7 +23,7 @@ from forge_tool import (
 from nodes.executions import Execution, ExecutionTable
 from nodes.mock.errors import invalid_arguments
 from nodes.mock.queries import InvokeCounter
-from nodes.mock.timing import Timing
+from nodes.timing import Timing
 
 type Behaviour = Literal["succeed", "fail", "hang", "crash"]
 

@@ -17,7 +17,7 @@ from forge_tool import (
 from nodes.executions import Execution, ExecutionTable
 from nodes.mock.errors import invalid_arguments
 from nodes.mock.queries import InvokeCounter
-from nodes.mock.timing import Timing
+from nodes.timing import Timing
 
 HEARTBEAT_S = 0.1
 

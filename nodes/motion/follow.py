@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from nodes.motion.plane import JointPlane, JointSample
-from nodes.motion.timing import Timing
 from nodes.motion.trajectory import JointTrajectory
+from nodes.timing import Timing
 
 type ProgressSink = Callable[[float], Awaitable[None]]
 

@@ -1,4 +1,5 @@
-"""Time as the mock provider sees it, so tests can drive it without real sleeping."""
+"""Time as providers see it (mock behaviours, motion controllers), so tests can drive it
+without real sleeping."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Protocol
 
 
 class Timing(Protocol):
-    """A monotonic clock plus an interruptible pause."""
+    """A monotonic clock plus an interruptible pause (the controller's tick)."""
 
     def now(self) -> float:
         """Return monotonic seconds."""
