@@ -111,6 +111,21 @@ def test_cancel_mid_motion_holds_the_arm_still_and_reports_cancelled(cell: MockS
     assert np.linalg.norm(np.array(second) - np.array(target)) > 0.02  # stopped short
 
 
+def test_one_motion_at_a_time_a_second_is_503(cell: MockStack):
+    run_action(cell, "arm.home", {})
+    origin = scene(cell)["gripper"]["tool_position"]
+    target = [origin[0], origin[1] + 0.2, origin[2] - 0.1]
+    first = cell.start("arm.move_to_pose", {"position": target, "speed": 0.03})
+    cell.poll(first["invocation_id"], lambda s: s["phase"] == "running", 30.0)
+    same_tool = cell.invoke("arm.move_to_pose", {"position": origin})
+    other_tool = cell.invoke("arm.home", {})
+    for response in (same_tool, other_tool):
+        assert response.status_code == 503, response.text
+        assert response.json()["error"]["retryable"] is True
+    cell.http.post(f"/invocations/{first['invocation_id']}/cancel")
+    assert cell.terminal(first["invocation_id"], timeout_s=30.0)["phase"] == "cancelled"
+
+
 def test_killing_the_world_mid_motion_never_reports_success(cell: MockStack):
     run_action(cell, "arm.home", {})
     origin = scene(cell)["gripper"]["tool_position"]
