@@ -1,0 +1,114 @@
+-- PAOS AgentTask store. Invariants live here, not only in Python:
+--   * at most one non-terminal task (a unique partial index on a constant);
+--   * bindings, revisions' identity, evidence, verification attempts and episodes are
+--     append-only; a terminal ToolExecutionRecord never changes again.
+CREATE TABLE IF NOT EXISTS bindings (
+    binding_id     TEXT PRIMARY KEY,
+    sha256         TEXT NOT NULL,
+    document_json  TEXT NOT NULL,
+    created_at_ms  INTEGER NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS bindings_frozen BEFORE UPDATE ON bindings
+BEGIN SELECT RAISE(ABORT, 'PAOS_BINDING_IMMUTABLE'); END;
+CREATE TRIGGER IF NOT EXISTS bindings_kept BEFORE DELETE ON bindings
+BEGIN SELECT RAISE(ABORT, 'PAOS_BINDING_IMMUTABLE'); END;
+
+CREATE TABLE IF NOT EXISTS tasks (
+    task_id        TEXT PRIMARY KEY,
+    binding_id     TEXT NOT NULL REFERENCES bindings(binding_id),
+    goal           TEXT NOT NULL,
+    contract_json  TEXT NOT NULL,
+    state          TEXT NOT NULL CHECK (state IN
+                   ('executing', 'awaiting_replan', 'cancelling', 'succeeded', 'failed', 'cancelled')),
+    replans_used   INTEGER NOT NULL DEFAULT 0,
+    outcome_json   TEXT,
+    created_at_ms  INTEGER NOT NULL,
+    updated_at_ms  INTEGER NOT NULL,
+    terminal_at_ms INTEGER
+);
+-- One non-terminal AgentTask globally: two processes racing to create one get exactly one.
+CREATE UNIQUE INDEX IF NOT EXISTS one_active_task ON tasks ((1))
+    WHERE state IN ('executing', 'awaiting_replan', 'cancelling');
+CREATE TRIGGER IF NOT EXISTS terminal_task_frozen BEFORE UPDATE ON tasks
+    WHEN OLD.state IN ('succeeded', 'failed', 'cancelled')
+BEGIN SELECT RAISE(ABORT, 'PAOS_TASK_TERMINAL'); END;
+
+CREATE TABLE IF NOT EXISTS revisions (
+    revision_id    TEXT PRIMARY KEY,
+    task_id        TEXT NOT NULL REFERENCES tasks(task_id),
+    ordinal        INTEGER NOT NULL,
+    reason         TEXT NOT NULL,
+    verdict_json   TEXT,
+    created_at_ms  INTEGER NOT NULL,
+    UNIQUE (task_id, ordinal)
+);
+CREATE TRIGGER IF NOT EXISTS revision_identity_frozen BEFORE UPDATE ON revisions
+    WHEN NEW.task_id IS NOT OLD.task_id OR NEW.ordinal IS NOT OLD.ordinal
+      OR NEW.reason IS NOT OLD.reason OR OLD.verdict_json IS NOT NULL
+BEGIN SELECT RAISE(ABORT, 'PAOS_REVISION_IMMUTABLE'); END;
+CREATE TRIGGER IF NOT EXISTS revisions_kept BEFORE DELETE ON revisions
+BEGIN SELECT RAISE(ABORT, 'PAOS_REVISION_IMMUTABLE'); END;
+
+CREATE TABLE IF NOT EXISTS records (
+    record_id        TEXT PRIMARY KEY,
+    task_id          TEXT NOT NULL REFERENCES tasks(task_id),
+    revision_id      TEXT NOT NULL REFERENCES revisions(revision_id),
+    tool_id          TEXT NOT NULL,
+    semantics        TEXT NOT NULL CHECK (semantics IN ('query', 'action', 'session')),
+    ownership        TEXT CHECK (ownership IN ('task', 'shared', 'runtime')),
+    caller_id        TEXT NOT NULL UNIQUE,
+    arguments_sha256 TEXT NOT NULL,
+    spec_sha256      TEXT NOT NULL,
+    state            TEXT NOT NULL CHECK (state IN
+                     ('intent', 'indeterminate', 'accepted', 'running', 'stopping',
+                      'completed', 'failed', 'cancelled', 'stopped', 'unknown')),
+    invocation_id    TEXT,
+    attempt_id       TEXT,
+    result_json      TEXT,
+    error_json       TEXT,
+    cancel_json      TEXT,
+    created_at_ms    INTEGER NOT NULL,
+    updated_at_ms    INTEGER NOT NULL,
+    terminal_at_ms   INTEGER
+);
+CREATE INDEX IF NOT EXISTS records_by_task ON records (task_id, created_at_ms);
+CREATE TRIGGER IF NOT EXISTS terminal_record_frozen BEFORE UPDATE ON records
+    WHEN OLD.state IN ('completed', 'failed', 'cancelled', 'stopped', 'unknown')
+BEGIN SELECT RAISE(ABORT, 'PAOS_RECORD_TERMINAL'); END;
+CREATE TRIGGER IF NOT EXISTS record_identity_frozen BEFORE UPDATE ON records
+    WHEN NEW.caller_id IS NOT OLD.caller_id OR NEW.task_id IS NOT OLD.task_id
+      OR NEW.revision_id IS NOT OLD.revision_id OR NEW.tool_id IS NOT OLD.tool_id
+      OR (OLD.invocation_id IS NOT NULL AND NEW.invocation_id IS NOT OLD.invocation_id)
+BEGIN SELECT RAISE(ABORT, 'PAOS_RECORD_IDENTITY'); END;
+CREATE TRIGGER IF NOT EXISTS records_kept BEFORE DELETE ON records
+BEGIN SELECT RAISE(ABORT, 'PAOS_RECORD_TERMINAL'); END;
+
+CREATE TABLE IF NOT EXISTS evidence (
+    artifact_id    TEXT PRIMARY KEY,
+    task_id        TEXT NOT NULL REFERENCES tasks(task_id),
+    revision_id    TEXT NOT NULL,
+    record_id      TEXT,
+    document_json  TEXT NOT NULL,
+    created_at_ms  INTEGER NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS evidence_frozen BEFORE UPDATE ON evidence
+BEGIN SELECT RAISE(ABORT, 'PAOS_EVIDENCE_IMMUTABLE'); END;
+
+CREATE TABLE IF NOT EXISTS verifications (
+    attempt_id     TEXT PRIMARY KEY,
+    task_id        TEXT NOT NULL REFERENCES tasks(task_id),
+    revision_id    TEXT NOT NULL REFERENCES revisions(revision_id),
+    document_json  TEXT NOT NULL,
+    created_at_ms  INTEGER NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS verifications_frozen BEFORE UPDATE ON verifications
+BEGIN SELECT RAISE(ABORT, 'PAOS_VERIFICATION_IMMUTABLE'); END;
+
+CREATE TABLE IF NOT EXISTS episodes (
+    task_id        TEXT PRIMARY KEY REFERENCES tasks(task_id),
+    skill          TEXT NOT NULL,
+    version        TEXT NOT NULL,
+    document_json  TEXT NOT NULL,
+    created_at_ms  INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS episodes_by_skill ON episodes (skill, version);

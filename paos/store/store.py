@@ -1,0 +1,384 @@
+"""The AgentTask store: SQLite in WAL mode, every write in ``BEGIN IMMEDIATE``.
+
+One store file is shared by every PAOS process on the machine. Invariants that must hold
+across processes (one non-terminal task, immutable terminal records and bindings) are
+enforced by the schema itself; this module turns their violations into typed errors.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from paos.errors import PaosError
+from paos.store.models import (
+    TERMINAL_RECORD_STATES,
+    TERMINAL_TASK_STATES,
+    NewRecord,
+    RecordRow,
+    RevisionRow,
+    TaskRow,
+)
+
+_SCHEMA = Path(__file__).with_name("schema.sql")
+_BUSY_TIMEOUT_MS = 10_000
+
+
+class StoreError(PaosError):
+    """A store invariant refused the change; nothing was written."""
+
+
+class TaskSlotTaken(StoreError):
+    """Another non-terminal AgentTask exists; only one may be active at a time."""
+
+
+class NotFound(StoreError, LookupError):
+    """No row with that identity."""
+
+
+def _json(value: Any) -> str | None:
+    if value is None:
+        return None
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def _load(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+class AgentTaskStore:
+    """Tasks, revisions, tool records, evidence index, verdicts and episodes."""
+
+    def __init__(self, path: str | Path, *, clock_ms: Callable[[], int] | None = None) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._now = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+        self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.execute("PRAGMA synchronous = NORMAL")
+        self._db.execute("PRAGMA foreign_keys = ON")
+        # Idempotent DDL; executescript manages its own transaction.
+        self._db.executescript(_SCHEMA.read_text(encoding="utf-8"))
+
+    def close(self) -> None:
+        """Close this process's connection."""
+        self._db.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        # BEGIN IMMEDIATE takes the write lock up front, so two writers never both read a
+        # state and then both act on it.
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        else:
+            self._db.execute("COMMIT")
+
+    def _one(self, sql: str, *args: Any) -> sqlite3.Row:
+        row = self._db.execute(sql, args).fetchone()
+        if row is None:
+            raise NotFound("PAOS_NOT_FOUND", f"nothing matches {args!r}")
+        return row
+
+    # ------------------------------------------------------------------ bindings
+
+    def put_binding(self, binding_id: str, sha256: str, document: dict[str, Any]) -> None:
+        """Store a frozen binding (insert-only)."""
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO bindings VALUES (?, ?, ?, ?)",
+                (binding_id, sha256, _json(document), self._now()),
+            )
+
+    def binding(self, binding_id: str) -> dict[str, Any]:
+        """The frozen binding document."""
+        return _load(self._one("SELECT * FROM bindings WHERE binding_id = ?", binding_id)[2])
+
+    # ------------------------------------------------------------------ tasks
+
+    def create_task(
+        self,
+        *,
+        task_id: str,
+        revision_id: str,
+        binding_id: str,
+        goal: str,
+        contract: dict[str, Any],
+    ) -> TaskRow:
+        """Create the one active task and its revision 1; :class:`TaskSlotTaken` if busy."""
+        now = self._now()
+        try:
+            with self._write() as db:
+                db.execute(
+                    "INSERT INTO tasks (task_id, binding_id, goal, contract_json, state,"
+                    " created_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, 'executing', ?, ?)",
+                    (task_id, binding_id, goal, _json(contract), now, now),
+                )
+                db.execute(
+                    "INSERT INTO revisions VALUES (?, ?, 1, 'initial plan', NULL, ?)",
+                    (revision_id, task_id, now),
+                )
+        except sqlite3.IntegrityError as exc:
+            if "one_active_task" in str(exc):
+                active = self.active_task()
+                raise TaskSlotTaken(
+                    "PAOS_TASK_ACTIVE",
+                    "another AgentTask is still active; finalize or cancel it first",
+                    details={"active_task_id": active.task_id if active else None},
+                ) from exc
+            raise StoreError("PAOS_STORE_CONFLICT", str(exc)) from exc
+        return self.task(task_id)
+
+    def task(self, task_id: str) -> TaskRow:
+        """The task with ``task_id``."""
+        return TaskRow.of(self._one("SELECT * FROM tasks WHERE task_id = ?", task_id))
+
+    def active_task(self) -> TaskRow | None:
+        """The one non-terminal task, if any."""
+        row = self._db.execute(
+            "SELECT * FROM tasks WHERE state NOT IN ('succeeded', 'failed', 'cancelled')"
+        ).fetchone()
+        return None if row is None else TaskRow.of(row)
+
+    def transition(
+        self,
+        task_id: str,
+        to: str,
+        *,
+        allowed_from: frozenset[str] | set[str],
+        outcome: dict[str, Any] | None = None,
+    ) -> TaskRow:
+        """Move a task to ``to`` when its state is in ``allowed_from`` (checked atomically)."""
+        now = self._now()
+        terminal_at = now if to in TERMINAL_TASK_STATES else None
+        try:
+            with self._write() as db:
+                state = self._one("SELECT state FROM tasks WHERE task_id = ?", task_id)[0]
+                if state not in allowed_from:
+                    raise StoreError(
+                        "PAOS_TASK_STATE",
+                        f"task is {state}; {to} needs one of {sorted(allowed_from)}",
+                        details={"state": state},
+                    )
+                db.execute(
+                    "UPDATE tasks SET state = ?, outcome_json = COALESCE(?, outcome_json),"
+                    " updated_at_ms = ?, terminal_at_ms = ? WHERE task_id = ?",
+                    (to, _json(outcome), now, terminal_at, task_id),
+                )
+        except sqlite3.IntegrityError as exc:
+            raise StoreError("PAOS_TASK_TERMINAL", f"task {task_id} is terminal") from exc
+        return self.task(task_id)
+
+    # ------------------------------------------------------------------ revisions
+
+    def revisions(self, task_id: str) -> list[RevisionRow]:
+        """The task's revisions, oldest first."""
+        rows = self._db.execute(
+            "SELECT * FROM revisions WHERE task_id = ? ORDER BY ordinal", (task_id,)
+        )
+        return [RevisionRow.of(row) for row in rows]
+
+    def current_revision(self, task_id: str) -> RevisionRow:
+        """The latest revision of the task."""
+        return self.revisions(task_id)[-1]
+
+    def begin_revision(self, task_id: str, revision_id: str, reason: str) -> RevisionRow:
+        """Append a revision after a recovery verdict (``awaiting_replan`` → ``executing``)."""
+        now = self._now()
+        with self._write() as db:
+            row = self._one("SELECT state, replans_used FROM tasks WHERE task_id = ?", task_id)
+            if row[0] != "awaiting_replan":
+                raise StoreError("PAOS_TASK_STATE", f"task is {row[0]}, not awaiting_replan")
+            ordinal = db.execute(
+                "SELECT MAX(ordinal) FROM revisions WHERE task_id = ?", (task_id,)
+            ).fetchone()[0]
+            db.execute(
+                "INSERT INTO revisions VALUES (?, ?, ?, ?, NULL, ?)",
+                (revision_id, task_id, ordinal + 1, reason, now),
+            )
+            db.execute(
+                "UPDATE tasks SET state = 'executing', replans_used = replans_used + 1,"
+                " updated_at_ms = ? WHERE task_id = ?",
+                (now, task_id),
+            )
+        return self.current_revision(task_id)
+
+    def set_verdict(self, revision_id: str, verdict: dict[str, Any]) -> None:
+        """Record a revision's semantic verdict (once)."""
+        try:
+            with self._write() as db:
+                db.execute(
+                    "UPDATE revisions SET verdict_json = ? WHERE revision_id = ?",
+                    (_json(verdict), revision_id),
+                )
+        except sqlite3.IntegrityError as exc:
+            raise StoreError("PAOS_REVISION_IMMUTABLE", "the verdict is already set") from exc
+
+    # ------------------------------------------------------------------ records
+
+    def record_intent(self, record: NewRecord) -> RecordRow:
+        """Persist an intent (and its caller_id) before anything is sent to the Gateway."""
+        now = self._now()
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO records (record_id, task_id, revision_id, tool_id, semantics,"
+                " ownership, caller_id, arguments_sha256, spec_sha256, state,"
+                " created_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'intent', ?, ?)",
+                (
+                    record.record_id,
+                    record.task_id,
+                    record.revision_id,
+                    record.tool_id,
+                    record.semantics,
+                    record.ownership,
+                    record.caller_id,
+                    record.arguments_sha256,
+                    record.spec_sha256,
+                    now,
+                    now,
+                ),
+            )
+        return self.record(record.record_id)
+
+    def record_admitted(
+        self, record_id: str, invocation_id: str, attempt_id: str, phase: str
+    ) -> RecordRow:
+        """Keep the Gateway's invocation and attempt ids the moment they are known."""
+        state = phase if phase in ("accepted", "running", "stopping") else "accepted"
+        return self._update(
+            record_id, state=state, invocation_id=invocation_id, attempt_id=attempt_id
+        )
+
+    def record_phase(self, record_id: str, phase: str) -> RecordRow:
+        """Move a live record to a later non-terminal phase."""
+        return self._update(record_id, state=phase)
+
+    def record_indeterminate(self, record_id: str, error: dict[str, Any]) -> RecordRow:
+        """A timeout or transport error: the remote state is unknown, never re-sent."""
+        return self._update(record_id, state="indeterminate", error_json=_json(error))
+
+    def record_cancel_request(self, record_id: str, request: dict[str, Any]) -> RecordRow:
+        """A cancel/stop *request* and how the Gateway answered it; never a stop."""
+        return self._update(record_id, cancel_json=_json(request))
+
+    def record_terminal(
+        self,
+        record_id: str,
+        state: str,
+        *,
+        result: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
+    ) -> RecordRow:
+        """Close a record with its terminal fact; the schema refuses any later change."""
+        if state not in TERMINAL_RECORD_STATES:
+            raise StoreError("PAOS_RECORD_STATE", f"{state} is not a terminal record state")
+        return self._update(
+            record_id,
+            state=state,
+            result_json=_json(result),
+            error_json=_json(error),
+            terminal_at_ms=self._now(),
+        )
+
+    def _update(self, record_id: str, **fields: Any) -> RecordRow:
+        assignments = ", ".join(f"{name} = ?" for name in fields)
+        try:
+            with self._write() as db:
+                cursor = db.execute(
+                    f"UPDATE records SET {assignments}, updated_at_ms = ? WHERE record_id = ?",
+                    (*fields.values(), self._now(), record_id),
+                )
+                if cursor.rowcount != 1:
+                    raise NotFound("PAOS_NOT_FOUND", f"no record {record_id!r}")
+        except sqlite3.IntegrityError as exc:
+            code = "PAOS_RECORD_TERMINAL" if "TERMINAL" in str(exc) else "PAOS_RECORD_IDENTITY"
+            raise StoreError(code, f"record {record_id} cannot change: {exc}") from exc
+        return self.record(record_id)
+
+    def record(self, record_id: str) -> RecordRow:
+        """The record with ``record_id``."""
+        return RecordRow.of(self._one("SELECT * FROM records WHERE record_id = ?", record_id))
+
+    def record_by_caller(self, caller_id: str) -> RecordRow | None:
+        """The record admitted under ``caller_id``, if any."""
+        row = self._db.execute("SELECT * FROM records WHERE caller_id = ?", (caller_id,)).fetchone()
+        return None if row is None else RecordRow.of(row)
+
+    def records(self, task_id: str, revision_id: str | None = None) -> list[RecordRow]:
+        """A task's records (optionally of one revision) in creation order."""
+        sql = "SELECT * FROM records WHERE task_id = ?"
+        args: tuple[Any, ...] = (task_id,)
+        if revision_id is not None:
+            sql += " AND revision_id = ?"
+            args = (task_id, revision_id)
+        rows = self._db.execute(sql + " ORDER BY created_at_ms, rowid", args)
+        return [RecordRow.of(row) for row in rows]
+
+    # ------------------------------------------------------------------ evidence, verdicts
+
+    def add_evidence(self, artifact: dict[str, Any]) -> None:
+        """Index one evidence artifact (insert-only; the bytes live on disk)."""
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO evidence VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    artifact["artifact_id"],
+                    artifact["task_id"],
+                    artifact["revision_id"],
+                    artifact.get("record_id"),
+                    _json(artifact),
+                    self._now(),
+                ),
+            )
+
+    def evidence(self, task_id: str) -> list[dict[str, Any]]:
+        """Every artifact of the task, in capture order."""
+        rows = self._db.execute(
+            "SELECT document_json FROM evidence WHERE task_id = ? ORDER BY created_at_ms, rowid",
+            (task_id,),
+        )
+        return [_load(row[0]) for row in rows]
+
+    def add_verification(
+        self, attempt_id: str, task_id: str, revision_id: str, document: dict[str, Any]
+    ) -> None:
+        """Append one verification attempt (insert-only)."""
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO verifications VALUES (?, ?, ?, ?, ?)",
+                (attempt_id, task_id, revision_id, _json(document), self._now()),
+            )
+
+    def verifications(self, task_id: str) -> list[dict[str, Any]]:
+        """Every verification attempt of the task."""
+        rows = self._db.execute(
+            "SELECT document_json FROM verifications WHERE task_id = ? ORDER BY rowid",
+            (task_id,),
+        )
+        return [_load(row[0]) for row in rows]
+
+    def add_episode(self, task_id: str, skill: str, version: str, episode: dict[str, Any]) -> None:
+        """Keep one redacted episode per terminal task."""
+        with self._write() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO episodes VALUES (?, ?, ?, ?, ?)",
+                (task_id, skill, version, _json(episode), self._now()),
+            )
+
+    def episodes(self, skill: str, version: str) -> list[dict[str, Any]]:
+        """Episodes of one skill version, oldest first."""
+        rows = self._db.execute(
+            "SELECT document_json FROM episodes WHERE skill = ? AND version = ? ORDER BY rowid",
+            (skill, version),
+        )
+        return [_load(row[0]) for row in rows]
