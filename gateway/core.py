@@ -198,4 +198,5 @@ def tool_context(gateway: Gateway, tool_id: str) -> dict[str, Any] | None:
         "active_invocations": active,
         "spec_sha256": spec.sha256,
         "registry_revision": gateway.registry.revision,
+        "gateway_instance_id": gateway.identity["instance_id"],
     }
