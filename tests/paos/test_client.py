@@ -1,0 +1,339 @@
+"""ForgeToolClient: the envelope contract, typed errors, no retries, against a real Gateway."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+import httpx
+import pytest
+
+from gateway.http import create_app
+from paos.client import ForgeToolClient, spec_sha256
+from paos.errors import (
+    ForgeHttpError,
+    ForgeProtocolError,
+    ForgeTimeout,
+    ForgeTransportError,
+    PaosError,
+)
+from tests.gateway.harness import Stack, running_stack
+
+pytestmark = pytest.mark.anyio
+
+BASE = "http://127.0.0.1"
+HANG = {"duration_s": 1, "behaviour": "hang"}
+
+type Handler = Callable[[httpx.Request], httpx.Response]
+
+
+class Recorder:
+    """A MockTransport handler that records every request and answers with ``reply``."""
+
+    def __init__(self, reply: Handler) -> None:
+        self.reply = reply
+        self.requests: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        return self.reply(request)
+
+    def client(self, **options: float) -> ForgeToolClient:
+        return ForgeToolClient(BASE, transport=httpx.MockTransport(self), **options)
+
+
+def answer(status: int, body: object) -> Handler:
+    return lambda _request: httpx.Response(status, json=body)
+
+
+def gateway_error(status: int, code: str, *, retryable: bool = False) -> dict:
+    error = {"code": code, "message": "no", "retryable": retryable, "details": {"x": 1}}
+    return {"ok": False, "msg": "no", "error": error}
+
+
+@asynccontextmanager
+async def gateway_client() -> AsyncIterator[tuple[Stack, ForgeToolClient]]:
+    """A real in-process Gateway with the mock provider, and a client over ASGI."""
+    async with running_stack() as stack:
+        transport = httpx.ASGITransport(app=create_app(stack.gateway))
+        async with ForgeToolClient(BASE, transport=transport) as client:
+            yield stack, client
+
+
+async def poll_result(client: ForgeToolClient, invocation_id: str) -> dict:
+    """Read the result (bounded) until it is available."""
+    async with asyncio.timeout(10):
+        # The result lives behind HTTP; there is nothing local to wait on.
+        while (result := await client.result(invocation_id)) is None:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+    return result
+
+
+# ---------------------------------------------------------------- envelope contract
+
+
+async def test_success_returns_the_data_object():
+    recorder = Recorder(answer(200, {"ok": True, "data": {"tools": []}}))
+    async with recorder.client() as client:
+        assert await client.list_tools() == {"tools": []}
+
+
+async def test_ok_true_with_an_unexpected_status_is_a_protocol_error():
+    recorder = Recorder(
+        answer(200, {"ok": True, "data": {"invocation_id": "i", "attempt_id": "a"}})
+    )
+    async with recorder.client() as client:
+        with pytest.raises(ForgeProtocolError) as caught:
+            await client.invoke("mock.move", {}, caller_id="paos:t1")
+    assert caught.value.code == "FORGE_CLIENT_UNEXPECTED_STATUS"
+    assert caught.value.status_code == 200
+    assert caught.value.remote_state == "unknown"
+
+
+async def test_gateway_error_envelope_becomes_forge_http_error_with_code_and_payload():
+    body = gateway_error(503, "FORGE_TOOL_ENDPOINT_BUSY", retryable=True)
+    recorder = Recorder(answer(503, body))
+    async with recorder.client() as client:
+        with pytest.raises(ForgeHttpError) as caught:
+            await client.invoke("mock.move", {}, caller_id="paos:t1")
+    error = caught.value
+    assert (error.status_code, error.code, error.retryable) == (
+        503,
+        "FORGE_TOOL_ENDPOINT_BUSY",
+        True,
+    )
+    assert error.payload == body
+    assert error.details == {"x": 1}
+    assert isinstance(error, PaosError)
+
+
+async def test_ok_false_with_a_success_status_is_still_an_error():
+    recorder = Recorder(answer(200, gateway_error(200, "FORGE_TOOL_STRANGE")))
+    async with recorder.client() as client:
+        with pytest.raises(ForgeHttpError) as caught:
+            await client.context("mock.move")
+    assert caught.value.code == "FORGE_TOOL_STRANGE"
+    assert caught.value.retryable is False
+
+
+@pytest.mark.parametrize("data", [[1, 2], "text", None, 3])
+async def test_data_that_is_not_an_object_is_a_protocol_error(data: object):
+    recorder = Recorder(answer(200, {"ok": True, "data": data}))
+    async with recorder.client() as client:
+        with pytest.raises(ForgeProtocolError) as caught:
+            await client.invocation("inv-1")
+    assert caught.value.code == "FORGE_CLIENT_BAD_DATA"
+
+
+@pytest.mark.parametrize(
+    "content", [b"<html>bad gateway</html>", b"", b'{"ok": true, "ok": true, "data": {}}', b"[NaN]"]
+)
+async def test_a_body_that_is_not_strict_json_is_a_protocol_error(content: bytes):
+    recorder = Recorder(lambda _request: httpx.Response(502, content=content))
+    async with recorder.client() as client:
+        with pytest.raises(ForgeProtocolError) as caught:
+            await client.list_tools()
+    assert caught.value.code == "FORGE_CLIENT_INVALID_JSON"
+    assert caught.value.status_code == 502
+
+
+async def test_an_error_envelope_without_a_code_is_a_protocol_error():
+    recorder = Recorder(answer(500, {"ok": False, "error": "boom"}))
+    async with recorder.client() as client:
+        with pytest.raises(ForgeProtocolError) as caught:
+            await client.list_tools()
+    assert caught.value.code == "FORGE_CLIENT_BAD_ENVELOPE"
+
+
+async def test_admission_without_an_attempt_id_is_a_protocol_error():
+    recorder = Recorder(answer(202, {"ok": True, "data": {"invocation_id": "inv-1"}}))
+    async with recorder.client() as client:
+        with pytest.raises(ForgeProtocolError, match="attempt_id"):
+            await client.invoke("mock.move", {}, caller_id="paos:t1")
+
+
+async def test_result_status_must_match_the_http_status():
+    recorder = Recorder(answer(200, {"ok": True, "data": {"status": "pending"}}))
+    async with recorder.client() as client:
+        with pytest.raises(ForgeProtocolError):
+            await client.result("inv-1")
+
+
+async def test_an_oversized_response_is_refused():
+    recorder = Recorder(answer(200, {"ok": True, "data": {"blob": "x" * 5000}}))
+    async with recorder.client(max_response_bytes=1000) as client:
+        with pytest.raises(ForgeProtocolError) as caught:
+            await client.list_tools()
+    assert caught.value.code == "FORGE_CLIENT_RESPONSE_TOO_LARGE"
+
+
+async def test_a_spec_whose_announced_hash_disagrees_is_refused():
+    document = {"tool_id": "t", "semantics": "query"}
+
+    def reply(_request: httpx.Request) -> httpx.Response:
+        body = {"ok": True, "data": document}
+        return httpx.Response(200, json=body, headers={"X-Spec-SHA256": "0" * 64})
+
+    async with Recorder(reply).client() as client:
+        with pytest.raises(ForgeProtocolError) as caught:
+            await client.tool_spec("t")
+    assert caught.value.code == "FORGE_CLIENT_SPEC_HASH_MISMATCH"
+
+
+# ---------------------------------------------------------------- timeouts and transport
+
+
+async def test_timeout_is_forge_timeout_after_one_request_and_no_cancel():
+    def reply(request: httpx.Request) -> httpx.Response:
+        raise httpx.ReadTimeout("slow", request=request)
+
+    recorder = Recorder(reply)
+    async with recorder.client() as client:
+        with pytest.raises(ForgeTimeout) as caught:
+            await client.invoke("mock.move", HANG, caller_id="paos:t1")
+    assert isinstance(caught.value, TimeoutError)
+    assert caught.value.remote_state == "unknown"
+    assert "remote state is unknown" in caught.value.message
+    assert caught.value.retryable is False
+    assert [(r.method, r.url.path) for r in recorder.requests] == [
+        ("POST", "/tools/mock.move:invoke")
+    ]
+
+
+async def test_connection_failure_is_a_transport_error_after_one_request():
+    def reply(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    recorder = Recorder(reply)
+    async with recorder.client() as client:
+        with pytest.raises(ForgeTransportError) as caught:
+            await client.query("mock", "echo", {"message": "hi"}, caller_id="paos:diag")
+    assert isinstance(caught.value, ConnectionError)
+    assert caught.value.remote_state == "unknown"
+    assert len(recorder.requests) == 1
+
+
+async def test_nothing_listens_is_a_transport_error():
+    async with ForgeToolClient("http://127.0.0.1:1", timeout_s=2) as client:
+        with pytest.raises(ForgeTransportError):
+            await client.list_tools()
+
+
+async def test_query_timeout_ms_is_sent_and_stretches_the_read_timeout():
+    recorder = Recorder(answer(200, {"ok": True, "data": {"response": {}}}))
+    async with recorder.client(timeout_s=1) as client:
+        await client.query("mock", "echo", {"message": "hi"}, caller_id="paos:d", timeout_ms=30_000)
+    request = recorder.requests[0]
+    assert json.loads(request.content) == {
+        "arguments": {"message": "hi"},
+        "caller_id": "paos:d",
+        "timeout_ms": 30_000,
+    }
+    assert request.extensions["timeout"]["read"] >= 30
+
+
+# ---------------------------------------------------------------- paths
+
+
+async def test_every_path_component_is_fully_percent_encoded():
+    recorder = Recorder(answer(200, {"ok": True, "data": {}}))
+    async with recorder.client() as client:
+        await client.context("a/b:c")
+        await client.query("a/b:c", "op/x", {}, caller_id="paos:d")
+        await client.invocation("inv/1:2")
+        with pytest.raises(ForgeProtocolError):
+            await client.latest_image("cam/1")
+    paths = [request.url.raw_path for request in recorder.requests]
+    assert paths == [
+        b"/tools/a%2Fb%3Ac/context",
+        b"/tools/a%2Fb%3Ac/op%2Fx:invoke",
+        b"/invocations/inv%2F1%3A2",
+        b"/observations/images/cam%2F1/latest?format=png",
+    ]
+
+
+async def test_lookup_caller_quotes_the_caller_id_as_a_query_parameter():
+    body = {"ok": True, "data": {"caller_id": "paos:a&b", "invocations": []}}
+    recorder = Recorder(answer(200, body))
+    async with recorder.client() as client:
+        assert await client.lookup_caller("paos:a&b") == []
+    assert recorder.requests[0].url.params["caller_id"] == "paos:a&b"
+
+
+# ---------------------------------------------------------------- real Gateway
+
+
+async def test_tool_spec_hash_equals_the_context_spec_sha256():
+    async with gateway_client() as (_stack, client):
+        listing = await client.list_tools()
+        assert "mock.move" in {tool["tool_id"] for tool in listing["tools"]}
+        document, digest = await client.tool_spec("mock.move")
+        context = await client.context("mock.move")
+    assert document["tool_id"] == "mock.move"
+    assert digest == spec_sha256(document) == context["spec_sha256"]
+    assert context["ready"] is True
+
+
+async def test_query_returns_the_gateway_data():
+    async with gateway_client() as (_stack, client):
+        data = await client.query("mock", "echo", {"message": "hi"}, caller_id="paos:diag")
+    assert data["response"]["outcome"] == "completed"
+    assert data["response"]["result"]["outputs"] == {"message": "hi"}
+
+
+async def test_unknown_tool_is_a_404_forge_http_error():
+    async with gateway_client() as (_stack, client):
+        with pytest.raises(ForgeHttpError) as caught:
+            await client.context("no/such:tool")
+    assert caught.value.status_code == 404
+    assert caught.value.code == "FORGE_TOOL_NOT_FOUND"
+
+
+async def test_action_admission_status_and_result_pending_then_available():
+    async with gateway_client() as (_stack, client):
+        admitted = await client.invoke(
+            "mock.move", {"duration_s": 0.2, "behaviour": "succeed"}, caller_id="paos:t1:r1"
+        )
+        first = await client.result(admitted["invocation_id"])
+        status = await client.invocation(admitted["invocation_id"])
+        result = await poll_result(client, admitted["invocation_id"])
+    assert admitted["attempt_id"]
+    assert first is None
+    assert status["caller_id"] == "paos:t1:r1"
+    assert result["phase"] == "completed"
+    assert result["result"] == {"status": "succeeded", "outputs": {"travelled_s": 0.2}}
+
+
+async def test_cancel_is_accepted_not_stopped_and_lookup_finds_the_caller():
+    async with gateway_client() as (_stack, client):
+        admitted = await client.invoke("mock.move", HANG, caller_id="paos:t2:r1")
+        cancel = await client.cancel(admitted["invocation_id"])
+        result = await poll_result(client, admitted["invocation_id"])
+        found = await client.lookup_caller("paos:t2:r1")
+        nobody = await client.lookup_caller("paos:nobody")
+    assert cancel["command"] == "cancel"
+    assert cancel["cancel_status"] in ("accepted", "requested")
+    assert result["phase"] == "cancelled"
+    assert [item["invocation_id"] for item in found] == [admitted["invocation_id"]]
+    assert nobody == []
+
+
+async def test_a_session_is_stopped_through_stop():
+    async with gateway_client() as (_stack, client):
+        admitted = await client.invoke("mock.stream", {}, caller_id="paos:t3:r1")
+        stop = await client.stop(admitted["invocation_id"])
+        result = await poll_result(client, admitted["invocation_id"])
+    assert stop["command"] == "stop"
+    assert result["phase"] == "stopped"
+
+
+async def test_cancel_on_the_wrong_verb_is_a_conflict():
+    async with gateway_client() as (_stack, client):
+        admitted = await client.invoke("mock.stream", {}, caller_id="paos:t4:r1")
+        with pytest.raises(ForgeHttpError) as caught:
+            await client.cancel(admitted["invocation_id"])
+        await client.stop(admitted["invocation_id"])
+        await poll_result(client, admitted["invocation_id"])
+    assert caught.value.status_code == 409
