@@ -1,0 +1,161 @@
+"""Skill bindings: preview the runtime, freeze it for a task, recheck it on every call.
+
+A binding freezes what a task may rely on: the skill (name, version, manifest and
+``SKILL.md`` hashes, profile), the runtime instance, the Gateway URL and identity, and the
+SHA-256 of every required ToolSpec. Until the Skill Runtime exists, a candidate can be
+built from a Gateway URL and a required-tools list (:meth:`BindingCandidate.adhoc`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from paos.errors import PaosError
+
+
+class BindingError(PaosError):
+    """A binding cannot be made, or a governed call found it drifted; nothing was sent."""
+
+
+class ToolApi(Protocol):
+    """The part of ``ForgeToolClient`` bindings need."""
+
+    async def list_tools(self) -> dict[str, Any]: ...
+
+    async def tool_spec(self, tool_id: str) -> tuple[dict[str, Any], str]: ...
+
+    async def context(self, tool_id: str) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class BindingCandidate:
+    """What a task would bind to."""
+
+    skill: str
+    version: str
+    gateway_url: str
+    required_tools: tuple[str, ...]
+    profile: str = "default"
+    manifest_sha256: str | None = None
+    skill_md_sha256: str | None = None
+    runtime_instance: str | None = None
+    node_artifacts: tuple[str, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def adhoc(
+        cls, gateway_url: str, required_tools: list[str] | tuple[str, ...]
+    ) -> BindingCandidate:
+        """A candidate without an installed skill: a Gateway URL and the tools to use."""
+        return cls(
+            skill="adhoc",
+            version="0",
+            gateway_url=gateway_url.rstrip("/"),
+            required_tools=tuple(sorted(set(required_tools))),
+        )
+
+
+def canonical_sha256(document: Any) -> str:
+    """SHA-256 of the canonical JSON of ``document``."""
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+async def preview(api: ToolApi, candidate: BindingCandidate) -> dict[str, Any]:
+    """Read the live runtime for ``candidate``: identity, tools, readiness, problems."""
+    listing = await api.list_tools()
+    known = {tool["tool_id"] for tool in listing["tools"]}
+    tools: dict[str, Any] = {}
+    problems: list[dict[str, str]] = []
+    for tool_id in candidate.required_tools:
+        if tool_id not in known:
+            problems.append({"code": "PAOS_TOOL_MISSING", "tool_id": tool_id})
+            continue
+        spec, sha256 = await api.tool_spec(tool_id)
+        context = await api.context(tool_id)
+        if not context["ready"]:
+            problems.append({"code": "PAOS_TOOL_NOT_READY", "tool_id": tool_id})
+        tools[tool_id] = {
+            "semantics": spec["semantics"],
+            "endpoint_id": spec["endpoint_id"],
+            "operation": spec["operation"],
+            "spec_sha256": sha256,
+            "ready": bool(context["ready"]),
+        }
+    return {
+        "skill": candidate.skill,
+        "version": candidate.version,
+        "gateway_url": candidate.gateway_url,
+        "gateway_identity": listing["gateway_identity"],
+        "tools": tools,
+        "problems": problems,
+    }
+
+
+async def freeze(api: ToolApi, candidate: BindingCandidate) -> tuple[str, str, dict[str, Any]]:
+    """Revalidate ``candidate`` and return ``(binding_id, sha256, document)``.
+
+    Raises :class:`BindingError` when a required tool is missing or not ready.
+    """
+    live = await preview(api, candidate)
+    if live["problems"]:
+        raise BindingError(
+            "PAOS_BINDING_INVALID",
+            "the runtime does not satisfy the skill's required tools",
+            details={"problems": live["problems"]},
+        )
+    document = {
+        "skill": candidate.skill,
+        "version": candidate.version,
+        "profile": candidate.profile,
+        "manifest_sha256": candidate.manifest_sha256,
+        "skill_md_sha256": candidate.skill_md_sha256,
+        "runtime_instance": candidate.runtime_instance,
+        "node_artifacts": list(candidate.node_artifacts),
+        "gateway_url": candidate.gateway_url,
+        "gateway_identity": live["gateway_identity"],
+        "tools": {
+            tool_id: {key: value for key, value in tool.items() if key != "ready"}
+            for tool_id, tool in live["tools"].items()
+        },
+    }
+    return f"bind_{uuid.uuid4().hex}", canonical_sha256(document), document
+
+
+async def recheck(
+    api: ToolApi, binding: dict[str, Any], tool_id: str, semantics: str
+) -> dict[str, Any]:
+    """Recheck membership, semantics, readiness, ToolSpec hash and runtime identity.
+
+    Returns the live context; raises :class:`BindingError` with a specific code before
+    anything is sent when the runtime drifted from the frozen binding.
+    """
+    bound = binding["tools"].get(tool_id)
+    if bound is None:
+        raise BindingError("PAOS_TOOL_NOT_BOUND", f"{tool_id} is not in the task's binding")
+    if bound["semantics"] != semantics:
+        raise BindingError(
+            "PAOS_TOOL_SEMANTICS", f"{tool_id} is a {bound['semantics']}, not a {semantics}"
+        )
+    context = await api.context(tool_id)
+    details = {"tool_id": tool_id}
+    if context.get("gateway_instance_id") != binding["gateway_identity"]["instance_id"]:
+        raise BindingError(
+            "PAOS_RUNTIME_DRIFT",
+            "the Gateway runtime changed since the task was bound",
+            details=details,
+        )
+    if context["spec_sha256"] != bound["spec_sha256"]:
+        raise BindingError(
+            "PAOS_TOOL_SPEC_DRIFT",
+            f"the ToolSpec of {tool_id} changed since binding",
+            details=details,
+        )
+    if not context["ready"]:
+        raise BindingError(
+            "PAOS_TOOL_NOT_READY", f"{tool_id} is not ready", retryable=True, details=details
+        )
+    return context

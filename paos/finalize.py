@@ -1,0 +1,201 @@
+"""Finishing AgentTasks: finalize with verification, cancel, and recovery revisions.
+
+``finalize`` first reconciles (reads only), refuses while Actions or task-owned Sessions
+are still live, validates the evidence bundle (re-hashing the bytes on disk), runs the
+contract's verifiers, decides the verdict and applies the mode. Experience is recorded
+last and fail-open: it never changes a task, a record or a verification attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from paos.evidence import validate_bundle
+from paos.store import TaskRow
+from paos.tasks import TaskError, TaskService
+from paos.verify.aggregate import Verdict, apply_mode, decide
+from paos.verify.contract import parse_contract
+from paos.verify.protocol import CriterionResult, VerificationContext
+from paos.verify.registry import VerifierRegistry, default_registry, run_criteria
+
+log = logging.getLogger(__name__)
+
+_LIVE = frozenset({"intent", "indeterminate", "accepted", "running", "stopping"})
+
+
+async def finalize(
+    service: TaskService, task_id: str, registry: VerifierRegistry | None = None
+) -> dict[str, Any]:
+    """Aggregate the active revision's facts, verify, and end or replan the task."""
+    task = service.store.task(task_id)
+    if task.state != "executing":
+        raise TaskError("PAOS_TASK_STATE", f"task is {task.state}; finalize needs executing")
+    await service.reconcile(task_id)
+    revision = service.store.current_revision(task_id)
+    records = service.store.records(task_id, revision.revision_id)
+    _refuse_live_work(records)
+    contract = parse_contract(task.contract)
+    execution_ok = all(r.state == "completed" for r in records if r.semantics != "session")
+    verdict = None
+    if contract.mode != "off":
+        verdict = await _verdict(service, task, revision.revision_id, registry)
+        service.store.set_verdict(revision.revision_id, verdict.to_dict())
+    outcome = apply_mode(contract.mode, execution_ok, verdict)
+    facts = {
+        "execution_ok": execution_ok,
+        "verdict": None if verdict is None else verdict.status,
+        "revision_id": revision.revision_id,
+    }
+    service.store.transition(task_id, outcome, allowed_from={"executing"}, outcome=facts)
+    if outcome != "awaiting_replan":
+        _remember(service, task_id)
+    return service.describe(task_id)
+
+
+async def begin_revision(service: TaskService, task_id: str, reason: str) -> dict[str, Any]:
+    """Append a revision after a recovery verdict, within the deadline."""
+    task = service.store.task(task_id)
+    contract = parse_contract(task.contract)
+    if _deadline_passed(task, contract.deadline_s):
+        raise TaskError("PAOS_DEADLINE_PASSED", "the task's deadline has passed")
+    service.store.begin_revision(task_id, f"rev_{uuid.uuid4().hex}", reason)
+    return service.describe(task_id)
+
+
+async def cancel_task(service: TaskService, task_id: str) -> dict[str, Any]:
+    """Cancel live Actions, stop task-owned Sessions, reconcile, end cancelled or failed."""
+    task = service.store.transition(
+        task_id, "cancelling", allowed_from={"executing", "awaiting_replan", "cancelling"}
+    )
+    for record in service.store.records(task_id):
+        if record.state not in _LIVE or record.invocation_id is None:
+            continue
+        if record.semantics == "action":
+            await service.cancel(task_id, record.record_id)
+        elif record.semantics == "session" and record.ownership == "task":
+            await service.stop(task_id, record.record_id)
+    records = await service.reconcile(task_id)
+    settled = all(
+        r["state"] in ("completed", "cancelled", "stopped")
+        for r in records
+        if r["semantics"] != "session" or r["ownership"] == "task"
+    )
+    outcome = "cancelled" if settled else "failed"
+    service.store.transition(
+        task.task_id, outcome, allowed_from={"cancelling"}, outcome={"cancelled": True}
+    )
+    _remember(service, task_id)
+    return service.describe(task_id)
+
+
+def _refuse_live_work(records: list[Any]) -> None:
+    live_actions = [r.record_id for r in records if r.semantics == "action" and r.state in _LIVE]
+    if live_actions:
+        raise TaskError(
+            "PAOS_ACTIONS_LIVE",
+            "Actions are still running; wait or cancel them",
+            retryable=True,
+            details={"records": live_actions},
+        )
+    owned = [
+        r.record_id
+        for r in records
+        if r.semantics == "session" and r.ownership == "task" and r.state in _LIVE
+    ]
+    if owned:
+        raise TaskError(
+            "PAOS_SESSIONS_LIVE",
+            "task-owned Sessions must be stopped before finalize",
+            details={"records": owned},
+        )
+
+
+async def _verdict(
+    service: TaskService, task: TaskRow, revision_id: str, registry: VerifierRegistry | None
+) -> Verdict:
+    contract = parse_contract(task.contract)
+    evidence = service.store.evidence(task.task_id)
+    bundle = validate_bundle(
+        evidence,
+        workspace=service.workspace,
+        task_id=task.task_id,
+        required_sources=contract.evidence_policy.required_sources,
+        max_age_s=contract.evidence_policy.max_age_s,
+    )
+    attempt: dict[str, Any] = {"attempt_id": f"ver_{uuid.uuid4().hex}", "bundle": bundle.to_dict()}
+    if not bundle.ok:
+        # A bundle that fails validation never reaches a verifier: the verdict fails closed.
+        results = [
+            CriterionResult(c.id, "inconclusive", "evidence bundle refused")
+            for c in contract.success_criteria
+        ]
+    else:
+        context = VerificationContext(
+            task_id=task.task_id,
+            revision_id=revision_id,
+            binding=service.store.binding(task.binding_id),
+            records=[r.public() for r in service.store.records(task.task_id, revision_id)],
+            evidence=_with_files(evidence, service.workspace, revision_id),
+            query=_bound_query(service, task.task_id),
+        )
+        results = await run_criteria(
+            contract.success_criteria, context, registry or default_registry()
+        )
+    verdict = decide(
+        contract.mode,
+        results,
+        replans_used=task.replans_used,
+        replan_budget=contract.replan_budget,
+        deadline_passed=_deadline_passed(task, contract.deadline_s),
+    )
+    attempt["verdict"] = verdict.to_dict()
+    service.store.add_verification(attempt["attempt_id"], task.task_id, revision_id, attempt)
+    return verdict
+
+
+def _with_files(evidence: list[dict[str, Any]], workspace: Path, revision_id: str) -> list[dict]:
+    files = []
+    for artifact in evidence:
+        if artifact.get("error") is None and artifact["revision_id"] == revision_id:
+            files.append({**artifact, "file": str(workspace / artifact["path"])})
+    return files
+
+
+def _bound_query(service: TaskService, task_id: str):
+    async def query(tool_id: str, arguments: Any) -> Any:
+        data = await service.query(tool_id, dict(arguments), task_id=task_id)
+        result = data["response"]["result"]
+        if result["status"] != "succeeded":
+            raise TaskError("PAOS_QUERY_FAILED", f"{tool_id} {result['status']}")
+        return result["outputs"]
+
+    return query
+
+
+def _deadline_passed(task: TaskRow, deadline_s: float | None) -> bool:
+    if deadline_s is None:
+        return False
+    return time.time() * 1000 - task.created_at_ms > deadline_s * 1000
+
+
+def _remember(service: TaskService, task_id: str) -> None:
+    try:
+        from paos.experience import episode_from
+
+        described = service.describe(task_id)
+        binding = described["binding"]
+        episode = episode_from(
+            described["task"],
+            described["revisions"],
+            described["records"],
+            [r["verdict"] for r in described["revisions"] if r["verdict"]],
+            described["evidence"],
+            binding,
+        )
+        service.store.add_episode(task_id, binding["skill"], binding["version"], episode)
+    except Exception:  # experience is fail-open by contract
+        log.exception("could not record the experience of task %s", task_id)
