@@ -43,8 +43,7 @@ class FakeQuery:
 
 def criterion(predicate: dict[str, Any], **extra: Any) -> StateCriterion:
     return StateCriterion.model_validate(
-        {"kind": "state", "id": "c", "tool_id": "world.scene_state", "predicate": predicate}
-        | extra
+        {"kind": "state", "id": "c", "tool_id": "world.scene_state", "predicate": predicate} | extra
     )
 
 

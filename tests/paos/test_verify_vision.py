@@ -25,7 +25,9 @@ RED_BGR = (30, 30, 220)
 ZONE = (200, 200, 262, 246)  # x0, y0, x1, y1 of the green target zone
 
 
-def frame(cube_at: tuple[int, int] | None, *, zone: bool = True, cube_bgr=RED_BGR) -> np.ndarray:
+def frame(
+    cube_at: tuple[int, int] | None, *, zone: bool = True, cube_bgr: tuple[int, ...] = RED_BGR
+) -> np.ndarray:
     """A 640x480 table with the green zone and a 15x15 px cube centred at ``cube_at``."""
     image = np.full((480, 640, 3), TABLE_BGR, dtype=np.uint8)
     if zone:
@@ -194,5 +196,7 @@ def test_frames_are_the_first_before_and_the_last_after_of_the_source(tmp_path: 
 
     before, after = pick_frames(evidence, "scene")
 
-    assert before is not None and before["artifact_id"] == "before-1"
-    assert after is not None and after["artifact_id"] == "after-12"
+    assert before is not None
+    assert before["artifact_id"] == "before-1"
+    assert after is not None
+    assert after["artifact_id"] == "after-12"
