@@ -8,13 +8,14 @@ last and fail-open: it never changes a task, a record or a verification attempt.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from paos.evidence import validate_bundle
+from paos.evidence import EvidenceArtifact, validate_bundle
 from paos.store import TaskRow
 from paos.tasks import TaskError, TaskService
 from paos.verify.aggregate import Verdict, apply_mode, decide
@@ -25,6 +26,7 @@ from paos.verify.registry import VerifierRegistry, default_registry, run_criteri
 log = logging.getLogger(__name__)
 
 _LIVE = frozenset({"intent", "indeterminate", "accepted", "running", "stopping"})
+DEFAULT_MAX_AGE_S = 5.0  # a frame older than this when received is stale evidence
 
 
 async def finalize(
@@ -66,8 +68,14 @@ async def begin_revision(service: TaskService, task_id: str, reason: str) -> dic
     return service.describe(task_id)
 
 
-async def cancel_task(service: TaskService, task_id: str) -> dict[str, Any]:
-    """Cancel live Actions, stop task-owned Sessions, reconcile, end cancelled or failed."""
+async def cancel_task(
+    service: TaskService, task_id: str, settle_timeout_s: float = 10.0
+) -> dict[str, Any]:
+    """Cancel live Actions, stop task-owned Sessions, reconcile, end cancelled or failed.
+
+    Waits (bounded) for the cancelled work to settle; whatever is still live or ended
+    ``unknown`` by then makes the task ``failed``: its physical outcome is uncertain.
+    """
     task = service.store.transition(
         task_id, "cancelling", allowed_from={"executing", "awaiting_replan", "cancelling"}
     )
@@ -78,7 +86,7 @@ async def cancel_task(service: TaskService, task_id: str) -> dict[str, Any]:
             await service.cancel(task_id, record.record_id)
         elif record.semantics == "session" and record.ownership == "task":
             await service.stop(task_id, record.record_id)
-    records = await service.reconcile(task_id)
+    records = await _settle(service, task_id, settle_timeout_s)
     settled = all(
         r["state"] in ("completed", "cancelled", "stopped")
         for r in records
@@ -90,6 +98,20 @@ async def cancel_task(service: TaskService, task_id: str) -> dict[str, Any]:
     )
     _remember(service, task_id)
     return service.describe(task_id)
+
+
+async def _settle(service: TaskService, task_id: str, timeout_s: float) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        records = await service.reconcile(task_id)
+        live = [
+            r
+            for r in records
+            if r["state"] in _LIVE and (r["semantics"] == "action" or r["ownership"] == "task")
+        ]
+        if not live or time.monotonic() >= deadline:
+            return records
+        await asyncio.sleep(0.05)
 
 
 def _refuse_live_work(records: list[Any]) -> None:
@@ -118,15 +140,24 @@ async def _verdict(
     service: TaskService, task: TaskRow, revision_id: str, registry: VerifierRegistry | None
 ) -> Verdict:
     contract = parse_contract(task.contract)
-    evidence = service.store.evidence(task.task_id)
+    evidence = [a for a in service.store.evidence(task.task_id) if a["revision_id"] == revision_id]
+    records = service.store.records(task.task_id, revision_id)
     bundle = validate_bundle(
-        evidence,
+        [EvidenceArtifact.from_dict(a) for a in evidence],
         workspace=service.workspace,
         task_id=task.task_id,
         required_sources=contract.evidence_policy.required_sources,
-        max_age_s=contract.evidence_policy.max_age_s,
+        window={
+            r.record_id: (r.terminal_at_ms or 0) * 1_000_000
+            for r in records
+            if r.semantics == "action"
+        },
+        max_age_s=contract.evidence_policy.max_age_s or DEFAULT_MAX_AGE_S,
     )
-    attempt: dict[str, Any] = {"attempt_id": f"ver_{uuid.uuid4().hex}", "bundle": bundle.to_dict()}
+    attempt: dict[str, Any] = {
+        "attempt_id": f"ver_{uuid.uuid4().hex}",
+        "bundle": {"ok": bundle.ok, "problems": bundle.problems},
+    }
     if not bundle.ok:
         # A bundle that fails validation never reaches a verifier: the verdict fails closed.
         results = [
@@ -138,7 +169,7 @@ async def _verdict(
             task_id=task.task_id,
             revision_id=revision_id,
             binding=service.store.binding(task.binding_id),
-            records=[r.public() for r in service.store.records(task.task_id, revision_id)],
+            records=[r.public() for r in records],
             evidence=_with_files(evidence, service.workspace, revision_id),
             query=_bound_query(service, task.task_id),
         )

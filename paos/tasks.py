@@ -347,8 +347,9 @@ class TaskService:
     # ------------------------------------------------------------------ evidence
 
     def _sources(self, task: TaskRow) -> list[str]:
+        # The contract's required sources; without any, evidence is not part of the task.
         policy = task.contract.get("evidence_policy") or {}
-        return list(policy.get("required_sources") or ["scene"])
+        return list(policy.get("required_sources") or [])
 
     async def _before_evidence(self, task: TaskRow, client: ForgeToolClient) -> None:
         revision = self.store.current_revision(task.task_id)

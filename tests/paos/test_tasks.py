@@ -1,0 +1,286 @@
+"""Governed AgentTasks against a real in-process Gateway with the mock provider."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from gateway.core import Gateway
+from gateway.http import create_app
+from gateway.local import LocalCarrier, LocalProvider
+from paos import finalize as finishing
+from paos.agent_tools import TOOLS
+from paos.binding import BindingCandidate, BindingError
+from paos.client import ForgeToolClient
+from paos.errors import ForgeTimeout
+from paos.store import AgentTaskStore, NewRecord, TaskSlotTaken
+from paos.tasks import TaskError, TaskService
+from tests.gateway.harness import mock_config, mock_handler
+
+pytestmark = pytest.mark.anyio
+
+URL = "http://127.0.0.1"
+TOOLS_USED = ["mock.move", "mock.stream", "mock.stats", "mock.echo"]
+OFF = {"mode": "off", "goal": "move the mock"}
+MOVED = {
+    "mode": "enforce",
+    "goal": "the mock moved",
+    "success_criteria": [
+        {
+            "kind": "state",
+            "id": "moved",
+            "tool_id": "mock.stats",
+            "predicate": {"op": "greater_than", "value_path": "invokes.move", "value": 0},
+        }
+    ],
+}
+
+
+class Flaky(httpx.AsyncBaseTransport):
+    """Forwards to the app, but loses the answer to chosen requests (a timeout)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+        self.lose: Callable[[httpx.Request], bool] = lambda request: False
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if self.lose(request):
+            await response.aread()
+            raise httpx.ReadTimeout("the answer was lost", request=request)
+        return response
+
+
+@dataclass
+class Cell:
+    gateway: Gateway
+    provider: LocalProvider
+    transport: Flaky
+    service: TaskService
+
+    def invokes(self, operation: str) -> int:
+        return sum(
+            1
+            for e in self.provider.received
+            if e.message_type == "tool.invoke.request" and e.operation == operation
+        )
+
+
+@pytest.fixture
+async def cell(tmp_path: Path) -> AsyncIterator[Cell]:
+    carrier = LocalCarrier()
+    gateway = Gateway(mock_config(), send=carrier.send)
+    provider = carrier.add(LocalProvider("mock", mock_handler), gateway.on_message)
+    provider.register()
+    await eventually(lambda: gateway.registry.current("mock") is not None)
+    transport = Flaky(httpx.ASGITransport(app=create_app(gateway)))
+    service = TaskService(
+        AgentTaskStore(tmp_path / "paos.db"),
+        lambda url: ForgeToolClient(url, transport=transport),
+        workspace=tmp_path / "workspace",
+    )
+    yield Cell(gateway, provider, transport, service)
+    await service.aclose()
+    service.store.close()
+
+
+async def eventually(predicate: Callable[[], Any], within: float = 5.0) -> None:
+    async with asyncio.timeout(within):
+        while not predicate():  # noqa: ASYNC110 - polling plain state the loop updates
+            await asyncio.sleep(0.005)
+
+
+async def new_task(cell: Cell, contract: dict[str, Any] = OFF) -> str:
+    created = await cell.service.create_task(
+        "move the mock", contract, BindingCandidate.adhoc(URL, TOOLS_USED)
+    )
+    return created["task"]["task_id"]
+
+
+async def until_terminal(cell: Cell, task_id: str, record_id: str) -> dict[str, Any]:
+    async with asyncio.timeout(5):
+        while True:
+            answer = await cell.service.result(task_id, record_id)
+            if answer["status"] == "available":
+                return answer["record"]
+            await asyncio.sleep(0.01)
+
+
+async def test_a_bound_action_is_an_intent_then_ids_then_a_terminal_fact(cell: Cell):
+    task_id = await new_task(cell)
+    started = await cell.service.start_action(
+        task_id, "mock.move", {"duration_s": 0.05, "behaviour": "succeed"}
+    )
+    assert started["invocation_id"]
+    assert started["attempt_id"]
+    assert started["state"] in ("accepted", "running")
+    gateway_view = cell.gateway.runtime.get(started["invocation_id"])
+    assert gateway_view.caller_id == started["caller_id"]
+    final = await until_terminal(cell, task_id, started["record_id"])
+    assert final["state"] == "completed"
+    assert final["result"]["outputs"] == {"travelled_s": 0.05}
+    assert cell.invokes("move") == 1
+
+
+async def test_a_diagnostic_query_needs_no_task_and_leaves_no_record(cell: Cell):
+    data = await cell.service.query("mock.echo", {"message": "hi"}, gateway_url=URL)
+    assert data["response"]["result"]["outputs"] == {"message": "hi"}
+    task_id = await new_task(cell)
+    assert cell.service.store.records(task_id) == []
+    bound = await cell.service.query("mock.echo", {"message": "yo"}, task_id=task_id)
+    assert bound["response"]["result"]["status"] == "succeeded"
+    (record,) = cell.service.store.records(task_id)
+    assert (record.semantics, record.state) == ("query", "completed")
+
+
+async def test_only_one_task_is_active(cell: Cell):
+    await new_task(cell)
+    with pytest.raises(TaskSlotTaken):
+        await new_task(cell)
+
+
+async def test_a_lost_admission_answer_is_indeterminate_and_never_sent_again(cell: Cell):
+    task_id = await new_task(cell)
+    cell.transport.lose = lambda r: r.method == "POST" and r.url.path.endswith("mock.move:invoke")
+    with pytest.raises(ForgeTimeout) as caught:
+        await cell.service.start_action(
+            task_id, "mock.move", {"duration_s": 0, "behaviour": "succeed"}
+        )
+    assert caught.value.remote_state == "unknown"
+    (record,) = cell.service.store.records(task_id)
+    assert (record.state, record.invocation_id) == ("indeterminate", None)
+    assert cell.invokes("move") == 1
+    cell.transport.lose = lambda r: False
+    await eventually(
+        lambda: (
+            cell.gateway.runtime.store.latest_for_caller(record.caller_id) is not None
+            and cell.gateway.runtime.store.latest_for_caller(record.caller_id).terminal
+        )
+    )
+    (reconciled,) = await cell.service.reconcile(task_id)
+    assert reconciled["invocation_id"] is not None  # found by caller_id, read only
+    assert reconciled["state"] == "completed"
+    assert cell.invokes("move") == 1  # reconcile never POSTs
+
+
+async def test_a_crash_between_intent_and_post_reconciles_to_unknown_without_posting(cell: Cell):
+    task_id = await new_task(cell)
+    task = cell.service.store.task(task_id)
+    cell.service.store.record_intent(
+        NewRecord(
+            record_id="rec_crash",
+            task_id=task_id,
+            revision_id=cell.service.store.current_revision(task_id).revision_id,
+            tool_id="mock.move",
+            semantics="action",
+            caller_id="paos:crash:1",
+            arguments_sha256="x",
+            spec_sha256="y",
+        )
+    )
+    del task
+    (record,) = await cell.service.reconcile(task_id)
+    assert record["state"] == "unknown"
+    assert record["error"]["code"] == "PAOS_NEVER_ADMITTED"
+    assert cell.invokes("move") == 0
+
+
+async def test_toolspec_drift_after_binding_is_refused_before_any_post(cell: Cell):
+    task_id = await new_task(cell)
+    cell.gateway.catalog.get("mock.move").sha256 = "0" * 64  # the Gateway now serves another spec
+    with pytest.raises(BindingError) as caught:
+        await cell.service.start_action(
+            task_id, "mock.move", {"duration_s": 0, "behaviour": "succeed"}
+        )
+    assert caught.value.code == "PAOS_TOOL_SPEC_DRIFT"
+    assert cell.service.store.records(task_id) == []
+    assert cell.invokes("move") == 0
+
+
+async def test_a_cancel_is_recorded_as_a_request_not_as_a_stop(cell: Cell):
+    task_id = await new_task(cell)
+    started = await cell.service.start_action(
+        task_id, "mock.move", {"duration_s": 5, "behaviour": "hang"}
+    )
+    answer = await cell.service.cancel(task_id, started["record_id"])
+    assert answer["record"]["cancel"]["status"] == "accepted"
+    assert answer["record"]["state"] != "cancelled"  # a request, not a stop
+    final = await until_terminal(cell, task_id, started["record_id"])
+    assert final["state"] == "cancelled"
+
+
+async def test_task_owned_sessions_block_finalize_and_shared_ones_survive(cell: Cell):
+    task_id = await new_task(cell)
+    owned = await cell.service.start_session(task_id, "mock.stream", {}, ownership="task")
+    shared = await cell.service.start_session(task_id, "mock.stream", {}, ownership="shared")
+    with pytest.raises(TaskError) as caught:
+        await finishing.finalize(cell.service, task_id)
+    assert caught.value.code == "PAOS_SESSIONS_LIVE"
+    with pytest.raises(TaskError) as refused:
+        await cell.service.stop(task_id, shared["record_id"])
+    assert refused.value.code == "PAOS_SESSION_NOT_OWNED"
+    await cell.service.stop(task_id, owned["record_id"])
+    assert (await until_terminal(cell, task_id, owned["record_id"]))["state"] == "stopped"
+    described = await finishing.finalize(cell.service, task_id)
+    assert described["task"]["state"] == "succeeded"
+    assert cell.gateway.runtime.get(shared["invocation_id"]).terminal is False
+
+
+async def test_enforce_mode_finalizes_on_the_verifier_and_records_the_attempt(cell: Cell):
+    task_id = await new_task(cell, MOVED)
+    started = await cell.service.start_action(
+        task_id, "mock.move", {"duration_s": 0, "behaviour": "succeed"}
+    )
+    await until_terminal(cell, task_id, started["record_id"])
+    described = await finishing.finalize(cell.service, task_id)
+    assert described["task"]["state"] == "succeeded"
+    (attempt,) = described["verifications"]
+    assert attempt["verdict"]["status"] == "success"
+    assert described["revisions"][0]["verdict"]["status"] == "success"
+
+
+async def test_enforce_fails_closed_when_the_action_failed(cell: Cell):
+    task_id = await new_task(cell, MOVED)
+    started = await cell.service.start_action(
+        task_id, "mock.move", {"duration_s": 0, "behaviour": "fail"}
+    )
+    assert (await until_terminal(cell, task_id, started["record_id"]))["state"] == "failed"
+    described = await finishing.finalize(cell.service, task_id)
+    assert described["task"]["state"] == "failed"
+
+
+async def test_cancel_task_cancels_live_actions_and_ends_cancelled(cell: Cell):
+    task_id = await new_task(cell)
+    await cell.service.start_action(task_id, "mock.move", {"duration_s": 5, "behaviour": "hang"})
+
+    described = await finishing.cancel_task(cell.service, task_id)
+    assert described["task"]["state"] == "cancelled"
+    (record,) = described["records"]
+    assert record["state"] == "cancelled"
+    assert cell.service.store.active_task() is None
+
+
+async def test_agent_tools_validate_arguments_and_answer_envelopes(cell: Cell):
+    assert len(TOOLS) == 15
+    bad = await TOOLS["forge_tool_start_action"](cell.service, {"task_id": "t"})
+    assert bad["ok"] is False
+    assert bad["error"]["code"] == "PAOS_INVALID_ARGUMENTS"
+    created = await TOOLS["forge_task_create"](
+        cell.service,
+        {"goal": "g", "contract": OFF, "gateway_url": URL, "required_tools": ["mock.move"]},
+    )
+    assert created["ok"] is True
+    task_id = created["data"]["task"]["task_id"]
+    unbound = await TOOLS["forge_tool_start_action"](
+        cell.service, {"task_id": task_id, "tool_id": "mock.stream", "arguments": {}}
+    )
+    assert unbound["ok"] is False
+    assert unbound["error"]["code"] == "PAOS_TOOL_NOT_BOUND"
+    got = await TOOLS["forge_task_get"](cell.service, {"task_id": task_id})
+    assert got["data"]["binding"]["tools"]["mock.move"]["spec_sha256"]
