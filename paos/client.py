@@ -256,7 +256,7 @@ class ForgeToolClient:
             raise _unexpected_status(response, None, {200})
         return ImageBytes(
             data=response.content,
-            content_type=response.headers.get("content-type", "").split(";")[0].strip(),
+            content_type=response.headers.get("content-type", "").split(";")[0].strip().lower(),
             seq=_int_header(response, "x-frame-seq"),
             stamp_ns=_int_header(response, "x-frame-timestamp-ns"),
             received_ns=_int_header(response, "x-frame-received-ns"),
@@ -314,7 +314,7 @@ class ForgeToolClient:
             raise ForgeTimeout(
                 "FORGE_CLIENT_TIMEOUT",
                 f"{method} {path} timed out; the remote state is unknown",
-                details=where,
+                details={**where, "timeout": type(exc).__name__},
             ) from exc
         except httpx.DecodingError as exc:
             raise ForgeProtocolError(

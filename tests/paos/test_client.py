@@ -197,6 +197,7 @@ async def test_timeout_is_forge_timeout_after_one_request_and_no_cancel():
     assert caught.value.remote_state == "unknown"
     assert "remote state is unknown" in caught.value.message
     assert caught.value.retryable is False
+    assert caught.value.details["timeout"] == "ReadTimeout"
     assert [(r.method, r.url.path) for r in recorder.requests] == [
         ("POST", "/tools/mock.move:invoke")
     ]
