@@ -22,6 +22,7 @@ from gateway.http import create_app
 from paos.client import ForgeToolClient
 from paos.evidence import EvidenceArtifact, capture, contained, validate_bundle
 from tests.gateway.harness import mock_config
+from tests.gateway.live_server import LiveServer
 
 pytestmark = pytest.mark.anyio
 
@@ -371,3 +372,30 @@ def test_containment_is_by_resolved_components(tmp_path: Path):
 def test_an_artifact_round_trips_through_its_dict():
     artifact = EvidenceArtifact("ev-1", TASK, "rev-1", None, "scene", "before", seq=3)
     assert EvidenceArtifact.from_dict(artifact.to_dict()) == artifact
+
+
+async def test_capture_over_a_real_socket(tmp_path):
+    gateway = Gateway(mock_config(observations=OBSERVATIONS), send=lambda *_: None)
+    stamp = time.time_ns()
+    image = Image.from_numpy(scene(120)).to_arrow()
+    gateway.observations.on_input("image_wrist", image, {"seq": 9, "stamp_ns": stamp})
+    with LiveServer(gateway) as live:
+        async with ForgeToolClient(str(live.base_url)) as client:
+            sources = await client.image_sources()
+            artifact = await capture(
+                client,
+                workspace=tmp_path,
+                task_id=TASK,
+                revision_id="rev-1",
+                record_id="rec-1",
+                source="wrist",
+                phase="after",
+                not_before_ns=stamp - 1,
+            )
+    assert {item["source"]: item["latest"] is not None for item in sources} == {
+        "scene": False,
+        "wrist": True,
+    }
+    assert artifact.ok, artifact.error
+    assert (artifact.seq, artifact.captured_at_ns) == (9, stamp)
+    assert artifact.gateway_received_at_ns >= stamp
