@@ -121,19 +121,18 @@ def lessons(episodes: Iterable[Any], skill: str, version: str) -> list[dict[str,
     missing code); unverified criteria by ``(criterion_id, status)``. Episodes of any other
     skill or version are ignored. Each lesson carries counts and a short advisory text.
     """
-    scoped = [e for e in _safe_list(episodes) if _in_scope(e, skill, version)]
-    tools, tool_eps = Counter[tuple[str, str]](), defaultdict[tuple[str, str], set[int]](set)
-    checks, check_eps = Counter[tuple[str, str]](), defaultdict[tuple[str, str], set[int]](set)
-    for index, episode in enumerate(scoped):
-        for key in _tool_failures(episode):
-            tools[key] += 1
-            tool_eps[key].add(index)
-        for key in _unverified(episode):
-            checks[key] += 1
-            check_eps[key].add(index)
-    found = [_tool_lesson(key, n, len(tool_eps[key]), len(scoped)) for key, n in tools.items()] + [
-        _check_lesson(key, n, len(check_eps[key]), len(scoped)) for key, n in checks.items()
-    ]
+    try:
+        scoped = [e for e in _safe_list(episodes) if _in_scope(e, skill, version)]
+        counts: Counter[tuple[str, str, str]] = Counter()
+        seen: defaultdict[tuple[str, str, str], set[int]] = defaultdict(set)
+        for index, episode in enumerate(scoped):
+            for key in _failure_keys(episode):
+                counts[key] += 1
+                seen[key].add(index)
+        found = [_lesson(key, n, len(seen[key]), len(scoped)) for key, n in counts.items()]
+    except Exception:  # fail-open: no lessons rather than a failed task
+        log.exception("could not derive lessons for %s %s", skill, version)
+        return []
     found.sort(key=lambda lesson: (-lesson["count"], lesson["kind"], lesson["key"]))
     return [{"skill": skill, "version": version, **lesson} for lesson in found]
 
@@ -168,14 +167,18 @@ def _verdicts_by(verdicts: Sequence[Mapping[str, Any]]) -> dict[Any, Mapping[str
     found: dict[Any, Mapping[str, Any]] = {}
     for position, verdict in enumerate(_safe_list(verdicts)):
         if isinstance(verdict, Mapping):
-            found[verdict.get("revision_id") or position] = verdict
+            rid = verdict.get("revision_id")
+            found[rid if isinstance(rid, str) else position] = verdict
     return found
 
 
 def _revision(item: tuple[int, Any], verdicts: Mapping[Any, Mapping[str, Any]]) -> dict[str, Any]:
     position, revision = item
     rid = _get(revision, "revision_id")
-    verdict = _mapping(_get(revision, "verdict")) or verdicts.get(rid) or verdicts.get(position)
+    own = _mapping(_get(revision, "verdict"))
+    verdict = (
+        own or verdicts.get(rid if isinstance(rid, str) else position) or verdicts.get(position)
+    )
     verdict = _mapping(verdict)
     return {
         "revision": fingerprint(rid),
@@ -197,7 +200,7 @@ def _record(record: Any, ordinals: Mapping[str, int]) -> dict[str, Any]:
         _get(_mapping(_get(record, "result")), "error")
     )
     return {
-        "revision_ordinal": ordinals.get(_get(record, "revision_id")),
+        "revision_ordinal": _ordinal_of(record, ordinals),
         "tool_id": token(_get(record, "tool_id")),
         "semantics": token(_get(record, "semantics")),
         "ownership": token(_get(record, "ownership")),
@@ -212,12 +215,17 @@ def _artifact(artifact: Any, ordinals: Mapping[str, int]) -> dict[str, Any]:
     error = _mapping(_get(artifact, "error"))
     digest = _get(artifact, "sha256")
     return {
-        "revision_ordinal": ordinals.get(_get(artifact, "revision_id")),
+        "revision_ordinal": _ordinal_of(artifact, ordinals),
         "source": token(_get(artifact, "source")),
         "phase": token(_get(artifact, "phase")),
         "sha256": digest if isinstance(digest, str) and _SHA256.match(digest) else None,
         "capture_error": token(error.get("code")) if error else None,
     }
+
+
+def _ordinal_of(item: Any, ordinals: Mapping[str, int]) -> int | None:
+    rid = _get(item, "revision_id")
+    return ordinals.get(rid) if isinstance(rid, str) else None
 
 
 def _ordinals(revisions: Sequence[Mapping[str, Any]]) -> dict[str, int]:
@@ -239,18 +247,22 @@ def _in_scope(episode: Any, skill: str, version: str) -> bool:
     )
 
 
-def _tool_failures(episode: Mapping[str, Any]) -> Iterable[tuple[str, str]]:
+def _failure_keys(episode: Mapping[str, Any]) -> Iterable[tuple[str, str, str]]:
+    """``("tool_failure", tool_id, code)`` and ``("verification", criterion_id, status)``."""
     for record in _safe_list(episode.get("records")):
         status, code = _get(record, "status"), _get(record, "error_code")
-        if status in FAILED_RECORD_STATES or code:
-            yield str(_get(record, "tool_id") or "?"), str(code or status)
-
-
-def _unverified(episode: Mapping[str, Any]) -> Iterable[tuple[str, str]]:
+        if _one_of(status, FAILED_RECORD_STATES) or code:
+            yield "tool_failure", str(_get(record, "tool_id") or "?"), str(code or status)
     for revision in _safe_list(episode.get("revisions")):
         for result in _safe_list(_get(revision, "criteria")):
-            if _get(result, "status") in UNVERIFIED:
-                yield str(_get(result, "criterion_id") or "?"), str(_get(result, "status"))
+            if _one_of(status := _get(result, "status"), UNVERIFIED):
+                yield "verification", str(_get(result, "criterion_id") or "?"), str(status)
+
+
+def _lesson(key: tuple[str, str, str], count: int, episodes: int, total: int) -> dict[str, Any]:
+    kind, subject, code = key
+    build = _tool_lesson if kind == "tool_failure" else _check_lesson
+    return build((subject, code), count, episodes, total)
 
 
 def _tool_lesson(key: tuple[str, str], count: int, episodes: int, total: int) -> dict[str, Any]:
@@ -295,6 +307,10 @@ def _get(item: Any, *keys: str) -> Any:
         if item.get(key) is not None:
             return item[key]
     return None
+
+
+def _one_of(value: Any, choices: frozenset[str]) -> bool:
+    return isinstance(value, str) and value in choices
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

@@ -197,12 +197,21 @@ def test_strings_that_are_not_identifiers_are_dropped() -> None:
 
 @pytest.mark.parametrize(
     "junk",
-    [None, 7, "text", [None, 3, "x"], [{"state": object(), "error": "boom"}], {"a": 1}],
+    [
+        None,
+        7,
+        "text",
+        [None, 3, "x"],
+        [{"state": object(), "error": "boom"}],
+        {"a": 1},
+        [{"revision_id": ["unhashable"], "status": {}, "results": [{"status": []}]}],
+    ],
 )
 def test_odd_input_never_raises(junk: Any) -> None:
     found = episode_from(junk, junk, junk, junk, junk, junk)
     assert found["schema"] == "doraforge.paos.episode/v1"
     json.dumps(found)
+    assert lessons([found, junk, {"skill": None, "version": None, "records": junk}], "s", "v") == []
 
 
 def test_record_episode_keeps_one_episode_per_task_and_is_fail_open(
@@ -254,3 +263,14 @@ def test_lessons_cluster_failures_by_tool_and_error_code_within_one_skill_versio
 def test_no_episodes_of_the_version_means_no_lessons() -> None:
     assert lessons([episode()], "pick_place", "9.9.9") == []
     assert lessons(None, "pick_place", "1.2.0") == []  # type: ignore[arg-type]
+
+
+def test_tampered_episodes_yield_the_lessons_that_can_be_read() -> None:
+    tampered = {
+        "skill": "pick_place",
+        "version": "1.2.0",
+        "records": [{"tool_id": "gripper.grasp", "status": {}}, {"status": "failed"}, 5],
+        "revisions": [{"criteria": [{"criterion_id": "c", "status": ["fail"]}]}],
+    }
+    found = lessons([tampered], "pick_place", "1.2.0")
+    assert [(x["tool_id"], x["error_code"]) for x in found] == [("?", "failed")]
