@@ -8,7 +8,7 @@ same span during which ``ToolEndpointHandler`` holds its admission permit.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from forge_tool import (
     ActionToolEndpoint,
@@ -32,10 +32,16 @@ from nodes.definition import OperationImpl
 class ActivityTracker:
     """Counts in-flight Queries and live Action/Session executions per operation."""
 
-    def __init__(self, descriptor: ToolEndpointDescriptor) -> None:
+    def __init__(
+        self,
+        descriptor: ToolEndpointDescriptor,
+        on_execution_change: Callable[[], None] | None = None,
+    ) -> None:
         self._limits = {op.name: op.max_concurrency for op in descriptor.operations}
         self._queries = dict.fromkeys(self._limits, 0)
         self._executions: dict[str, set[ToolExecutionKey]] = {n: set() for n in self._limits}
+        # Called when an Action/Session starts or ends, so status is published at once.
+        self._on_change = on_execution_change or (lambda: None)
 
     def active_by_operation(self) -> dict[str, int]:
         """Return the current active count of every declared operation."""
@@ -54,9 +60,12 @@ class ActivityTracker:
 
     def execution_started(self, operation: str, key: ToolExecutionKey) -> None:
         self._executions[operation].add(key)
+        self._on_change()
 
     def execution_ended(self, operation: str, key: ToolExecutionKey) -> None:
-        self._executions[operation].discard(key)
+        if key in self._executions[operation]:
+            self._executions[operation].discard(key)
+            self._on_change()
 
 
 class _TrackedQuery:

@@ -61,7 +61,11 @@ class ProviderCore:
         self._publish = publish
         self._clock = clock
         self._instance_id = definition.endpoint_instance_id or new_endpoint_instance_id()
-        self._tracker = ActivityTracker(definition.descriptor)
+        # A snapshot on every start and end keeps the Gateway's readiness current: a caller
+        # that saw an Action end must not be told the operation is still saturated.
+        self._tracker = ActivityTracker(
+            definition.descriptor, on_execution_change=self._status_changed
+        )
         self._handler = ToolEndpointHandler(
             definition.descriptor,
             endpoint_instance_id=self._instance_id,
@@ -125,6 +129,10 @@ class ProviderCore:
             self._send_register(now)
         if now >= self._next_status:
             self._send_status(now)
+
+    def _status_changed(self) -> None:
+        if not self._stopped:
+            self._send_status(self._clock())
 
     def seconds_until_due(self) -> float:
         """Return how long the driver may wait before calling :meth:`tick` again."""

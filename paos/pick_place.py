@@ -128,30 +128,7 @@ def pick_and_place(
     report.before_png = _fresh_frame(api, source, out_dir / "before.png")
     scene = api.query("world", "scene_state", {})
     report.scene_before = scene
-    cube = scene["objects"]["cube"]
-    x, y, z = cube["position"]
-    zone_x, zone_y, zone_z = scene["target_zone"]["center"]
-    half = cube["size"][2] / 2
-    yaw = grasp_yaw(cube["orientation_wxyz"])
-    say(
-        f"   cube at ({x:.3f}, {y:.3f}, {z:.3f}) m, yaw {math.degrees(yaw):.0f} deg; "
-        f"target at ({zone_x:.3f}, {zone_y:.3f})"
-    )
-    plan: list[tuple[str, str, dict[str, Any]]] = [
-        ("move above the cube", "arm.move_to_pose", _pose(x, y, z + APPROACH_M, yaw)),
-        ("descend", "arm.move_to_pose", _pose(x, y, z, yaw, speed=0.05)),
-        ("grasp", "gripper.grasp", {}),
-        ("lift", "arm.move_to_pose", _pose(x, y, CARRY_M, yaw, speed=0.08)),
-        ("carry over the target", "arm.move_to_pose", _pose(zone_x, zone_y, CARRY_M, yaw)),
-        (
-            "lower",
-            "arm.move_to_pose",
-            _pose(zone_x, zone_y, zone_z + half + PLACE_CLEARANCE_M, yaw, speed=0.05),
-        ),
-        ("release", "gripper.release", {}),
-        ("retreat", "arm.move_to_pose", _pose(zone_x, zone_y, CARRY_M, yaw)),
-        ("home", "arm.home", {}),
-    ]
+    plan = plan_steps(scene, say=say)
     for label, tool_id, arguments in plan:
         began = time.monotonic()
         outputs = api.act(tool_id, arguments)
@@ -166,6 +143,31 @@ def pick_and_place(
     report.after_png = _fresh_frame(api, source, out_dir / "after.png")
     report.seconds = time.monotonic() - started
     return report
+
+
+def plan_steps(scene: dict[str, Any], *, say: Say = print) -> list[tuple[str, str, dict[str, Any]]]:
+    """The pick-and-place as ``(label, tool_id, arguments)`` steps for this scene."""
+    cube = scene["objects"]["cube"]
+    x, y, z = cube["position"]
+    zone_x, zone_y, zone_z = scene["target_zone"]["center"]
+    half = cube["size"][2] / 2
+    yaw = grasp_yaw(cube["orientation_wxyz"])
+    say(
+        f"   cube at ({x:.3f}, {y:.3f}, {z:.3f}) m, yaw {math.degrees(yaw):.0f} deg; "
+        f"target at ({zone_x:.3f}, {zone_y:.3f})"
+    )
+    place_z = zone_z + half + PLACE_CLEARANCE_M
+    return [
+        ("move above the cube", "arm.move_to_pose", _pose(x, y, z + APPROACH_M, yaw)),
+        ("descend", "arm.move_to_pose", _pose(x, y, z, yaw, speed=0.05)),
+        ("grasp", "gripper.grasp", {}),
+        ("lift", "arm.move_to_pose", _pose(x, y, CARRY_M, yaw, speed=0.08)),
+        ("carry over the target", "arm.move_to_pose", _pose(zone_x, zone_y, CARRY_M, yaw)),
+        ("lower", "arm.move_to_pose", _pose(zone_x, zone_y, place_z, yaw, speed=0.05)),
+        ("release", "gripper.release", {}),
+        ("retreat", "arm.move_to_pose", _pose(zone_x, zone_y, CARRY_M, yaw)),
+        ("home", "arm.home", {}),
+    ]
 
 
 def _pose(x: float, y: float, z: float, yaw: float, *, speed: float = 0.15) -> dict[str, Any]:

@@ -288,6 +288,17 @@ def mock_stack(directory: Path) -> contextlib.AbstractContextManager[MockStack]:
     return dataflow_stack(directory)
 
 
+SIM_TOOLS = ("world.scene_state", "arm.move_to_pose", "gripper.grasp", "camera.capture")
+SIM_ENV = {"DORAFORGE_SIM_UNPACED": "1", "DORAFORGE_LOG_LEVEL": "WARNING"}
+
+
+def sim_stack(directory: Path) -> contextlib.AbstractContextManager[MockStack]:
+    """The simulated cell (unpaced physics), ready when its robot tools are."""
+    return dataflow_stack(
+        directory, DATAFLOWS / "sim.yml", SIM_TOOLS, SIM_ENV, start_timeout_s=120.0
+    )
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockStack]:
     """One mock dataflow shared by the tests of a module."""

@@ -11,27 +11,19 @@ import cv2
 import numpy as np
 import pytest
 
-from paos.dataflow import DATAFLOWS, wait_until
+from paos.dataflow import wait_until
 from paos.pick_place import pick_and_place
-from tests.e2e.conftest import MockStack, dataflow_stack
+from tests.e2e.conftest import MockStack, sim_stack
 
 pytestmark = pytest.mark.e2e
 
-SIM_TOOLS = ("world.scene_state", "arm.move_to_pose", "gripper.grasp", "camera.capture")
-SIM_ENV = {"DORAFORGE_SIM_UNPACED": "1", "DORAFORGE_LOG_LEVEL": "WARNING"}
 WORLD_MARK = "-m nodes.world"
 
 
 @pytest.fixture(scope="module")
 def cell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockStack]:
     """One simulated cell (unpaced physics) shared by the module's tests."""
-    with dataflow_stack(
-        tmp_path_factory.mktemp("sim-dataflow"),
-        DATAFLOWS / "sim.yml",
-        SIM_TOOLS,
-        SIM_ENV,
-        start_timeout_s=120.0,
-    ) as running:
+    with sim_stack(tmp_path_factory.mktemp("sim-dataflow")) as running:
         yield running
 
 

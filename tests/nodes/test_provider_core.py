@@ -117,7 +117,11 @@ class Provider:
         return request_for(ENDPOINT, self.core.endpoint_instance_id, operation, arguments)
 
     def types(self) -> list[str]:
-        return [e.message_type for e in self.published.envelopes]
+        """Published message types, health snapshots left out."""
+        return [e.message_type for e in self.tool_messages()]
+
+    def tool_messages(self) -> list[ToolEnvelope]:
+        return [e for e in self.published.envelopes if e.message_type != "endpoint.status"]
 
     async def answer_registration(self, response: EndpointRegistryResponse) -> None:
         register = self.published.of_type("endpoint.register")[-1]
@@ -240,7 +244,7 @@ async def test_action_acceptance_is_published_before_its_events(provider: Provid
     key = ToolExecutionKey(str(request.invocation_id), str(request.attempt_id))
     await provider.act.finish(key)
     assert provider.types() == ["tool.invoke.response", "tool.event", "tool.event"]
-    response, early, terminal = provider.published.envelopes
+    response, early, terminal = provider.tool_messages()
     assert response.payload["outcome"] == "accepted"
     assert (early.sequence, early.payload["type"]) == (0, "progress")
     assert (terminal.sequence, terminal.payload["type"]) == (1, "executor_completed")
@@ -258,6 +262,18 @@ async def test_a_slow_action_start_does_not_block_a_query(provider: Provider) ->
     provider.act.gate.set()
     await asyncio.wait_for(action, WAIT_S)
     assert provider.types()[1:] == ["tool.invoke.response", "tool.event"]
+
+
+async def test_a_status_snapshot_is_published_when_an_action_starts_and_ends(
+    provider: Provider,
+) -> None:
+    request = provider.request("act")
+    await provider.core.handle(to_value(request))
+    busy = provider.published.of_type("endpoint.status")[-1].payload["status"]
+    assert busy["details"]["saturated_operations"] == ["act"]
+    await provider.act.finish(ToolExecutionKey(str(request.invocation_id), "att-1"))
+    ready = provider.published.of_type("endpoint.status")[-1].payload["status"]
+    assert (ready["state"], ready["active_invocations"]) == ("ready", 0)
 
 
 async def test_status_is_busy_while_an_operation_is_at_capacity(provider: Provider) -> None:
