@@ -102,7 +102,9 @@ def find_blob(image: np.ndarray, color: str, min_area: int) -> Blob | None:
 def judge(
     before: np.ndarray, after: np.ndarray, criterion: VisionCriterion, config: VisionConfig
 ) -> tuple[CriterionStatus, str]:
-    """Decide ``criterion`` from a before and an after BGR frame."""
+    """Decide ``criterion`` from a before and an after BGR frame of the same camera."""
+    if before.shape != after.shape:
+        return "inconclusive", f"frames differ in size: {before.shape} and {after.shape}"
     obj_before = find_blob(before, criterion.object_color, config.min_area)
     obj_after = find_blob(after, criterion.object_color, config.min_area)
     target = find_blob(after, criterion.target_color, config.min_area)

@@ -162,6 +162,13 @@ async def test_no_target_in_either_frame_is_inconclusive(tmp_path: Path) -> None
     assert "green" in result.detail
 
 
+async def test_frames_of_different_sizes_are_inconclusive(tmp_path: Path) -> None:
+    small_after = cv2.resize(frame((230, 222)), (320, 240), interpolation=cv2.INTER_NEAREST)
+    result = await judge_images(tmp_path, frame((420, 320)), small_after)
+    assert result.status == "inconclusive"
+    assert "size" in result.detail
+
+
 async def test_a_missing_after_frame_is_inconclusive(tmp_path: Path) -> None:
     before = artifact(write(tmp_path, "before", frame((420, 320))), "before", 1)
     failed_capture = {"source": "scene", "phase": "after", "seq": 2, "error": "timeout"}
