@@ -172,6 +172,7 @@ async def _verdict(
             records=[r.public() for r in records],
             evidence=_with_files(evidence, service.workspace, revision_id),
             query=_bound_query(service, task.task_id),
+            lessons=_lessons(service, task),
         )
         results = await run_criteria(
             contract.success_criteria, context, registry or default_registry()
@@ -205,6 +206,19 @@ def _bound_query(service: TaskService, task_id: str):
         return result["outputs"]
 
     return query
+
+
+def _lessons(service: TaskService, task: TaskRow) -> list[dict[str, Any]]:
+    # Advisory only, scoped to the bound skill version; never allowed to break finalize.
+    try:
+        from paos.experience import lessons
+
+        binding = service.store.binding(task.binding_id)
+        skill, version = binding["skill"], binding["version"]
+        return lessons(service.store.episodes(skill, version), skill, version)
+    except Exception:
+        log.exception("could not read lessons for task %s", task.task_id)
+        return []
 
 
 def _deadline_passed(task: TaskRow, deadline_s: float | None) -> bool:

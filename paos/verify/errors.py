@@ -1,28 +1,28 @@
-"""Errors of the verification package: one base, coded like the rest of doraforge."""
+"""Errors of the verification package, inside the PAOS error tree."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from paos.errors import PaosError
 
-class VerifyError(ValueError):
+
+class VerifyError(PaosError, ValueError):
     """Base of verification errors; carries a stable ``code``, ``retryable`` and ``details``."""
 
-    code = "verify_error"
-    retryable = False
+    default_code = "PAOS_VERIFY_ERROR"
 
     def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.details: dict[str, Any] = details or {}
+        super().__init__(self.default_code, message, details=details)
 
 
 class InvalidContract(VerifyError):
     """A verification contract failed validation; ``details["errors"]`` names each field."""
 
-    code = "invalid_contract"
+    default_code = "PAOS_INVALID_CONTRACT"
 
 
 class DuplicateVerifier(VerifyError):
     """A verifier was registered twice under the same criterion kind."""
 
-    code = "duplicate_verifier"
+    default_code = "PAOS_DUPLICATE_VERIFIER"

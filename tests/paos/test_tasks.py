@@ -28,6 +28,7 @@ pytestmark = pytest.mark.anyio
 URL = "http://127.0.0.1"
 TOOLS_USED = ["mock.move", "mock.stream", "mock.stats", "mock.echo"]
 OFF = {"mode": "off", "goal": "move the mock"}
+QUICK = {"duration_s": 0, "behaviour": "succeed"}
 MOVED = {
     "mode": "enforce",
     "goal": "the mock moved",
@@ -284,3 +285,35 @@ async def test_agent_tools_validate_arguments_and_answer_envelopes(cell: Cell):
     assert unbound["error"]["code"] == "PAOS_TOOL_NOT_BOUND"
     got = await TOOLS["forge_task_get"](cell.service, {"task_id": task_id})
     assert got["data"]["binding"]["tools"]["mock.move"]["spec_sha256"]
+
+
+async def test_recovery_mode_replans_once_after_a_failed_verdict_and_then_succeeds(cell: Cell):
+    contract = {
+        "mode": "recovery",
+        "goal": "the mock moved twice",
+        "replan_budget": 1,
+        "success_criteria": [
+            {
+                "kind": "state",
+                "id": "twice",
+                "tool_id": "mock.stats",
+                "predicate": {"op": "greater_than", "value_path": "invokes.move", "value": 1},
+            }
+        ],
+    }
+    task_id = await new_task(cell, contract)
+    quick = {"duration_s": 0, "behaviour": "succeed"}
+    first = await cell.service.start_action(task_id, "mock.move", quick)
+    await until_terminal(cell, task_id, first["record_id"])
+    described = await finishing.finalize(cell.service, task_id)
+    assert described["task"]["state"] == "awaiting_replan"
+    assert described["revisions"][0]["verdict"]["status"] == "replan_required"
+    with pytest.raises(TaskError):  # no Action while awaiting a replan
+        await cell.service.start_action(task_id, "mock.move", quick)
+    await finishing.begin_revision(cell.service, task_id, "move once more")
+    second = await cell.service.start_action(task_id, "mock.move", quick)
+    await until_terminal(cell, task_id, second["record_id"])
+    described = await finishing.finalize(cell.service, task_id)
+    assert described["task"]["state"] == "succeeded"
+    assert [r["ordinal"] for r in described["revisions"]] == [1, 2]
+    assert described["task"]["replans_used"] == 1

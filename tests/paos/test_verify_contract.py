@@ -40,7 +40,7 @@ def contract(**overrides: Any) -> dict[str, Any]:
 def errors_of(data: dict[str, Any]) -> list[str]:
     with pytest.raises(InvalidContract) as caught:
         parse_contract(data)
-    assert caught.value.code == "invalid_contract"
+    assert caught.value.code == "PAOS_INVALID_CONTRACT"
     return caught.value.details["errors"]
 
 
