@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -317,3 +318,75 @@ async def test_recovery_mode_replans_once_after_a_failed_verdict_and_then_succee
     assert described["task"]["state"] == "succeeded"
     assert [r["ordinal"] for r in described["revisions"]] == [1, 2]
     assert described["task"]["replans_used"] == 1
+
+
+@pytest.fixture
+async def camera_cell(tmp_path: Path) -> AsyncIterator[Cell]:
+    """The mock cell plus a camera source fed with fresh, textured frames."""
+    import numpy as np
+    from forge_msgs import Image
+
+    from gateway.config import ImageSource, ObservationsConfig
+
+    carrier = LocalCarrier()
+    observations = ObservationsConfig(images=[ImageSource(source="scene", input="image_scene")])
+    gateway = Gateway(mock_config(observations=observations), send=carrier.send)
+    provider = carrier.add(LocalProvider("mock", mock_handler), gateway.on_message)
+    provider.register()
+    await eventually(lambda: gateway.registry.current("mock") is not None)
+    rng = np.random.default_rng(7)
+
+    async def feed() -> None:
+        for seq in range(1, 100_000):
+            pixels = rng.integers(0, 255, (48, 64, 3), dtype=np.uint8)
+            value = Image.from_numpy(pixels).to_arrow()
+            gateway.observations.on_input(
+                "image_scene", value, {"seq": seq, "stamp_ns": time.time_ns()}
+            )
+            await asyncio.sleep(0.01)
+
+    feeder = asyncio.get_running_loop().create_task(feed())
+    transport = Flaky(httpx.ASGITransport(app=create_app(gateway)))
+    service = TaskService(
+        AgentTaskStore(tmp_path / "paos.db"),
+        lambda url: ForgeToolClient(url, transport=transport),
+        workspace=tmp_path / "workspace",
+    )
+    yield Cell(gateway, provider, transport, service)
+    feeder.cancel()
+    await service.aclose()
+    service.store.close()
+
+
+WITH_EVIDENCE = {**MOVED, "evidence_policy": {"required_sources": ["scene"], "max_age_s": 5.0}}
+
+
+async def moved_with_evidence(cell: Cell) -> str:
+    task_id = await new_task(cell, WITH_EVIDENCE)
+    started = await cell.service.start_action(task_id, "mock.move", QUICK)
+    await until_terminal(cell, task_id, started["record_id"])
+    return task_id
+
+
+async def test_before_and_after_evidence_is_captured_and_hashed_on_disk(camera_cell: Cell):
+    task_id = await moved_with_evidence(camera_cell)
+    evidence = camera_cell.service.store.evidence(task_id)
+    assert [(a["phase"], a["error"]) for a in evidence] == [("before", None), ("after", None)]
+    before, after = evidence
+    assert after["captured_at_ns"] > before["captured_at_ns"]
+    described = await finishing.finalize(camera_cell.service, task_id)
+    assert described["task"]["state"] == "succeeded"
+    assert described["verifications"][0]["bundle"]["ok"] is True
+
+
+async def test_evidence_altered_on_disk_makes_verification_refuse_the_bundle(camera_cell: Cell):
+    task_id = await moved_with_evidence(camera_cell)
+    after = camera_cell.service.store.evidence(task_id)[-1]
+    file = camera_cell.service.workspace / after["path"]
+    file.write_bytes(file.read_bytes()[:-16] + b"\x00" * 16)
+    described = await finishing.finalize(camera_cell.service, task_id)
+    assert described["task"]["state"] == "failed"
+    (attempt,) = described["verifications"]
+    assert attempt["bundle"]["ok"] is False
+    assert "EVIDENCE_HASH_MISMATCH" in {p["code"] for p in attempt["bundle"]["problems"]}
+    assert {r["status"] for r in attempt["verdict"]["results"]} == {"inconclusive"}
