@@ -230,10 +230,11 @@ class AgentTaskStore:
         """Persist an intent (and its caller_id) before anything is sent to the Gateway."""
         now = self._now()
         with self._write() as db:
-            db.execute(
+            row = db.execute(
                 "INSERT INTO records (record_id, task_id, revision_id, tool_id, semantics,"
                 " ownership, caller_id, arguments_sha256, spec_sha256, state,"
-                " created_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'intent', ?, ?)",
+                " created_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'intent', ?, ?)"
+                " RETURNING *",
                 (
                     record.record_id,
                     record.task_id,
@@ -247,8 +248,8 @@ class AgentTaskStore:
                     now,
                     now,
                 ),
-            )
-        return self.record(record.record_id)
+            ).fetchone()
+        return RecordRow.of(row)
 
     def record_admitted(
         self, record_id: str, invocation_id: str, attempt_id: str, phase: str
@@ -292,18 +293,17 @@ class AgentTaskStore:
 
     def _update(self, record_id: str, **fields: Any) -> RecordRow:
         assignments = ", ".join(f"{name} = ?" for name in fields)
+        sql = f"UPDATE records SET {assignments}, updated_at_ms = ? WHERE record_id = ? RETURNING *"
         try:
             with self._write() as db:
-                cursor = db.execute(
-                    f"UPDATE records SET {assignments}, updated_at_ms = ? WHERE record_id = ?",
-                    (*fields.values(), self._now(), record_id),
-                )
-                if cursor.rowcount != 1:
+                # RETURNING hands back the row written in the same transaction: no re-read.
+                row = db.execute(sql, (*fields.values(), self._now(), record_id)).fetchone()
+                if row is None:
                     raise NotFound("PAOS_NOT_FOUND", f"no record {record_id!r}")
         except sqlite3.IntegrityError as exc:
             code = "PAOS_RECORD_TERMINAL" if "TERMINAL" in str(exc) else "PAOS_RECORD_IDENTITY"
             raise StoreError(code, f"record {record_id} cannot change: {exc}") from exc
-        return self.record(record_id)
+        return RecordRow.of(row)
 
     def record(self, record_id: str) -> RecordRow:
         """The record with ``record_id``."""
