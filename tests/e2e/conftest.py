@@ -79,6 +79,32 @@ class MockStack:
                         return True
         return False
 
+    def gateway_instance(self) -> str:
+        """The running Gateway's ``instance_id`` (a new one after every restart)."""
+        return self.data(self.http.get("/tools"))["gateway_identity"]["instance_id"]
+
+    def kill_gateway(self, timeout_s: float = 30.0) -> str:
+        """SIGKILL the Gateway node, wait until Dora's restart answers; its new instance id."""
+        before = self.gateway_instance()
+        gateway = self.node(GATEWAY_MARK)
+        gateway.kill()
+        gateway.wait(timeout=10)
+
+        def answering_again() -> bool:
+            try:
+                listing = self.http.get("/tools", timeout=2.0)
+            except httpx.TransportError:
+                return False
+            return listing.status_code == 200 and (
+                listing.json()["data"]["gateway_identity"]["instance_id"] != before
+            )
+
+        assert wait_until(answering_again, timeout_s), (
+            f"the Gateway did not come back\n{self.tail()}"
+        )
+        assert self.node(GATEWAY_MARK).pid != gateway.pid
+        return self.gateway_instance()
+
     def port_conflict(self) -> bool:
         """Whether the Gateway reported that its port was already taken."""
         return "address already in use" in self.tail(400)
