@@ -1,7 +1,16 @@
-"""Where PAOS keeps its state: the task store, evidence bytes and (later) installed skills.
+"""Where PAOS keeps its state: the task store, evidence, skills, downloads and runtimes.
 
-The home is ``$DORAFORGE_PAOS_HOME`` when set (read by entry points only), else
-``$XDG_DATA_HOME/doraforge/paos`` (``~/.local/share/doraforge/paos``).
+The home is ``--home DIR`` or ``$DORAFORGE_HOME`` (read by entry points only), else
+``~/.doraforge``. Layout::
+
+    paos.db                      AgentTask store
+    workspace/evidence/<task>/   evidence bytes
+    skills/<name>/current/       the installed bundle (atomically swapped)
+    skills/<name>/previous/      the backup kept by the last install
+    cache/sha256/<hex>[.part]    downloads keyed by digest
+    artifacts/<artifact_id>/<version>/  node artifacts, each with receipt.json
+    runtime/<name>.json          runtime state (strict, versioned); <name>.lock
+    runtime/logs/<name>.log      runtime logs
 """
 
 from __future__ import annotations
@@ -32,15 +41,36 @@ class PaosHome:
         """The root that evidence paths are relative to."""
         return self.root / "workspace"
 
+    @property
+    def skills_dir(self) -> Path:
+        """Installed skills, one folder per name."""
+        return self.root / "skills"
+
+    @property
+    def cache_dir(self) -> Path:
+        """Downloads keyed by SHA-256."""
+        return self.root / "cache" / "sha256"
+
+    @property
+    def artifacts_dir(self) -> Path:
+        """Installed node artifacts, per artifact id and version."""
+        return self.root / "artifacts"
+
+    @property
+    def runtime_dir(self) -> Path:
+        """Runtime state files, locks and logs."""
+        return self.root / "runtime"
+
     @classmethod
-    def from_environment(cls, environ: Mapping[str, str] | None = None) -> PaosHome:
-        """The configured home, or the per-user default."""
+    def from_environment(
+        cls, environ: Mapping[str, str] | None = None, *, explicit: str | Path | None = None
+    ) -> PaosHome:
+        """``explicit`` (``--home``), else ``$DORAFORGE_HOME``, else ``~/.doraforge``."""
         env = os.environ if environ is None else environ
-        explicit = env.get("DORAFORGE_PAOS_HOME")
-        if explicit:
-            return cls(Path(explicit).expanduser())
-        data = Path(env.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-        return cls(data / "doraforge" / "paos")
+        chosen = explicit or env.get("DORAFORGE_HOME")
+        if chosen:
+            return cls(Path(chosen).expanduser())
+        return cls(Path(env.get("HOME") or Path.home()) / ".doraforge")
 
 
 def open_service(home: PaosHome, *, timeout_s: float = 10.0) -> TaskService:

@@ -3,10 +3,12 @@ from pathlib import Path
 from paos.home import PaosHome, open_service
 
 
-def test_the_home_comes_from_the_environment_or_the_user_data_dir(tmp_path: Path):
-    assert PaosHome.from_environment({"DORAFORGE_PAOS_HOME": str(tmp_path)}).root == tmp_path
-    default = PaosHome.from_environment({"XDG_DATA_HOME": str(tmp_path / "data")})
-    assert default.root == tmp_path / "data" / "doraforge" / "paos"
+def test_the_home_comes_from_the_flag_the_environment_or_the_default(tmp_path: Path):
+    env = {"DORAFORGE_HOME": str(tmp_path / "env"), "HOME": str(tmp_path)}
+    assert PaosHome.from_environment(env).root == tmp_path / "env"
+    assert PaosHome.from_environment(env, explicit=tmp_path / "flag").root == tmp_path / "flag"
+    default = PaosHome.from_environment({"HOME": str(tmp_path)})
+    assert default.root == tmp_path / ".doraforge"
     assert default.store_path.name == "paos.db"
 
 
