@@ -108,6 +108,15 @@ async def _query(service: TaskService, a: dict[str, Any]) -> Any:
 
 
 async def _create(service: TaskService, a: dict[str, Any]) -> Any:
+    if "skill" in a:
+        if service.activate_skill is None:
+            raise PaosError("PAOS_NO_SKILL_RUNTIME", "no Skill Runtime is configured")
+        activation = service.activate_skill(a["skill"])
+        contract = a.get("contract") or activation.contract
+        if contract is None:
+            raise PaosError("PAOS_NO_CONTRACT", "the skill has no verification contract")
+        goal = a.get("goal") or contract.get("goal", a["skill"])
+        return await service.create_task(goal, contract, activation.candidate)
     candidate = BindingCandidate.adhoc(a["gateway_url"], a["required_tools"])
     return await service.create_task(a["goal"], a["contract"], candidate)
 
@@ -224,14 +233,21 @@ _register(
 )
 _register(
     "forge_task_create",
-    "Freeze a binding (Gateway, required tools, ToolSpec hashes) and create the active task.",
-    _schema(
-        ["goal", "contract", "gateway_url", "required_tools"],
-        goal={"type": "string"},
-        contract={"type": "object"},
-        gateway_url=_URL,
-        required_tools={"type": "array", "items": _ID, "minItems": 1, "maxItems": 64},
-    ),
+    "Bind a task to a running skill (or a Gateway URL and tools) and create the active task.",
+    {
+        **_schema(
+            [],
+            skill=_ID,
+            goal={"type": "string", "minLength": 1},
+            contract={"type": "object"},
+            gateway_url=_URL,
+            required_tools={"type": "array", "items": _ID, "minItems": 1, "maxItems": 64},
+        ),
+        "anyOf": [
+            {"required": ["skill"]},
+            {"required": ["goal", "contract", "gateway_url", "required_tools"]},
+        ],
+    },
     _create,
 )
 _register(

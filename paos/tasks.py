@@ -54,8 +54,11 @@ class TaskService:
         *,
         workspace: Path,
         evidence_timeout_s: float = 5.0,
+        activate_skill: Callable[[str], Any] | None = None,
     ) -> None:
         self.store = store
+        # ``name -> SkillActivation`` (candidate + contract template) of a running skill.
+        self.activate_skill = activate_skill
         self._client_for = client_for
         self.workspace = workspace
         self._evidence_timeout_s = evidence_timeout_s
