@@ -28,8 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.support import summary, wait_http
 from paos.dataflow import DATAFLOWS, Dataflow, dora_environment, free_port
-from paos.demo import READY_TOOLS
 from paos.pick_place import pick_and_place
+
+READY_TOOLS = ("world.scene_state", "arm.move_to_pose", "gripper.grasp", "camera.capture")
 
 
 def scene_clock(client: httpx.Client) -> float:

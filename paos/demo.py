@@ -1,83 +1,104 @@
-"""``doraforge demo``: the main job on embedded defaults, driven over HTTP only.
+"""``doraforge demo``: the main job, end to end, on embedded defaults.
 
-It starts ``dataflows/sim.yml`` (MuJoCo world, arm, gripper, camera, Gateway) under
-``dora run``, performs a scripted pick-and-place through the Tool API, saves the before and
-after camera frames as PNG files and reports whether the cube ended in the target zone.
+Pack ``skills/pick-place``, install it into a fresh PAOS home, start its ``sim`` runtime
+on Dora, let a scripted agent run the pick-and-place as a governed AgentTask through the
+``forge_*`` agent tools (enforce mode: state and vision verifiers), stop the runtime, and
+report the verdict with the before and after frames and an HTML report. Exit 0 only for a
+verified success.
 """
 
 from __future__ import annotations
 
-import os
-import sys
+import asyncio
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
-from paos.dataflow import DATAFLOWS, Dataflow, dora_environment, free_port, wait_until
-from paos.pick_place import PickPlaceError, pick_and_place
+from paos.home import PaosHome
+from paos.report import evidence_pair, write_report
 
-READY_TOOLS = ("world.scene_state", "arm.move_to_pose", "gripper.grasp", "camera.capture")
-STARTUP_TIMEOUT_S = 120.0
-
-
-def say(text: str) -> None:
-    """Print one line of the demo narrative."""
-    print(text, flush=True)
+SKILL = "pick-place"
+SKILL_SOURCE = Path(__file__).resolve().parents[1] / "skills" / SKILL
 
 
-def run_demo(port: int | None = None, out_dir: Path | None = None, seed: int = 0) -> int:
-    """Run the pick-and-place demo; 0 only when the cube ends in the target zone."""
-    port = port or free_port()
-    out_dir = (out_dir or Path("out") / "demo").resolve()
-    with tempfile.TemporaryDirectory(prefix="doraforge-demo-") as tmp:
-        log_path = out_dir / "dataflow.log"
-        out_dir.mkdir(parents=True, exist_ok=True)
-        env = dora_environment(
-            os.environ,
-            DORAFORGE_GATEWAY_PORT=str(port),
-            DORAFORGE_GATEWAY_JOURNAL=str(Path(tmp) / "gateway.journal"),
-            DORAFORGE_SIM_SEED=str(seed),
-            DORAFORGE_LOG_LEVEL="WARNING",
-        )
-        with log_path.open("wb") as log, Dataflow(DATAFLOWS / "sim.yml", env, log):
-            base = f"http://127.0.0.1:{port}"
-            try:
-                _wait_ready(base)
-                with httpx.Client(base_url=base, timeout=30) as client:
-                    say("\npick-and-place through the Gateway HTTP API:")
-                    report = pick_and_place(client, out_dir, say=say)
-            except (PickPlaceError, httpx.HTTPError, TimeoutError) as exc:
-                say(f"\nDEMO FAILED: {exc}")
-                say(f"dataflow log: {log_path}")
-                return 1
-    say(f"\nbefore: {report.before_png}\nafter:  {report.after_png}")
-    cube = report.scene_after["objects"]["cube"]["position"]
-    say(
-        f"cube now at ({cube[0]:.3f}, {cube[1]:.3f}, {cube[2]:.3f}) m; "
-        f"in the target zone and resting: {report.success}  ({report.seconds:.1f} s)"
-    )
-    return 0 if report.success else 1
+def run_demo(ctx: Any, *, out_dir: Path, seed: int = 0) -> int:
+    """Run the whole demo; returns the process exit status."""
+    from paos.skills.archive import pack
+    from paos.skills.installer import Installer
+    from paos.skills.runtime import RuntimeManager
+
+    out = ctx.out
+    out_dir = out_dir.resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    home = PaosHome(Path(tempfile.mkdtemp(prefix="doraforge-demo-home-")))
+    ctx.home = home
+    out.say(f"1. pack {SKILL_SOURCE.relative_to(SKILL_SOURCE.parents[1])}")
+    packed = pack(SKILL_SOURCE, out_dir / f"{SKILL}.tar.gz")
+    out.say(f"   {packed.path.name}: {packed.files} files, sha256 {packed.sha256[:16]}…")
+    out.say(f"2. install into a fresh PAOS home {home.root}")
+    installed = Installer(home).install(str(packed.path), yes=True)
+    out.say(f"   installed {installed.name} {installed.version}")
+    with out.progress("3. start the sim runtime on Dora") as update:
+        runtime = RuntimeManager(home, progress=update)
+        state = runtime.start(SKILL, "sim")
+    ctx._runtime = runtime
+    out.say(f"3. runtime {state.state}: Gateway {state.gateway_url}")
+    try:
+        if seed:
+            _reset(state.gateway_url, seed)
+        out.say("4. the agent runs the task through the forge_* agent tools:")
+        described = asyncio.run(_agent(ctx))
+    finally:
+        out.say("5. stop the runtime")
+        _stop(runtime)
+    return _report(out, described, home, out_dir)
 
 
-def _wait_ready(base: str) -> None:
-    say(f"starting dataflows/sim.yml with `dora run` (Gateway on {base}) ...")
+async def _agent(ctx: Any) -> dict[str, Any]:
+    from paos.agent_demo import run_pick_place
 
-    def ready() -> bool:
-        try:
-            return all(
-                httpx.get(f"{base}/tools/{tool}/context", timeout=1).json()["data"]["ready"]
-                for tool in READY_TOOLS
-            )
-        except (httpx.HTTPError, KeyError, ValueError):
-            return False
+    service = ctx.service()
+    try:
+        return await run_pick_place(service, SKILL, say=ctx.out.say)
+    finally:
+        await service.aclose()
+        service.store.close()
 
-    def progress(elapsed: float) -> None:
-        sys.stdout.write(
-            f"\r  waiting for the Gateway, world, arm, gripper and camera ... {elapsed:5.1f}s"
-        )
-        sys.stdout.flush()
 
-    if not wait_until(ready, STARTUP_TIMEOUT_S, interval_s=0.25, on_wait=progress):
-        raise TimeoutError(f"the cell was not ready within {STARTUP_TIMEOUT_S:.0f} s")
-    say("\r  the cell is up: every tool is registered and ready." + " " * 30)
+def _reset(gateway_url: str, seed: int) -> None:
+    # Operator setup before the task: the scenario's cube placement for this seed.
+    with httpx.Client(base_url=gateway_url, timeout=30) as client:
+        admitted = client.post("/tools/world.reset:invoke", json={"arguments": {"seed": seed}})
+        admitted.raise_for_status()
+        invocation = admitted.json()["data"]["invocation_id"]
+        for _ in range(300):
+            if client.get(f"/invocations/{invocation}/result").status_code == 200:
+                return
+            time.sleep(0.05)
+
+
+def _stop(runtime: Any) -> None:
+    try:
+        runtime.stop(SKILL)
+    except Exception:  # a stop guard tripped by a failed run: stop anyway, audited
+        runtime.stop(SKILL, force=True)
+
+
+def _report(out: Any, described: dict[str, Any], home: PaosHome, out_dir: Path) -> int:
+    task = described["task"]
+    verdict = (described["revisions"][-1].get("verdict") or {}).get("status")
+    report = write_report(described, home.workspace, out_dir)
+    before, after = evidence_pair(described)
+    out.say(f"\nverdict: {verdict} · task {task['state']}")
+    for revision in described["revisions"]:
+        for result in (revision.get("verdict") or {}).get("results", []):
+            out.say(f"   {result['criterion_id']:20s} {result['status']:12s} {result['detail']}")
+    if before and after:
+        out.say(f"before: {out_dir / 'before.png'}\nafter:  {out_dir / 'after.png'}")
+    out.say(f"report: {report}")
+    if out.as_json:
+        out.data({"task": task, "verdict": verdict, "report": str(report)})
+    return 0 if task["state"] == "succeeded" else 1

@@ -143,6 +143,13 @@ class AgentTaskStore:
         """The task with ``task_id``."""
         return TaskRow.of(self._one("SELECT * FROM tasks WHERE task_id = ?", task_id))
 
+    def tasks(self, limit: int = 50) -> list[TaskRow]:
+        """The most recent tasks, newest first."""
+        rows = self._db.execute(
+            "SELECT * FROM tasks ORDER BY created_at_ms DESC, rowid DESC LIMIT ?", (limit,)
+        )
+        return [TaskRow.of(row) for row in rows]
+
     def active_task(self) -> TaskRow | None:
         """The one non-terminal task, if any."""
         row = self._db.execute(

@@ -137,3 +137,11 @@ def test_a_terminal_task_and_bindings_are_frozen(store: AgentTaskStore):
     assert caught.value.code == "PAOS_TASK_TERMINAL"
     with pytest.raises(sqlite3.IntegrityError, match="PAOS_BINDING_IMMUTABLE"):
         sqlite3.connect(store.path).execute("UPDATE bindings SET sha256 = 'x'")
+
+
+def test_tasks_are_listed_newest_first(store: AgentTaskStore):
+    new_task(store, "task-a")
+    store.transition("task-a", "succeeded", allowed_from={"executing"})
+    new_task(store, "task-b")
+    assert [task.task_id for task in store.tasks()] == ["task-b", "task-a"]
+    assert [task.task_id for task in store.tasks(limit=1)] == ["task-b"]

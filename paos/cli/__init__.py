@@ -1,0 +1,85 @@
+"""The ``doraforge`` command line: skills, tasks, tools, dataflows and the demo.
+
+Global options: ``--home DIR`` (else ``$DORAFORGE_HOME``, else ``~/.doraforge``) and
+``--json`` for scripts. Failures print one line on stderr and exit non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from paos.cli import skill_commands, task_commands
+from paos.cli.context import Context
+from paos.dataflow import Dataflow, dora_environment
+from paos.errors import PaosError
+
+
+def _run(ctx: Context, args: argparse.Namespace) -> int:
+    env = dora_environment(os.environ)
+    dataflow = Dataflow(args.dataflow, env)
+    ctx.out.say(f"running {dataflow.path} (Ctrl-C stops it)")
+    dataflow.start()
+
+    def forward(signum: int, _frame: object) -> None:
+        ctx.out.say(f"stopping the dataflow ({signal.Signals(signum).name})")
+        dataflow.stop()
+
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    return dataflow.wait()
+
+
+def _demo(ctx: Context, args: argparse.Namespace) -> int:
+    if args.mock:
+        from paos.demo_mock import run_mock_demo
+
+        return run_mock_demo(port=args.port)
+    from paos.demo import run_demo
+
+    return run_demo(ctx, out_dir=args.out, seed=args.seed)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``doraforge``."""
+    parser = argparse.ArgumentParser(prog="doraforge", description="doraforge robot tool stack")
+    parser.add_argument("--home", type=Path, default=None, help="PAOS home (default ~/.doraforge)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run a development dataflow in the foreground")
+    run.add_argument("dataflow", help="a dataflow YAML file, e.g. dataflows/sim.yml")
+    run.set_defaults(handler=_run)
+    demo = commands.add_parser("demo", help="the main job: pack, install, start, run, verify")
+    demo.add_argument("--mock", action="store_true", help="the Tool API tour on the mock")
+    demo.add_argument("--port", type=int, default=None, help="Gateway port for --mock")
+    demo.add_argument("--seed", type=int, default=0, help="scenario seed (cube placement)")
+    demo.add_argument("--out", type=Path, default=Path("out") / "demo", help="report folder")
+    demo.set_defaults(handler=_demo)
+    skill_commands.register(commands)
+    task_commands.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``doraforge`` console script."""
+    args = build_parser().parse_args(argv)
+    ctx = Context.from_args(args)
+    try:
+        return int(args.handler(ctx, args))
+    except PaosError as exc:
+        ctx.out.fail(f"{exc.code}: {exc.message}")
+        return 1
+    except (OSError, ValueError) as exc:
+        ctx.out.fail(str(exc) or type(exc).__name__)
+        return 1
+    except KeyboardInterrupt:
+        ctx.out.fail("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""How the CLI talks: rich tables and progress for people, ``--json`` for scripts."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+class Output:
+    """One place that decides between human output and JSON."""
+
+    def __init__(self, *, as_json: bool) -> None:
+        self.as_json = as_json
+        self.console = Console(stderr=False)
+        self.errors = Console(stderr=True)
+
+    def data(self, value: Any) -> None:
+        """Print a result: JSON for scripts, pretty for people."""
+        if self.as_json:
+            print(json.dumps(value, indent=2, sort_keys=True, default=str))
+        else:
+            self.console.print_json(json.dumps(value, default=str))
+
+    def table(
+        self, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], raw: Any
+    ) -> None:
+        """A table for people; ``raw`` as JSON for scripts."""
+        if self.as_json:
+            print(json.dumps(raw, indent=2, sort_keys=True, default=str))
+            return
+        table = Table(title=title)
+        for column in columns:
+            table.add_column(column)
+        for row in rows:
+            table.add_row(*("" if cell is None else str(cell) for cell in row))
+        self.console.print(table)
+
+    def say(self, text: str) -> None:
+        """A line of narration (silent under ``--json``)."""
+        if not self.as_json:
+            self.console.print(text, highlight=False)
+
+    def fail(self, reason: str) -> None:
+        """The one-line reason of a failure, on stderr."""
+        self.errors.print(f"doraforge: {reason}", highlight=False, markup=False)
+
+    @contextmanager
+    def progress(self, label: str) -> Iterator[Any]:
+        """A spinner with elapsed time while something long runs (plain lines off a TTY)."""
+        if self.as_json or not sys.stderr.isatty():
+            yield lambda message, elapsed=0.0: None
+            return
+        with self.errors.status(label) as status:
+            yield lambda message, elapsed=0.0: status.update(f"{label}: {message} ({elapsed:.0f}s)")
