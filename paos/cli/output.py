@@ -48,7 +48,8 @@ class Output:
 
     def fail(self, reason: str) -> None:
         """The one-line reason of a failure, on stderr."""
-        self.errors.print(f"doraforge: {reason}", highlight=False, markup=False)
+        # Plain print: a console would wrap a long reason over several lines.
+        print(f"doraforge: {' '.join(reason.split())}", file=sys.stderr)
 
     @contextmanager
     def progress(self, label: str) -> Iterator[Any]:
