@@ -1,0 +1,37 @@
+"""``doraforge demo`` end to end: pack, install, start on Dora, a governed task, verify."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from paos.dataflow import PROJECT_ROOT, dora_environment
+
+pytestmark = pytest.mark.e2e
+
+
+def test_the_demo_verifies_a_pick_and_place_and_writes_its_report(tmp_path: Path):
+    out = tmp_path / "demo"
+    env = dora_environment({"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    completed = subprocess.run(
+        [sys.executable, "-m", "paos.cli", "demo", "--out", str(out)],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout[-4000:] + completed.stderr[-4000:]
+    assert "verdict: success · task succeeded" in completed.stdout
+    report = (out / "report.html").read_text(encoding="utf-8")
+    assert "before.png" in report
+    assert "after.png" in report
+    assert "cube_in_zone" in report
+    before, after = (out / "before.png").read_bytes(), (out / "after.png").read_bytes()
+    assert before[:8] == b"\x89PNG\r\n\x1a\n"
+    assert hashlib.sha256(before).digest() != hashlib.sha256(after).digest()
