@@ -1,0 +1,7 @@
+"""``python -m paos.cli``: the ``doraforge`` command line."""
+
+import sys
+
+from paos.cli import main
+
+sys.exit(main())
