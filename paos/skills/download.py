@@ -185,9 +185,14 @@ class DownloadCache:
         self.directory.mkdir(parents=True, exist_ok=True)
         part = self.directory / f"{digest}.part"
         with self._locked(part) as handle, path.open("rb") as source:
-            handle.truncate(0)
-            self._copy(iter(lambda: source.read(CHUNK_SIZE), b""), handle, 0, actual_size)
-            return self._commit(part, handle, digest, actual_size)
+            try:
+                handle.truncate(0)
+                self._copy(iter(lambda: source.read(CHUNK_SIZE), b""), handle, 0, actual_size)
+                return self._commit(part, handle, digest, actual_size)
+            except BaseException:
+                # A local copy is cheap to redo; never leave a partial that looks resumable.
+                part.unlink(missing_ok=True)
+                raise
 
     # ------------------------------------------------------------------ steps
 
