@@ -60,7 +60,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _installer(ctx: Context, yes: bool = False) -> Any:
+def _installer(ctx: Context, yes: bool = False, progress: Any = None) -> Any:
     from rich.prompt import Confirm
 
     from paos.skills.installer import Installer
@@ -80,7 +80,11 @@ def _installer(ctx: Context, yes: bool = False) -> Any:
         return None if current is None else current.state
 
     return Installer(
-        ctx.home, confirm=confirm, store=AgentTaskStore(ctx.home.store_path), runtime_state=state
+        ctx.home,
+        confirm=confirm,
+        store=AgentTaskStore(ctx.home.store_path),
+        runtime_state=state,
+        progress=progress,
     )
 
 
@@ -94,9 +98,11 @@ def _pack(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _install(ctx: Context, args: argparse.Namespace) -> int:
-    result = _installer(ctx, args.yes).install(
-        args.source, yes=args.yes, name=args.name, version=args.version
-    )
+    from paos.skills.download import terminal_progress
+
+    with terminal_progress(sys.stderr, label=f"downloading {args.source}") as progress:
+        installer = _installer(ctx, args.yes, None if ctx.out.as_json else progress)
+        result = installer.install(args.source, yes=args.yes, name=args.name, version=args.version)
     ctx.out.say(f"installed {result.name} {result.version} into {result.path}")
     ctx.out.data(_plain(result))
     return 0
