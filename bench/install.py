@@ -1,0 +1,166 @@
+"""Benchmark: installing a ~50 MB skill bundle against the ``tar`` + ``sha256sum`` floor.
+
+Measured in one run, on real files in a temporary directory:
+  * a deterministic bundle (seeded): a valid ``skill.yaml``, ``SKILL.md``, 2,000 small
+    files of 1-16 KiB and three 10 MiB files of mildly compressible data, packed with
+    ``paos.skills.archive.pack``;
+  * ``extract`` into a fresh directory: the install core (every member check, hashing
+    while writing, the inventory match);
+  * the floor, in the same run: ``tar -xzf`` into a fresh directory followed by
+    ``sha256sum`` over every extracted file, as one shell pipeline;
+  * rounds alternate between the two and medians are reported;
+  * when ``paos.skills.installer`` exists, the full ``Installer.install`` of the packed
+    file into a fresh PAOS home (cache copy, extraction, swap, receipt), informational.
+The runtime start-to-ready time of the sim skill is measured by the lead (TODO there).
+The last line printed is one JSON object.
+
+    python bench/install.py [--rounds 5] [--small-files 2000] [--large-mib 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from paos.home import PaosHome
+from paos.skills.archive import extract, pack
+
+SKILL_YAML = """\
+manifest_version: 2
+name: bench-skill
+version: 1.0.0
+description: a synthetic bundle for the install benchmark
+gateway_url: http://127.0.0.1:9299
+required_tools: [arm.home]
+profiles:
+  sim:
+    dataflow: dataflow.yml
+    startup_timeout_s: 30
+"""
+# Sixteen symbols: random bytes mapped onto them compress to about half, like typical
+# model weights or meshes rather than zeros (too easy) or noise (incompressible).
+_MILD = bytes.maketrans(bytes(range(256)), bytes(b"etaoinshrdlucmfw"[i % 16] for i in range(256)))
+FLOOR = (
+    "tar -xzf {archive} -C {dest} && find {dest} -type f -print0 | xargs -0 sha256sum >/dev/null"
+)
+
+
+def build_bundle(root: Path, small_files: int, large_mib: int, seed: int = 5) -> int:
+    """Write the synthetic bundle; return its total file bytes."""
+    rng = random.Random(seed)
+    root.mkdir()
+    (root / "skill.yaml").write_text(SKILL_YAML)
+    (root / "SKILL.md").write_text("# Bench skill\n\nSynthetic.\n")
+    (root / "dataflow.yml").write_text("nodes: []\n")
+    total = 0
+    for index in range(small_files):
+        folder = root / "assets" / f"group{index % 40:02d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        data = rng.randbytes(rng.randint(1024, 16 * 1024)).translate(_MILD)
+        (folder / f"part{index:05d}.dat").write_bytes(data)
+        total += len(data)
+    (root / "models").mkdir()
+    for index in range(3):
+        data = rng.randbytes(large_mib * 1024 * 1024).translate(_MILD)
+        (root / "models" / f"weights{index}.bin").write_bytes(data)
+        total += len(data)
+    return total
+
+
+def _timed(action: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def _floor(archive: Path, dest: Path) -> None:
+    dest.mkdir()
+    command = FLOOR.format(archive=archive, dest=dest)
+    subprocess.run(["bash", "-c", command], check=True)
+
+
+def _install(archive: Path, home_root: Path) -> float:
+    from paos.skills.installer import Installer
+
+    installer = Installer(PaosHome(home_root))
+    return _timed(lambda: installer.install(str(archive), yes=True))
+
+
+def measure(archive: Path, workdir: Path, rounds: int) -> dict[str, Any]:
+    """Alternate extract and floor rounds (plus the installer when present); medians."""
+    extract_s: list[float] = []
+    floor_s: list[float] = []
+    install_s: list[float] = []
+    has_installer = (Path(__file__).parents[1] / "paos" / "skills" / "installer.py").exists()
+    for index in range(rounds):
+        target = workdir / f"extract{index}"
+        extract_s.append(_timed(lambda target=target: extract(archive, target)))
+        floor = workdir / f"floor{index}"
+        floor_s.append(_timed(lambda floor=floor: _floor(archive, floor)))
+        shutil.rmtree(target)
+        shutil.rmtree(floor)
+        if has_installer:
+            home = workdir / f"home{index}"
+            install_s.append(_install(archive, home))
+            shutil.rmtree(home)
+    figures: dict[str, Any] = {
+        "rounds": rounds,
+        "extract_median_s": round(statistics.median(extract_s), 4),
+        "tar_sha256_floor_median_s": round(statistics.median(floor_s), 4),
+        "extract_samples_s": [round(value, 4) for value in extract_s],
+        "floor_samples_s": [round(value, 4) for value in floor_s],
+    }
+    if install_s:
+        figures["installer_median_s"] = round(statistics.median(install_s), 4)
+    figures["install_over_tar_sha256"] = round(
+        figures["extract_median_s"] / figures["tar_sha256_floor_median_s"], 3
+    )
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--small-files", type=int, default=2000)
+    parser.add_argument("--large-mib", type=int, default=10)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="doraforge-bench-install-") as tmp:
+        workdir = Path(tmp)
+        print("building the bundle ...", flush=True)
+        file_bytes = build_bundle(workdir / "bundle", args.small_files, args.large_mib)
+        packed = pack(workdir / "bundle", workdir / "bundle.tar.gz")
+        print(f"packed {len(packed.files)} files, {packed.size} bytes; timing ...", flush=True)
+        figures = measure(packed.path, workdir, args.rounds)
+    report = {
+        "benchmark": "install",
+        "bundle": {
+            "files": len(packed.files),
+            "file_bytes": file_bytes,
+            "archive_bytes": packed.size,
+        },
+        **figures,
+        # TODO(lead): "runtime_start_to_ready_s" for the sim skill goes here.
+        "targets": {
+            "install_over_tar_sha256": {
+                "value": figures["install_over_tar_sha256"],
+                "limit": 1.5,
+                "better": "lower",
+            },
+        },
+    }
+    print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
