@@ -151,6 +151,7 @@ class RuntimeManager:
             if state is None:
                 raise RuntimeStateError("SKILL_NOT_RUNNING", f"{name!r} has never been started")
             if not state.live and not self._dataflow_running(state):
+                self._down_if_idle()  # e.g. after a lost dataflow left the coordinator up
                 return state
             with self._store() as store:
                 self._guard_stop(state, store, force)
@@ -456,6 +457,7 @@ class RuntimeManager:
                 current = read_state(self.runtime_dir, state.name)
                 if current is not None and current.runtime_instance_id == state.runtime_instance_id:
                     write_state(self.runtime_dir, failed)
+                    self._down_if_idle()
         except RuntimeStateError:
             pass  # a lifecycle command is running; it owns the record
         return failed
