@@ -151,8 +151,7 @@ class DoraControl:
         do not come up within ``timeout_s``.
         """
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        work = self.log_dir.parent / "dora"
-        work.mkdir(parents=True, exist_ok=True)
+        self._work_dir.mkdir(parents=True, exist_ok=True)
         port = str(self.port)
         self._detach("coordinator", ["coordinator", "--quiet", "--port", port, "--store", "memory"])
         daemon = ["daemon", "--quiet", "--coordinator-port", port]
@@ -167,10 +166,15 @@ class DoraControl:
                 )
             time.sleep(0.1)
 
+    @property
+    def _work_dir(self) -> Path:
+        # The daemon creates `out/` in its working directory; keep it inside the home.
+        return self.log_dir.parent / "dora"
+
     def _detach(self, role: str, args: list[str], env: Mapping[str, str] | None = None) -> int:
-        work = self.log_dir.parent / "dora"
         log = self.log_dir / f"dora-{role}.log"
-        command = [sys.executable, "-c", _DETACH, str(log), str(work), self.binary, *args]
+        command = [sys.executable, "-c", _DETACH, str(log), str(self._work_dir), self.binary]
+        command += args
         done = subprocess.run(
             command, env={**self._env, **(env or {})}, capture_output=True, text=True, timeout=30
         )

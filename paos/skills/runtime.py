@@ -134,7 +134,10 @@ class RuntimeManager:
             try:
                 return self._launch(state, bundle, manifest, chosen)
             except BaseException as exc:
-                raise self._abort(name, exc) from exc
+                replacement = self._abort(name, exc)
+                if replacement is exc:
+                    raise
+                raise replacement from exc
 
     def stop(self, name: str, *, force: bool = False) -> RuntimeState:
         """Stop ``name``'s dataflow and persist ``stopped``.
@@ -382,15 +385,25 @@ class RuntimeManager:
             time.sleep(POLL_S)
 
     def _abort(self, name: str, exc: BaseException) -> BaseException:
-        """Undo a failed start: stop the dataflow, persist ``failed``; the error to raise."""
-        error = exc if isinstance(exc, PaosError) else None
-        raised = error or RuntimeStateError("SKILL_START_FAILED", f"{type(exc).__name__}: {exc}")
-        if not isinstance(exc, Exception):
-            raised = exc  # KeyboardInterrupt and friends propagate as they are, after cleanup
+        """Undo a failed start: stop the dataflow, persist ``failed``; the error to raise.
+
+        A PAOS error is raised as it is; any other exception becomes
+        ``SKILL_START_FAILED``; KeyboardInterrupt and friends propagate unchanged, after
+        the same cleanup, and are recorded as ``SKILL_START_INTERRUPTED``.
+        """
+        raised: BaseException
+        if isinstance(exc, PaosError) or not isinstance(exc, Exception):
+            raised = exc
+        else:
+            raised = RuntimeStateError("SKILL_START_FAILED", f"{type(exc).__name__}: {exc}")
+        recorded = (
+            _recorded(raised)
+            if isinstance(raised, PaosError)
+            else RecordedError(code="SKILL_START_INTERRUPTED", message=type(exc).__name__)
+        )
         state = read_state(self.runtime_dir, name)
         assert state is not None
-        self._log(name, f"start failed: {exc}")
-        recorded = _recorded(raised) if isinstance(raised, PaosError) else None
+        self._log(name, f"start failed: {type(exc).__name__}: {exc}")
         try:
             self._stop_dataflow(state)
         finally:

@@ -197,6 +197,7 @@ def test_start_runs_the_skill_until_its_tools_are_ready_and_stop_leaves_nothing(
     assert [s.name for s in runtime.running()] == [SKILL]
     logs = runtime.logs(SKILL)
     assert "hook says hello" in logs
+    assert f"gateway test-{port} starting HTTP" in logs
     assert f"dora started dataflow {state.dataflow_uuid}" in logs
     with pytest.raises(RuntimeStateError) as again:
         runtime.start(SKILL)
@@ -206,6 +207,8 @@ def test_start_runs_the_skill_until_its_tools_are_ready_and_stop_leaves_nothing(
 
     assert stopped.state == "stopped"
     assert stopped.runtime_instance_id == state.runtime_instance_id
+    # Node logs outlive the dataflow: Dora reads them from the launch directory's out/.
+    assert f"gateway test-{port} starting HTTP" in runtime.logs(SKILL)
     assert read_state(home.runtime_dir, SKILL) == stopped
     assert_nothing_runs(home, state.dataflow_uuid)
     with pytest.raises(httpx.ConnectError):
@@ -255,6 +258,26 @@ def test_a_required_tool_that_never_becomes_ready_times_out_and_stops_the_datafl
     assert state is not None
     assert state.state == "failed"
     assert state.dataflow_uuid
+    assert_nothing_runs(home, state.dataflow_uuid)
+
+
+@pytest.mark.e2e
+def test_an_interrupt_while_waiting_for_readiness_still_stops_the_dataflow(home: PaosHome):
+    make_bundle(home, gateway_port=free_port())
+
+    def interrupt(message: str, elapsed: float) -> None:
+        if message.startswith("waiting"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        manager(home, progress=interrupt).start(SKILL)
+
+    state = read_state(home.runtime_dir, SKILL)
+    assert state is not None
+    assert state.state == "failed"
+    assert state.error is not None
+    assert state.error.code == "SKILL_START_INTERRUPTED"
+    assert state.dataflow_uuid is not None
     assert_nothing_runs(home, state.dataflow_uuid)
 
 
