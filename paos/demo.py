@@ -37,7 +37,7 @@ def run_demo(ctx: Any, *, out_dir: Path, seed: int = 0) -> int:
     ctx.home = home
     out.say(f"1. pack {SKILL_SOURCE.relative_to(SKILL_SOURCE.parents[1])}")
     packed = pack(SKILL_SOURCE, out_dir / f"{SKILL}.tar.gz")
-    out.say(f"   {packed.path.name}: {packed.files} files, sha256 {packed.sha256[:16]}…")
+    out.say(f"   {packed.path.name}: {len(packed.files)} files, sha256 {packed.sha256[:16]}…")
     out.say(f"2. install into a fresh PAOS home {home.root}")
     installed = Installer(home).install(str(packed.path), yes=True)
     out.say(f"   installed {installed.name} {installed.version}")
