@@ -34,6 +34,8 @@ demo: $(STAMP)
 bench: $(STAMP)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) bench/gateway_query.py
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) bench/sim.py
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) bench/paos_store.py
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) bench/install.py
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format .
