@@ -1,0 +1,1 @@
+"""Semantic tool registry: governed catalog and calls for agents, MCP, gates, API tools."""
