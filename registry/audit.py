@@ -1,0 +1,88 @@
+"""The audit trail: one redacted record per call outcome.
+
+A record names the request, tool, principal, scope, state, error code, duration and the
+argument *keys* — never argument values, results or error details, which may carry personal
+data. Keys that look like credentials (token, secret, password, authorization, api key,
+cookie) are masked too, since even a key name can reveal which credential was sent.
+Records live in a bounded in-memory deque and, optionally, are appended to a JSONL file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import deque
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+REDACTED = "[REDACTED]"
+SENSITIVE_KEY = re.compile(
+    r"token|secret|passw|authori[sz]ation|api[-_]?key|cookie|credential|bearer", re.IGNORECASE
+)
+
+type AuditRecord = dict[str, Any]
+
+
+def redact_keys(keys: Iterable[str]) -> list[str]:
+    """Argument keys in sorted order, credential-looking ones masked."""
+    return sorted(REDACTED if SENSITIVE_KEY.search(key) else key for key in keys)
+
+
+def redact(value: Any) -> Any:
+    """``value`` with every credential-looking key's value masked, recursively."""
+    if isinstance(value, dict):
+        return {
+            k: REDACTED if SENSITIVE_KEY.search(str(k)) else redact(v) for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [redact(v) for v in value]
+    return value
+
+
+class AuditLog:
+    """Bounded in-memory audit records (``max_records``, oldest dropped first), optionally
+    mirrored to a JSONL file at ``path``."""
+
+    def __init__(self, *, max_records: int = 10_000, path: Path | str | None = None) -> None:
+        self._records: deque[AuditRecord] = deque(maxlen=max_records)
+        self._path = Path(path) if path is not None else None
+
+    def record(
+        self,
+        *,
+        request_id: str | None,
+        name: str | None,
+        principal_id: str,
+        scope: str,
+        state: str,
+        error_code: str | None,
+        duration_s: float,
+        argument_keys: Iterable[str] = (),
+        duplicate: bool = False,
+    ) -> AuditRecord:
+        """Append one redacted record and return it."""
+        entry = redact(
+            {
+                "at": time.time(),
+                "requestId": request_id,
+                "name": name,
+                "principal": principal_id,
+                "scope": scope,
+                "state": state,
+                "errorCode": error_code,
+                "durationMs": round(duration_s * 1000, 3),
+                "argumentKeys": redact_keys(argument_keys),
+                "duplicate": duplicate,
+            }
+        )
+        self._records.append(entry)
+        if self._path is not None:
+            with self._path.open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        return entry
+
+    def records(self) -> list[AuditRecord]:
+        """The retained records, oldest first."""
+        return list(self._records)

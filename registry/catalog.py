@@ -1,0 +1,134 @@
+"""The catalog: registration with collision checks, name resolution and filtering.
+
+Every name an entry answers to (canonical, provider, aliases) is unique across the whole
+catalog, so a call name always resolves to exactly one tool. Schemas are checked and their
+validators compiled once, at registration. Scope and intent are filters only: they narrow
+what is advertised and never authorise anything.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from pydantic import ValidationError
+
+from registry.errors import RegistryError
+from registry.model import Adapter, ToolEntry
+
+MAX_INTENT_CHARS = 500
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+@dataclass(frozen=True)
+class RegisteredTool:
+    """An entry with its internal adapter and compiled validators (never exposed)."""
+
+    entry: ToolEntry
+    adapter: Adapter
+    input_validator: Draft202012Validator
+    output_validator: Draft202012Validator
+
+
+def _compile(schema: dict[str, Any], field: str, name: str) -> Draft202012Validator:
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        raise RegistryError(
+            "TOOL_REGISTRATION_INVALID",
+            f"{name}: {field} is not a valid JSON Schema: {exc.message}",
+            details={"field": field},
+        ) from exc
+    return Draft202012Validator(schema)
+
+
+def _as_entry(entry: ToolEntry | Mapping[str, Any]) -> ToolEntry:
+    if isinstance(entry, ToolEntry):
+        return entry
+    try:
+        return ToolEntry.model_validate(dict(entry))
+    except ValidationError as exc:
+        errors = [
+            {"loc": ".".join(str(p) for p in e["loc"]), "msg": e["msg"]} for e in exc.errors()
+        ]
+        raise RegistryError(
+            "TOOL_REGISTRATION_INVALID", "invalid tool entry", details={"errors": errors}
+        ) from exc
+
+
+def _tokens(text: str) -> set[str]:
+    return set(_TOKEN.findall(text.lower()))
+
+
+def _intent_tokens(intent: str | None) -> set[str]:
+    if intent is None:
+        return set()
+    intent = intent.strip()
+    if len(intent) > MAX_INTENT_CHARS:
+        raise RegistryError(
+            "TOOL_INVALID_QUERY",
+            f"intent is longer than {MAX_INTENT_CHARS} characters",
+            details={"field": "intent", "maxLength": MAX_INTENT_CHARS},
+        )
+    return _tokens(intent)
+
+
+class Catalog:
+    """Registered tools by canonical name, plus an index of every callable name."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, RegisteredTool] = {}
+        self._by_name: dict[str, str] = {}
+        self._search: dict[str, set[str]] = {}
+
+    def register(self, entry: ToolEntry | Mapping[str, Any], adapter: Adapter) -> ToolEntry:
+        """Add a tool. ``RegistryError`` TOOL_REGISTRATION_CONFLICT if any name is taken,
+        TOOL_REGISTRATION_INVALID for a malformed entry or schema."""
+        tool_entry = _as_entry(entry)
+        taken = sorted(n for n in tool_entry.names() if n in self._by_name)
+        if taken:
+            raise RegistryError(
+                "TOOL_REGISTRATION_CONFLICT",
+                f"{tool_entry.name}: name(s) already registered: {', '.join(taken)}",
+                status=409,
+                details={"names": taken, "owners": sorted({self._by_name[n] for n in taken})},
+            )
+        tool = RegisteredTool(
+            entry=tool_entry,
+            adapter=adapter,
+            input_validator=_compile(tool_entry.input_schema, "input_schema", tool_entry.name),
+            output_validator=_compile(tool_entry.output_schema, "output_schema", tool_entry.name),
+        )
+        self._tools[tool_entry.name] = tool
+        for name in tool_entry.names():
+            self._by_name[name] = tool_entry.name
+        words = " ".join([tool_entry.description, *tool_entry.names()])
+        self._search[tool_entry.name] = _tokens(words)
+        return tool_entry
+
+    def resolve(self, name: str) -> RegisteredTool | None:
+        """The tool a canonical, provider or alias name refers to, or ``None``."""
+        canonical = self._by_name.get(name)
+        return None if canonical is None else self._tools[canonical]
+
+    def filter(self, *, scope: str | None = None, intent: str | None = None) -> list[ToolEntry]:
+        """Entries in ``scope`` (``None`` or ``"all"``: every scope), narrowed by ``intent``.
+
+        The intent keeps a tool when any intent word occurs among the words of its names and
+        description; an empty intent keeps everything. It only ever removes tools.
+        Raises ``RegistryError`` TOOL_INVALID_QUERY for an intent over 500 characters.
+        """
+        wanted = _intent_tokens(intent)
+        selected = []
+        for name in sorted(self._tools):
+            entry = self._tools[name].entry
+            if scope not in (None, "all") and scope not in entry.policy.scopes:
+                continue
+            if wanted and not wanted & self._search[name]:
+                continue
+            selected.append(entry)
+        return selected

@@ -1,0 +1,234 @@
+"""The call gates, in order, fail-closed.
+
+lookup + version pin -> risk approval -> capabilities (scope, grants, authentication for
+writes) -> permissions -> input validation with repair -> egress allowlist -> execution with
+a deadline -> output validation. Each pre-execution gate either passes or raises
+``Denied``; the first failing gate decides. Execution and output validation produce the
+``timeout`` and ``failed`` outcomes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from registry.catalog import Catalog, RegisteredTool
+from registry.errors import RegistryError, ToolFailure
+from registry.model import Principal, ToolEntry
+from registry.repair import Repair, repair
+
+logger = logging.getLogger(__name__)
+
+MAX_REPORTED_ERRORS = 10
+MAX_MESSAGE_CHARS = 300
+
+
+class Denied(RegistryError):
+    """A gate refused the call; it becomes a ``denied`` result, nothing was executed."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What execution produced: ``state`` plus a result or an error payload."""
+
+    state: str  # "completed" | "failed" | "timeout"
+    result: Any = None
+    error: dict[str, Any] | None = None
+
+
+def lookup(catalog: Catalog, name: str, version: int | None) -> RegisteredTool:
+    """Resolve by canonical, provider or alias name and enforce the version pin."""
+    tool = catalog.resolve(name)
+    if tool is None:
+        raise Denied("TOOL_NOT_FOUND", f"no tool named {name!r}", status=404)
+    if version is not None and version != tool.entry.version:
+        raise Denied(
+            "TOOL_VERSION_MISMATCH",
+            f"{tool.entry.name} is at version {tool.entry.version}, not {version}",
+            status=409,
+            details={"requested": version, "current": tool.entry.version},
+        )
+    return tool
+
+
+def approval(entry: ToolEntry, principal: Principal) -> None:
+    """High/critical risk, or a tool requiring confirmation, needs an explicit approval."""
+    needs = entry.policy.risk in ("high", "critical") or entry.policy.confirmation == "required"
+    if needs and entry.name not in principal.approvals:
+        raise Denied(
+            "TOOL_APPROVAL_REQUIRED",
+            f"{entry.name} ({entry.policy.risk} risk) needs explicit approval",
+            status=403,
+            details={"risk": entry.policy.risk, "confirmation": entry.policy.confirmation},
+        )
+
+
+def capabilities(entry: ToolEntry, principal: Principal, *, require_auth_for_writes: bool) -> None:
+    """The caller's scope must be a tool scope, its grants must cover the requirements, and
+    writes need an authenticated caller when the service demands it."""
+    if principal.scope not in entry.policy.scopes:
+        raise Denied(
+            "TOOL_CAPABILITY_DENIED",
+            f"{entry.name} is not available in scope {principal.scope!r}",
+            status=403,
+            details={"scope": principal.scope, "scopes": entry.policy.scopes},
+        )
+    missing = sorted(set(entry.policy.requiredCapabilities) - principal.grants)
+    if missing:
+        raise Denied(
+            "TOOL_CAPABILITY_DENIED",
+            f"{entry.name} needs grant(s): {', '.join(missing)}",
+            status=403,
+            details={"missing": missing},
+        )
+    if (
+        require_auth_for_writes
+        and entry.policy.sideEffect == "write"
+        and not (principal.authenticated)
+    ):
+        raise Denied("TOOL_AUTH_REQUIRED", f"{entry.name} writes; authenticate first", status=401)
+
+
+def permissions(entry: ToolEntry, principal: Principal) -> None:
+    """Every declared permission needs a held ``(type, scope)`` or ``(type, "*")``."""
+    held = principal.permissions
+    missing = [
+        p.model_dump()
+        for p in entry.policy.permissions
+        if (p.type, p.scope) not in held and (p.type, "*") not in held
+    ]
+    if missing:
+        raise Denied(
+            "TOOL_PERMISSION_DENIED",
+            f"{entry.name} needs permission(s) not held",
+            status=403,
+            details={"missing": missing},
+        )
+
+
+def _parameters(schema: dict[str, Any]) -> dict[str, Any]:
+    described: dict[str, Any] = {}
+    for name, prop in schema.get("properties", {}).items():
+        info = {k: prop[k] for k in ("type", "enum", "minimum", "maximum") if k in prop}
+        described[name] = info
+    return described
+
+
+def normalise(
+    tool: RegisteredTool, arguments: dict[str, Any]
+) -> tuple[dict[str, Any], list[Repair], bool]:
+    """Arguments after schema-driven repair, the repairs made, and whether they are valid.
+
+    Computed before the gates so the idempotency fingerprint covers the normalised call.
+    """
+    validator = tool.input_validator
+    if validator.is_valid(arguments):
+        return arguments, [], True
+    repaired, repairs = repair(validator, arguments)
+    return repaired, repairs, bool(repairs) and validator.is_valid(repaired)
+
+
+def validate_input(tool: RegisteredTool, arguments: dict[str, Any], valid: bool) -> None:
+    """Deny arguments that are still invalid after repair. The denial lists the valid
+    parameters, the required ones and enum values so the caller can correct itself."""
+    if valid:
+        return
+    errors = list(tool.input_validator.iter_errors(arguments))
+    if not errors:
+        return
+    schema = tool.entry.input_schema
+    raise Denied(
+        "TOOL_INVALID_ARGUMENTS",
+        f"arguments do not match {tool.entry.name}'s input schema",
+        status=422,
+        details={
+            "errors": [
+                {
+                    "path": ".".join(str(p) for p in e.absolute_path) or "(arguments)",
+                    "message": e.message[:MAX_MESSAGE_CHARS],
+                }
+                for e in errors[:MAX_REPORTED_ERRORS]
+            ],
+            "parameters": _parameters(schema),
+            "required": list(schema.get("required", [])),
+        },
+    )
+
+
+def egress(entry: ToolEntry, allowlist: Iterable[str]) -> None:
+    """Every declared host must be allow-listed; an empty allowlist denies every host."""
+    allowed = {host.lower() for host in allowlist}
+    denied = [host for host in entry.policy.egressHosts if host.lower() not in allowed]
+    if denied:
+        raise Denied(
+            "TOOL_EGRESS_DENIED",
+            f"{entry.name} declares host(s) outside the egress allowlist",
+            status=403,
+            details={"hosts": denied},
+        )
+
+
+def _discard(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.debug("abandoned adapter ended with %r", task.exception())
+
+
+async def execute(tool: RegisteredTool, arguments: dict[str, Any]) -> Outcome:
+    """Run the adapter; stop waiting at ``policy.timeoutMs`` whatever the adapter does.
+
+    The adapter runs as its own task and is cancelled at the deadline; the call does not
+    wait for the cancellation to be honoured. A write that timed out may or may not have
+    taken effect, so its timeout is not retryable.
+    """
+    policy = tool.entry.policy
+    task = asyncio.ensure_future(tool.adapter(arguments))
+    try:
+        done, _ = await asyncio.wait({task}, timeout=policy.timeoutMs / 1000)
+    finally:
+        if not task.done():
+            task.cancel()
+            task.add_done_callback(_discard)
+    if not done:
+        write = policy.sideEffect == "write"
+        return Outcome(
+            "timeout",
+            error=ToolFailure(
+                "TOOL_TIMEOUT",
+                f"{tool.entry.name} did not finish within {policy.timeoutMs} ms",
+                retryable=not write,
+                details={
+                    "timeoutMs": policy.timeoutMs,
+                    "remoteState": "unknown" if write else "none",
+                },
+            ).to_dict(),
+        )
+    try:
+        return Outcome("completed", result=task.result())
+    except ToolFailure as failure:
+        return Outcome("failed", error=failure.to_dict())
+    except Exception as exc:  # an adapter bug must become a result, never leak
+        logger.warning("adapter for %s raised", tool.entry.name, exc_info=exc)
+        message = f"{tool.entry.name} adapter raised {type(exc).__name__}"
+        return Outcome("failed", error=ToolFailure("TOOL_ADAPTER_ERROR", message).to_dict())
+
+
+def validate_output(validator: Draft202012Validator, result: Any) -> dict[str, Any] | None:
+    """``None`` when the result is JSON data matching the output schema, else an error."""
+    try:
+        json.dumps(result, allow_nan=False)
+    except (TypeError, ValueError):
+        return ToolFailure("TOOL_OUTPUT_INVALID", "tool result is not JSON data").to_dict()
+    error = next(iter(validator.iter_errors(result)), None)
+    if error is None:
+        return None
+    return ToolFailure(
+        "TOOL_OUTPUT_INVALID",
+        "tool result does not match its output schema",
+        details={"path": ".".join(str(p) for p in error.absolute_path) or "(result)"},
+    ).to_dict()

@@ -1,0 +1,95 @@
+"""Registry entries, policies and the server-derived principal.
+
+Entries are strict pydantic models: unknown fields are rejected and no value is coerced
+(``"1"`` is not a version). Canonical names are namespaced lower-case
+(``robot.status``, ``api__weather__now``); provider names are the portable
+``[A-Za-z0-9_-]{1,64}`` form every provider accepts; aliases follow the call-envelope name
+alphabet. A ``ToolEntry`` never holds its adapter, so ``public()`` cannot leak one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+CANONICAL_NAME = r"^[a-z0-9][a-z0-9._-]{0,199}$"
+PROVIDER_NAME = r"^[A-Za-z0-9_-]{1,64}$"
+CALL_NAME = r"^[A-Za-z0-9._:-]{1,200}$"
+
+type Adapter = Callable[[dict[str, Any]], Awaitable[Any]]
+"""Gets validated arguments; returns a JSON-able result; raises ``ToolFailure``."""
+
+_STRICT = ConfigDict(extra="forbid", strict=True, validate_by_name=True, validate_by_alias=True)
+
+Token = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class Permission(BaseModel):
+    """A least-privilege permission a tool needs; a held ``(type, "*")`` covers any scope."""
+
+    model_config = _STRICT
+    type: Token
+    scope: Token
+
+
+class Policy(BaseModel):
+    """Who may see and call a tool, and what calling it does."""
+
+    model_config = _STRICT
+    scopes: Annotated[list[Token], Field(min_length=1)]
+    requiredCapabilities: list[Token] = []
+    sideEffect: Literal["read", "write"]
+    idempotent: bool
+    async_: bool = Field(default=False, alias="async")
+    confirmation: Literal["none", "required"] = "none"
+    risk: Literal["low", "medium", "high", "critical"] = "low"
+    permissions: list[Permission] = []
+    egressHosts: list[Annotated[str, Field(pattern=r"^[a-z0-9.:\[\]-]{1,253}$")]] = []
+    timeoutMs: Annotated[int, Field(ge=1, le=3_600_000)] = 30_000
+
+
+class ToolEntry(BaseModel):
+    """A ``portos_tool`` catalog entry. ``input_schema`` must be a closed object schema."""
+
+    model_config = _STRICT
+    type: Literal["portos_tool"] = "portos_tool"
+    name: Annotated[str, Field(pattern=CANONICAL_NAME)]
+    version: Annotated[int, Field(ge=1)] = 1
+    providerName: Annotated[str, Field(pattern=PROVIDER_NAME)]
+    aliases: list[Annotated[str, Field(pattern=CALL_NAME)]] = []
+    description: Annotated[str, Field(min_length=1, max_length=4000)]
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+    policy: Policy
+
+    @model_validator(mode="after")
+    def _closed_input(self) -> ToolEntry:
+        schema = self.input_schema
+        if schema.get("type") != "object" or schema.get("additionalProperties") is not False:
+            raise ValueError(
+                "input_schema must be closed: type 'object' with additionalProperties false"
+            )
+        return self
+
+    def names(self) -> frozenset[str]:
+        """Every name a call may use: canonical, provider and aliases."""
+        return frozenset({self.name, self.providerName, *self.aliases})
+
+    def public(self) -> dict[str, Any]:
+        """The portos catalog form (JSON-ready, ``async`` spelled as on the wire)."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Authority derived by the server for one caller; a request body can never claim it."""
+
+    id: str
+    scope: str
+    grants: frozenset[str] = frozenset()
+    permissions: frozenset[tuple[str, str]] = frozenset()
+    approvals: frozenset[str] = frozenset()
+    authenticated: bool = False

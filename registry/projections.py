@@ -1,0 +1,103 @@
+"""Mechanical provider projections of one entry, and the catalog ETag.
+
+OpenAI and Anthropic projections use ``providerName``, the form every provider accepts; the
+MCP projection does too, since several MCP clients restrict tool names to that alphabet, and
+carries the standard annotations derived from the policy. A call by any of these names
+resolves to the same entry.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+from registry.errors import RegistryError
+from registry.model import ToolEntry
+
+FORMATS = ("portos", "openai", "anthropic", "mcp")
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no whitespace, UTF-8 text: the form every hash here is taken over."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def etag(body: Any) -> str:
+    """``"base64url-no-pad(sha256(canonical JSON))"``, quoted as an HTTP entity tag."""
+    digest = hashlib.sha256(canonical_json(body).encode()).digest()
+    return '"' + base64.urlsafe_b64encode(digest).rstrip(b"=").decode() + '"'
+
+
+def mcp_annotations(entry: ToolEntry) -> dict[str, bool]:
+    """MCP tool annotations as a function of the policy alone."""
+    policy = entry.policy
+    return {
+        "readOnlyHint": policy.sideEffect == "read",
+        "destructiveHint": policy.sideEffect == "write" and policy.risk in ("high", "critical"),
+        "idempotentHint": policy.idempotent,
+        "openWorldHint": bool(policy.egressHosts),
+    }
+
+
+def _portos(entry: ToolEntry) -> dict[str, Any]:
+    return entry.public()
+
+
+def _openai(entry: ToolEntry) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": entry.providerName,
+            "description": entry.description,
+            "parameters": entry.input_schema,
+        },
+    }
+
+
+def _anthropic(entry: ToolEntry) -> dict[str, Any]:
+    return {
+        "name": entry.providerName,
+        "description": entry.description,
+        "input_schema": entry.input_schema,
+    }
+
+
+def _mcp(entry: ToolEntry) -> dict[str, Any]:
+    tool: dict[str, Any] = {
+        "name": entry.providerName,
+        "title": entry.name,
+        "description": entry.description,
+        "inputSchema": entry.input_schema,
+        "annotations": mcp_annotations(entry),
+    }
+    # MCP requires an outputSchema to describe an object; other result shapes go unadvertised.
+    if entry.output_schema.get("type") == "object":
+        tool["outputSchema"] = entry.output_schema
+    return tool
+
+
+_PROJECTIONS: dict[str, Callable[[ToolEntry], dict[str, Any]]] = {
+    "portos": _portos,
+    "openai": _openai,
+    "anthropic": _anthropic,
+    "mcp": _mcp,
+}
+
+
+def check_format(fmt: str) -> None:
+    """``RegistryError`` TOOL_INVALID_QUERY unless ``fmt`` is a known catalog format."""
+    if fmt not in _PROJECTIONS:
+        raise RegistryError(
+            "TOOL_INVALID_QUERY",
+            f"unknown catalog format {fmt!r}",
+            details={"field": "format", "allowed": list(FORMATS)},
+        )
+
+
+def project(entry: ToolEntry, fmt: str) -> dict[str, Any]:
+    """The entry in ``fmt``; ``RegistryError`` TOOL_INVALID_QUERY for an unknown format."""
+    check_format(fmt)
+    return _PROJECTIONS[fmt](entry)

@@ -1,0 +1,272 @@
+"""``RegistryService``: the one governed path from a call envelope to a tool adapter.
+
+HTTP, MCP and in-process callers all go through ``call``. Authority comes only from the
+``Principal`` the edge derives; the body names a tool and arguments, nothing else. See
+``registry.gates`` for the gate order and ``registry.idempotency`` for the retention windows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from registry import gates
+from registry.audit import AuditLog
+from registry.catalog import Catalog, RegisteredTool
+from registry.envelope import ToolCall, parse_call
+from registry.errors import RegistryError, ToolFailure
+from registry.idempotency import IdempotencyStore, fingerprint
+from registry.model import Adapter, Principal, ToolEntry
+from registry.projections import check_format, etag, project
+from registry.repair import Repair
+
+logger = logging.getLogger(__name__)
+
+type ToolResult = dict[str, Any]
+
+
+class RegistryService:
+    """Catalog, projections and governed calls over registered tools.
+
+    ``call`` returns a ``portos_tool_result`` for every gate outcome and raises
+    ``RegistryError`` only for a malformed envelope or key (400) and idempotency conflicts
+    or expiry (409).
+    """
+
+    def __init__(
+        self,
+        *,
+        audit: AuditLog | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        result_ttl_s: float = 3600,
+        max_results: int = 10_000,
+        require_auth_for_writes: bool = False,
+        egress_allowlist: frozenset[str] = frozenset(),
+    ) -> None:
+        self._catalog = Catalog()
+        self._audit = audit if audit is not None else AuditLog()
+        self._store = IdempotencyStore(
+            clock=clock, result_ttl_s=result_ttl_s, max_results=max_results
+        )
+        self._require_auth_for_writes = require_auth_for_writes
+        self._egress_allowlist = frozenset(host.lower() for host in egress_allowlist)
+        self._running: set[asyncio.Task[ToolResult]] = set()
+
+    @property
+    def audit(self) -> AuditLog:
+        """The audit log every outcome is recorded in."""
+        return self._audit
+
+    def register(self, entry: ToolEntry | Mapping[str, Any], adapter: Adapter) -> ToolEntry:
+        """Register a tool; ``RegistryError`` TOOL_REGISTRATION_CONFLICT on any name
+        collision, TOOL_REGISTRATION_INVALID for a malformed entry or schema."""
+        return self._catalog.register(entry, adapter)
+
+    def resolve(self, name: str) -> ToolEntry | None:
+        """The entry a canonical, provider or alias name refers to."""
+        tool = self._catalog.resolve(name)
+        return None if tool is None else tool.entry
+
+    def entries(
+        self,
+        *,
+        scope: str | None = None,
+        intent: str | None = None,
+        principal: Principal | None = None,
+    ) -> list[ToolEntry]:
+        """Entries in ``scope`` narrowed by ``intent``; with a principal, only the tools
+        whose required capabilities it holds."""
+        selected = self._catalog.filter(scope=scope, intent=intent)
+        if principal is None:
+            return selected
+        return [e for e in selected if set(e.policy.requiredCapabilities) <= principal.grants]
+
+    def catalog(
+        self,
+        *,
+        scope: str | None,
+        intent: str | None,
+        fmt: str,
+        principal: Principal | None = None,
+    ) -> tuple[dict[str, Any], str]:
+        """``({"format", "tools"}, etag)``; ``RegistryError`` TOOL_INVALID_QUERY for an
+        unknown format or an over-long intent."""
+        check_format(fmt)
+        tools = [
+            project(e, fmt) for e in self.entries(scope=scope, intent=intent, principal=principal)
+        ]
+        body = {"format": fmt, "tools": tools}
+        return body, etag(body)
+
+    def project(self, entry: ToolEntry, fmt: str) -> dict[str, Any]:
+        """``entry`` in portos, openai, anthropic or mcp form."""
+        return project(entry, fmt)
+
+    def get_call(self, request_id: str) -> ToolResult:
+        """The retained result; ``RegistryError`` 404 TOOL_CALL_NOT_FOUND when unknown,
+        expired or still running."""
+        result = self._store.get(request_id)
+        if result is None:
+            raise RegistryError(
+                "TOOL_CALL_NOT_FOUND",
+                "no retained result for this requestId",
+                status=404,
+                details={"requestId": request_id},
+            )
+        return dict(result)
+
+    async def call(
+        self,
+        body: Mapping[str, Any],
+        principal: Principal,
+        *,
+        idempotency_key: str | None = None,
+    ) -> ToolResult:
+        """Run one call through every gate and return its ``portos_tool_result``."""
+        started = time.perf_counter()
+        try:
+            call = parse_call(body, idempotency_key)
+            tool = self._catalog.resolve(call.name)
+            arguments, repairs, valid = (
+                gates.normalise(tool, call.arguments) if tool else (call.arguments, [], False)
+            )
+            canonical = tool.entry.name if tool else call.name
+            begin = self._store.begin(
+                call.requestId, fingerprint(canonical, arguments, principal.scope)
+            )
+        except RegistryError as exc:
+            self._record_refusal(body, principal, exc, started)
+            raise
+        if begin.action == "run":
+            task = asyncio.ensure_future(
+                self._run(call, tool, principal, arguments, repairs, valid, started)
+            )
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+            # The call completes and is retained even if this caller goes away.
+            return dict(await asyncio.shield(task))
+        if begin.action == "await":
+            assert begin.future is not None
+            result = await asyncio.shield(begin.future)
+        else:
+            assert begin.result is not None
+            result = begin.result
+        duplicate = {**result, "duplicate": True}
+        self._record(duplicate, principal, call.arguments, started)
+        return duplicate
+
+    async def _run(
+        self,
+        call: ToolCall,
+        tool: RegisteredTool | None,
+        principal: Principal,
+        arguments: dict[str, Any],
+        repairs: list[Repair],
+        valid: bool,
+        started: float,
+    ) -> ToolResult:
+        result: ToolResult | None = None
+        try:
+            result = await self._gated(call, tool, principal, arguments, repairs, valid)
+        except Exception as exc:  # a registry bug must still settle the call and its waiters
+            logger.exception("registry call %s failed internally", call.requestId)
+            error = ToolFailure("TOOL_INTERNAL_ERROR", type(exc).__name__).to_dict()
+            result = _result(call, tool, "failed", error=error)
+        finally:
+            if result is None:  # cancelled before settling: never run again
+                error = ToolFailure("TOOL_CALL_INTERRUPTED", "call was interrupted").to_dict()
+                result = _result(call, tool, "failed", error=error)
+            self._store.finish(call.requestId, result)
+            self._record(result, principal, call.arguments, started)
+        return result
+
+    async def _gated(
+        self,
+        call: ToolCall,
+        tool: RegisteredTool | None,
+        principal: Principal,
+        arguments: dict[str, Any],
+        repairs: list[Repair],
+        valid: bool,
+    ) -> ToolResult:
+        try:
+            tool = gates.lookup(self._catalog, call.name, call.version)
+            entry = tool.entry
+            gates.approval(entry, principal)
+            gates.capabilities(
+                entry, principal, require_auth_for_writes=self._require_auth_for_writes
+            )
+            gates.permissions(entry, principal)
+            gates.validate_input(tool, arguments, valid)
+            gates.egress(entry, self._egress_allowlist)
+        except gates.Denied as denied:
+            return _result(call, tool, "denied", error=denied.to_dict(), repairs=repairs)
+        outcome = await gates.execute(tool, arguments)
+        if outcome.state != "completed":
+            return _result(call, tool, outcome.state, error=outcome.error, repairs=repairs)
+        error = gates.validate_output(tool.output_validator, outcome.result)
+        if error is not None:
+            return _result(call, tool, "failed", error=error, repairs=repairs)
+        return _result(call, tool, "completed", value=outcome.result, repairs=repairs)
+
+    def _record(
+        self, result: ToolResult, principal: Principal, arguments: Mapping[str, Any], t0: float
+    ) -> None:
+        error = result.get("error")
+        self._audit.record(
+            request_id=result["requestId"],
+            name=result["name"],
+            principal_id=principal.id,
+            scope=principal.scope,
+            state=result["state"],
+            error_code=error["code"] if error else None,
+            duration_s=time.perf_counter() - t0,
+            argument_keys=arguments.keys(),
+            duplicate=result["duplicate"],
+        )
+
+    def _record_refusal(
+        self, body: Any, principal: Principal, exc: RegistryError, t0: float
+    ) -> None:
+        fields = body if isinstance(body, Mapping) else {}
+        request_id, name = fields.get("requestId"), fields.get("name")
+        arguments = fields.get("arguments")
+        self._audit.record(
+            request_id=request_id[:200] if isinstance(request_id, str) else None,
+            name=name[:200] if isinstance(name, str) else None,
+            principal_id=principal.id,
+            scope=principal.scope,
+            state="rejected",
+            error_code=exc.code,
+            duration_s=time.perf_counter() - t0,
+            argument_keys=[str(k)[:200] for k in arguments] if isinstance(arguments, dict) else (),
+        )
+
+
+def _result(
+    call: ToolCall,
+    tool: RegisteredTool | None,
+    state: str,
+    *,
+    value: Any = None,
+    error: dict[str, Any] | None = None,
+    repairs: list[Repair] | None = None,
+) -> ToolResult:
+    result: ToolResult = {
+        "type": "portos_tool_result",
+        "requestId": call.requestId,
+        "name": tool.entry.name if tool else call.name,
+        "version": tool.entry.version if tool else call.version,
+        "state": state,
+        "duplicate": False,
+    }
+    if state == "completed":
+        result["result"] = value
+    else:
+        result["error"] = error
+    if repairs:
+        result["repairs"] = repairs
+    return result
