@@ -1,0 +1,180 @@
+"""The versioned JSON service bundle (``schemaVersion: 1``) and its strict validation."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from registry.api_tools.errors import RegistryError
+
+SECRET_SLOT = re.compile(r"\{\{secret:([A-Za-z_][A-Za-z0-9_]*)\}\}")
+PATH_SLOT = re.compile(r"\{([^{}]*)\}")
+_IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
+_SNAKE = r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$"
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+Scalar = str | int | float | bool
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class Param(_Strict):
+    name: str = Field(pattern=_IDENT, max_length=64)
+    in_: Literal["path", "query", "header", "body"] = Field(alias="in")
+    required: bool = False
+    schema_: dict[str, Any] = Field(default_factory=lambda: {"type": "string"}, alias="schema")
+    description: str | None = None
+
+    @model_validator(mode="after")
+    def _header_name(self) -> Param:
+        if self.in_ == "header" and not _HEADER_NAME.match(self.name):
+            raise ValueError(f"header param name {self.name!r} is not a valid header name")
+        return self
+
+
+class Envelope(_Strict):
+    codeField: str | None = Field(default=None, min_length=1)
+    success: list[Scalar] = Field(default_factory=list)
+    payloadField: str | None = Field(default=None, min_length=1)
+    errorFields: list[str] = Field(default_factory=list)
+    treatBodyOnNon2xx: bool = False
+
+    @model_validator(mode="after")
+    def _code_needs_success(self) -> Envelope:
+        if self.codeField and not self.success:
+            raise ValueError("success must list at least one value when codeField is set")
+        return self
+
+
+class Response(_Strict):
+    type: Literal["json", "text"] = "json"
+    envelope: Envelope | None = None
+
+    @model_validator(mode="after")
+    def _envelope_needs_json(self) -> Response:
+        if self.envelope is not None and self.type != "json":
+            raise ValueError("envelope is only allowed with type 'json'")
+        return self
+
+
+class Tool(_Strict):
+    name: str = Field(pattern=_SNAKE, max_length=48)
+    description: str = Field(min_length=1, max_length=2000)
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "GET"
+    path: str = Field(pattern=r"^/", max_length=2000)
+    params: list[Param] = Field(default_factory=list)
+    body: Literal["json", "form"] = "json"
+    timeoutMs: int = Field(default=30_000, ge=100, le=120_000)
+    maxResultChars: int = Field(default=10_000, ge=100, le=1_000_000)
+    response: Response = Field(default_factory=Response)
+
+    @field_validator("path")
+    @classmethod
+    def _no_secret_in_path(cls, path: str) -> str:
+        if "{{" in path or "?" in path or "#" in path:
+            raise ValueError("path may hold only {param} slots (no secrets, query or fragment)")
+        return path
+
+    @model_validator(mode="after")
+    def _params_consistent(self) -> Tool:
+        names = [p.name for p in self.params]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate param names: {dupes}")
+        path_params = {p.name for p in self.params if p.in_ == "path"}
+        slots = PATH_SLOT.findall(self.path)
+        undeclared = [s for s in slots if s not in path_params]
+        if undeclared:
+            raise ValueError(f"path slots {undeclared} are not declared as 'path' params")
+        unused = sorted(path_params - set(slots))
+        if unused:
+            raise ValueError(f"path params {unused} have no slot in path")
+        if any(p.in_ == "path" and not p.required for p in self.params):
+            raise ValueError("path params must be required")
+        if self.method == "GET" and any(p.in_ == "body" for p in self.params):
+            raise ValueError("GET tools cannot declare body params")
+        return self
+
+
+class Bundle(_Strict):
+    schemaVersion: Literal[1]
+    name: str = Field(pattern=_SNAKE, max_length=48)
+    description: str | None = None
+    baseUrl: str = Field(max_length=2000)
+    headers: dict[str, str] = Field(default_factory=dict)
+    credentials: list[str] = Field(default_factory=list)
+    tools: list[Tool] = Field(min_length=1, max_length=200)
+
+    @field_validator("baseUrl")
+    @classmethod
+    def _base_url(cls, url: str) -> str:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an absolute http or https URL with a host")
+        if parts.username or parts.password or parts.query or parts.fragment or "{" in url:
+            raise ValueError("must not carry credentials, query, fragment or template slots")
+        return url.rstrip("/")
+
+    @field_validator("credentials")
+    @classmethod
+    def _credential_names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not re.match(_IDENT, name):
+                raise ValueError(f"credential name {name!r} is not an identifier")
+        return names
+
+    @model_validator(mode="after")
+    def _headers_and_tools(self) -> Bundle:
+        for key, value in self.headers.items():
+            if not _HEADER_NAME.match(key) or "\r" in value or "\n" in value:
+                raise ValueError(f"headers.{key}: invalid header name or value")
+            for ref in SECRET_SLOT.findall(value):
+                if ref not in self.credentials:
+                    raise ValueError(f"headers.{key}: secret {ref!r} is not in credentials")
+        lowered = {k.lower() for k in self.headers}
+        names = [t.name for t in self.tools]
+        for tool in self.tools:
+            if names.count(tool.name) > 1:
+                raise ValueError(f"duplicate tool name {tool.name!r}")
+            for param in tool.params:
+                if param.in_ == "header" and param.name.lower() in lowered | {"host"}:
+                    raise ValueError(
+                        f"tool {tool.name!r}: header param {param.name!r} shadows a bundle header"
+                    )
+        return self
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.baseUrl).hostname or ""
+
+    def tool(self, name: str) -> Tool:
+        for tool in self.tools:
+            if tool.name == name:
+                return tool
+        raise RegistryError(
+            "API_TOOL_NOT_FOUND", f"service {self.name!r} has no tool {name!r}", status=404
+        )
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "<root>"
+
+
+def parse_bundle(data: Any) -> Bundle:
+    """Validate a bundle document; errors name each failing field."""
+    try:
+        return Bundle.model_validate(data)
+    except ValidationError as exc:
+        errors = [{"field": _field(e["loc"]), "message": e["msg"]} for e in exc.errors()]
+        summary = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
+        raise RegistryError(
+            "API_BUNDLE_INVALID",
+            f"invalid API bundle: {summary}",
+            status=422,
+            details={"errors": errors},
+        ) from None

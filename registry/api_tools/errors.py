@@ -1,0 +1,12 @@
+"""Error types of the API-tools package, rooted in the registry's error tree."""
+
+from __future__ import annotations
+
+from registry.errors import RegistryError, ToolFailure
+
+
+class OutboundDenied(ToolFailure):
+    """The outbound policy refused a target (or the target could not be parsed)."""
+
+
+__all__ = ["OutboundDenied", "RegistryError", "ToolFailure"]

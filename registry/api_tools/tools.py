@@ -1,0 +1,183 @@
+"""Turn a bundle into registry entries + adapters; probe and save-time host checks."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from registry.api_tools.addresses import parse_host
+from registry.api_tools.bundle import Bundle, Tool
+from registry.api_tools.client import ApiClient, execute, redact
+from registry.api_tools.errors import OutboundDenied, RegistryError, ToolFailure
+from registry.api_tools.outbound import METADATA_HOSTS, OutboundPolicy, Resolver, hard_denied
+from registry.api_tools.render import render
+from registry.api_tools.response import RawResponse, interpret
+
+Adapter = Callable[[dict[str, Any]], Awaitable[Any]]
+
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "status": {"type": "integer"},
+        "content": {"type": "string"},
+        "truncated": {"type": "boolean"},
+    },
+    "required": ["status", "content", "truncated"],
+    "additionalProperties": False,
+}
+
+
+def tool_name(bundle: Bundle, tool: Tool) -> str:
+    return f"api__{bundle.name}__{tool.name}"
+
+
+def input_schema(tool: Tool) -> dict[str, Any]:
+    properties: dict[str, Any] = {}
+    for param in tool.params:
+        schema = dict(param.schema_)
+        if param.description and "description" not in schema:
+            schema["description"] = param.description
+        properties[param.name] = schema
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": [p.name for p in tool.params if p.required],
+        "additionalProperties": False,
+    }
+
+
+def entry(bundle: Bundle, tool: Tool) -> dict[str, Any]:
+    """The ToolEntry-shaped dict for one bundle tool."""
+    read = tool.method == "GET"
+    name = tool_name(bundle, tool)
+    return {
+        "type": "portos_tool",
+        "name": name,
+        "version": 1,
+        "providerName": name,
+        "aliases": [],
+        "description": tool.description,
+        "input_schema": input_schema(tool),
+        "output_schema": OUTPUT_SCHEMA,
+        "policy": {
+            "scopes": ["agent", "ui"],
+            "requiredCapabilities": ["api.read" if read else "api.write"],
+            "sideEffect": "read" if read else "write",
+            "idempotent": tool.method in ("GET", "PUT", "DELETE"),
+            "async": False,
+            "confirmation": "none",
+            "risk": "low" if read else "medium",
+            "permissions": [],
+            "egressHosts": [bundle.host],
+            "timeoutMs": tool.timeoutMs,
+        },
+    }
+
+
+def _adapter(bundle: Bundle, tool: Tool, secrets: Mapping[str, str], client: ApiClient) -> Adapter:
+    async def call(arguments: dict[str, Any]) -> Any:
+        return await execute(bundle, tool, arguments, secrets=secrets, client=client)
+
+    return call
+
+
+def build_tools(
+    bundle: Bundle,
+    *,
+    secrets: Mapping[str, str],
+    policy: OutboundPolicy,
+    resolver: Resolver | None = None,
+    client: ApiClient | None = None,
+) -> list[tuple[dict[str, Any], Adapter]]:
+    """One (entry, adapter) pair per bundle tool, named ``api__<service>__<tool>``."""
+    client = client or ApiClient(policy, resolver=resolver)
+    return [(entry(bundle, tool), _adapter(bundle, tool, secrets, client)) for tool in bundle.tools]
+
+
+def check_saveable(bundle: Bundle, policy: OutboundPolicy) -> None:
+    """Refuse (409) a bundle whose host can never be dialed under ``policy``."""
+    try:
+        parsed = parse_host(bundle.host)
+    except OutboundDenied as exc:
+        raise RegistryError("API_BUNDLE_INVALID", exc.message, status=422) from None
+    blocked = parsed in METADATA_HOSTS if isinstance(parsed, str) else hard_denied(parsed)
+    if blocked or (policy.default == "deny" and not policy.names_host(bundle.host)):
+        why = "is a link-local or metadata target" if blocked else "matches no outbound rule"
+        raise RegistryError(
+            "API_BUNDLE_HOST_DENIED",
+            f"host {bundle.host!r} {why}; the outbound policy default is {policy.default!r}. "
+            "An administrator must add the host to the internal or external list.",
+            status=409,
+            details={"host": bundle.host, "default": policy.default},
+        )
+
+
+def _set_path(document: dict[str, Any], path: str, value: Any) -> None:
+    *parents, last = path.split(".")
+    for part in parents:
+        document = document.setdefault(part, {})
+    document[last] = value
+
+
+def sample_bodies(tool: Tool) -> dict[str, tuple[int, Any]]:
+    """Synthesised success and failure answers for a tool's response model."""
+    envelope = tool.response.envelope
+    if tool.response.type == "text":
+        return {"success": (200, "example text"), "failure": (500, "Internal Server Error")}
+    success: dict[str, Any] = {}
+    failure: dict[str, Any] = {}
+    payload = {"example": "value"}
+    if envelope is not None and envelope.codeField:
+        _set_path(success, envelope.codeField, envelope.success[0])
+        _set_path(failure, envelope.codeField, "probe-failure-code")
+        for field in envelope.errorFields[:1]:
+            _set_path(failure, field, "example upstream error")
+        if envelope.payloadField:
+            _set_path(success, envelope.payloadField, payload)
+        return {"success": (200, success), "failure": (200, failure)}
+    if envelope is not None and envelope.payloadField:
+        _set_path(success, envelope.payloadField, payload)
+        return {"success": (200, success), "failure": (500, {"error": "example"})}
+    return {"success": (200, payload), "failure": (500, {"error": "example"})}
+
+
+def preview(tool: Tool, status: int, body: Any) -> dict[str, Any]:
+    """What the model would see for one sample answer."""
+    is_text = isinstance(body, str)
+    raw = body.encode() if is_text else json.dumps(body).encode()
+    content_type = "text/plain" if is_text else "application/json"
+    try:
+        return {"ok": True, "result": interpret(tool, RawResponse(status, content_type, raw))}
+    except ToolFailure as failure:
+        return {"ok": False, "error": failure.to_dict()}
+
+
+async def probe(
+    bundle: Bundle,
+    name: str,
+    arguments: Mapping[str, Any],
+    *,
+    secrets: Mapping[str, str],
+    samples: Mapping[str, tuple[int, Any]] | None = None,
+    client: ApiClient | None = None,
+) -> dict[str, Any]:
+    """Render the request (secrets masked) and preview success and failure results.
+
+    With ``client`` the request is also sent for real and its outcome reported as ``live``.
+    """
+    tool = bundle.tool(name)
+    request = render(bundle, tool, arguments, secrets)
+    chosen = {**sample_bodies(tool), **(samples or {})}
+    report: dict[str, Any] = {
+        "tool": tool_name(bundle, tool),
+        "request": request.public(),
+        "preview": {kind: preview(tool, *chosen[kind]) for kind in ("success", "failure")},
+    }
+    if client is not None:
+        try:
+            result = await execute(bundle, tool, arguments, secrets=secrets, client=client)
+            report["live"] = {"ok": True, "result": result}
+        except ToolFailure as failure:
+            report["live"] = {"ok": False, "error": failure.to_dict()}
+    return redact(report, secrets)

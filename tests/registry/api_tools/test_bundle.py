@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from registry.api_tools.bundle import parse_bundle
+from registry.api_tools.errors import RegistryError
+
+GOOD_TOOL = {
+    "name": "get_item",
+    "description": "Fetch one item",
+    "path": "/items/{id}",
+    "params": [{"name": "id", "in": "path", "required": True}],
+}
+
+
+def _doc(**changes: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "schemaVersion": 1,
+        "name": "shop",
+        "baseUrl": "https://api.example.com/v1/",
+        "headers": {"Authorization": "Bearer {{secret:TOKEN}}"},
+        "credentials": ["TOKEN"],
+        "tools": [GOOD_TOOL],
+    }
+    doc.update(changes)
+    return doc
+
+
+def _tool(**changes: Any) -> dict[str, Any]:
+    return {**GOOD_TOOL, **changes}
+
+
+def test_valid_bundle_parses() -> None:
+    bundle = parse_bundle(_doc())
+    assert bundle.baseUrl == "https://api.example.com/v1"
+    assert bundle.host == "api.example.com"
+    assert bundle.tools[0].maxResultChars == 10_000
+    assert bundle.tools[0].response.type == "json"
+
+
+INVALID = [
+    (_doc(schemaVersion=2), "schemaVersion"),
+    (_doc(extra=1), "extra"),
+    (_doc(name="Bad Name"), "name"),
+    (_doc(name="a__b"), "name"),
+    (_doc(baseUrl="ftp://x.example"), "baseUrl"),
+    (_doc(baseUrl="https://user:pw@x.example"), "baseUrl"),
+    (_doc(baseUrl="https://x.example/?q=1"), "baseUrl"),
+    (_doc(baseUrl="https://{{secret:TOKEN}}.example"), "baseUrl"),
+    (_doc(tools=[]), "tools"),
+    (_doc(headers={"X-Key": "{{secret:OTHER}}"}), "not in credentials"),
+    (_doc(headers={"Bad Header": "v"}), "headers"),
+    (_doc(credentials=["not-an-ident"]), "credentials"),
+    (_doc(tools=[_tool(description="")]), "tools.0.description"),
+    (
+        _doc(tools=[{k: v for k, v in GOOD_TOOL.items() if k != "description"}]),
+        "tools.0.description",
+    ),
+    (_doc(tools=[_tool(path="/items/{other}")]), "not declared"),
+    (_doc(tools=[_tool(path="/items")]), "no slot"),
+    (_doc(tools=[_tool(path="/items/{id}?x={{secret:TOKEN}}")]), "tools.0.path"),
+    (_doc(tools=[_tool(method="TRACE")]), "tools.0.method"),
+    (_doc(tools=[_tool(body="multipart")]), "tools.0.body"),
+    (_doc(tools=[_tool(timeoutMs=0)]), "tools.0.timeoutMs"),
+    (_doc(tools=[_tool(maxResultChars=10)]), "tools.0.maxResultChars"),
+    (_doc(tools=[_tool(response={"type": "binary"})]), "tools.0.response.type"),
+    (_doc(tools=[_tool(response={"type": "text", "envelope": {}})]), "envelope"),
+    (_doc(tools=[_tool(response={"envelope": {"codeField": "code"}})]), "success"),
+    (_doc(tools=[_tool(params=[{"name": "id", "in": "cookie"}])]), "tools.0.params.0.in"),
+    (
+        _doc(
+            tools=[
+                _tool(
+                    params=[
+                        {"name": "id", "in": "path", "required": True},
+                        {"name": "id", "in": "query"},
+                    ]
+                )
+            ]
+        ),
+        "duplicate param",
+    ),
+    (_doc(tools=[_tool(params=[*GOOD_TOOL["params"], {"name": "q", "in": "body"}])]), "GET tools"),
+    (_doc(tools=[GOOD_TOOL, GOOD_TOOL]), "duplicate tool"),
+    (
+        _doc(
+            tools=[_tool(params=[*GOOD_TOOL["params"], {"name": "Authorization", "in": "header"}])]
+        ),
+        "shadows",
+    ),
+    (
+        _doc(tools=[_tool(params=[{"name": "id", "in": "path", "required": False}])]),
+        "must be required",
+    ),
+]
+
+
+@pytest.mark.parametrize(("document", "needle"), INVALID)
+def test_invalid_bundles_name_the_field(document: dict[str, Any], needle: str) -> None:
+    with pytest.raises(RegistryError) as info:
+        parse_bundle(document)
+    assert info.value.code == "API_BUNDLE_INVALID"
+    assert info.value.status == 422
+    assert needle in info.value.message
+    assert info.value.details["errors"]
+
+
+def test_loose_success_values_accepted() -> None:
+    envelope = {
+        "codeField": "status.code",
+        "success": [0, "0", True, 200.0],
+        "payloadField": "data",
+        "errorFields": ["msg"],
+    }
+    bundle = parse_bundle(_doc(tools=[_tool(response={"type": "json", "envelope": envelope})]))
+    assert bundle.tools[0].response.envelope is not None
