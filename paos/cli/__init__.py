@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from paos.cli import skill_commands, task_commands
+from paos.cli import serve_command, skill_commands, task_commands
 from paos.cli.context import Context
 from paos.dataflow import Dataflow, dora_environment
 from paos.errors import PaosError
@@ -61,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=_demo)
     skill_commands.register(commands)
     task_commands.register(commands)
+    serve_command.register(commands)
     return parser
 
 

@@ -1,0 +1,47 @@
+"""``doraforge serve``: the semantic tool registry (HTTP catalog and calls, MCP endpoint)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from paos.cli.context import Context
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    serve = commands.add_parser("serve", help="serve the tool registry and the MCP endpoint")
+    serve.add_argument("--host", default=None, help="listen address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="listen port (default 8765)")
+    serve.add_argument(
+        "--grant", action="append", default=[], metavar="NAME", help="grant a capability"
+    )
+    serve.add_argument(
+        "--approve", action="append", default=[], metavar="TOOL", help="approve a risky tool"
+    )
+    serve.add_argument(
+        "--home", type=Path, default=argparse.SUPPRESS, help="PAOS home (as the global option)"
+    )
+    serve.add_argument("--config", type=Path, default=None, help="a YAML or JSON config file")
+    serve.add_argument("--token-env", default=None, metavar="VAR", help="bearer token variable")
+    serve.set_defaults(handler=_serve)
+
+
+def _serve(ctx: Context, args: argparse.Namespace) -> int:
+    from registry.robot_tools import RobotTools
+    from registry.server import build_app, new_service, serve
+    from registry.settings import load_settings
+
+    settings = load_settings(
+        config=args.config,
+        environ=os.environ,
+        host=args.host,
+        port=args.port,
+        grants=args.grant,
+        approvals=args.approve,
+        token_env=args.token_env,
+    )
+    robot = RobotTools(ctx.home, ctx.service, ctx.runtime)
+    app = build_app(new_service(settings), settings, robot=robot)
+    serve(app, settings, say=ctx.out.say)
+    return 0

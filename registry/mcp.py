@@ -1,0 +1,353 @@
+"""Agent Tools over MCP: ``POST /mcp``, stateless Streamable HTTP with JSON responses.
+
+Transport rules run before any JSON-RPC: loopback socket callers only (never judged by
+headers), a loopback ``Origin`` when one is sent, an ``Accept`` that allows both
+``application/json`` and ``text/event-stream``, a supported ``MCP-Protocol-Version``.
+Tool failures and bad arguments come back as ``isError`` results; protocol faults as
+JSON-RPC errors. Every call runs through :meth:`RegistryService.call` as the ``agent``
+principal with the server's grants.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+import uuid
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import mcp.types as types
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from registry.errors import RegistryError
+from registry.http import bearer_state, read_json_body, server_principal
+from registry.settings import ServerSettings
+
+if TYPE_CHECKING:
+    from registry.service import RegistryService
+
+PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
+LATEST = PROTOCOL_VERSIONS[0]
+SERVER_NAME = "doraforge"
+SERVER_VERSION = "0.1.0"
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,200}$")
+
+
+class _Fault(Exception):
+    """A JSON-RPC protocol fault answered as an error object."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.data = code, message, data
+
+
+def is_loopback_host(host: str | None) -> bool:
+    """Whether ``host`` (a socket address) is an IPv4 or IPv6 loopback address."""
+    if not host:
+        return False
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback
+
+
+def _loopback_origin(origin: str) -> bool:
+    try:
+        hostname = urlsplit(origin).hostname
+    except ValueError:
+        return False
+    return hostname == "localhost" or is_loopback_host(hostname)
+
+
+def _accepts(header: str) -> bool:
+    kinds = {part.split(";", 1)[0].strip().lower() for part in header.split(",")}
+    json_ok = bool(kinds & {"application/json", "application/*", "*/*"})
+    sse_ok = bool(kinds & {"text/event-stream", "text/*", "*/*"})
+    return json_ok and sse_ok
+
+
+def _http_fault(status: int, code: str, message: str, **headers: str) -> JSONResponse:
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+    body["error"]["data"] = {"code": code}
+    return JSONResponse(body, status, headers=headers or None)
+
+
+def guard_caller(request: Request) -> JSONResponse | None:
+    """403 unless the socket peer is loopback and any ``Origin`` names a loopback host."""
+    if not is_loopback_host(request.client.host if request.client else None):
+        return _http_fault(403, "MCP_NOT_LOOPBACK", "only loopback callers are accepted")
+    origin = request.headers.get("origin")
+    if origin is not None and not _loopback_origin(origin):
+        return _http_fault(403, "MCP_ORIGIN_REJECTED", "the Origin is not a loopback origin")
+    return None
+
+
+def _transport_fault(request: Request, settings: ServerSettings) -> JSONResponse | None:
+    denied = guard_caller(request)
+    if denied is not None:
+        return denied
+    if not settings.mcp_enabled:
+        return _http_fault(403, "MCP_DISABLED", "the MCP endpoint is disabled")
+    if not _accepts(request.headers.get("accept", "")):
+        return _http_fault(
+            406, "MCP_NOT_ACCEPTABLE", "Accept must allow application/json and text/event-stream"
+        )
+    content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if content_type != "application/json":
+        return _http_fault(415, "MCP_UNSUPPORTED_MEDIA", "Content-Type must be application/json")
+    version = request.headers.get("mcp-protocol-version")
+    if version is not None and version not in PROTOCOL_VERSIONS:
+        return _http_fault(
+            400, "MCP_UNSUPPORTED_VERSION", f"unsupported MCP-Protocol-Version {version!r}"
+        )
+    return None
+
+
+def _error(message_id: Any, fault: _Fault) -> dict[str, Any]:
+    # Hand-built: JSON-RPC answers an unreadable request id with null, which the SDK's
+    # JSONRPCError model does not allow.
+    error = types.ErrorData(code=fault.code, message=fault.message, data=fault.data)
+    if not isinstance(message_id, str | int) or isinstance(message_id, bool):
+        message_id = None
+    return {"jsonrpc": "2.0", "id": message_id, "error": error.model_dump(exclude_none=True)}
+
+
+def _result(message_id: Any, result: types.Result | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(result, types.Result):
+        result = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return {"jsonrpc": "2.0", "id": message_id, "result": result}
+
+
+class McpEndpoint:
+    """The JSON-RPC dispatch of one server: initialize, ping, tools/list, tools/call."""
+
+    def __init__(self, service: RegistryService, settings: ServerSettings) -> None:
+        self.service = service
+        self.settings = settings
+
+    async def handle(self, request: Request) -> Response:
+        fault = _transport_fault(request, self.settings)
+        if fault is not None:
+            return fault
+        try:
+            authenticated = bearer_state(request, self.settings)
+            message = await read_json_body(request, self.settings.max_body_bytes)
+        except RegistryError as exc:
+            code = -32700 if exc.code == "INVALID_JSON" else -32600
+            body = _error(None, _Fault(code, exc.message, {"code": exc.code}))
+            return JSONResponse(body, exc.status)
+        if not isinstance(message, dict) or "method" not in message:
+            if isinstance(message, dict) and ("result" in message or "error" in message):
+                return Response(status_code=202)  # a client's response: nothing to answer
+            return JSONResponse(_error(None, _Fault(-32600, "not a JSON-RPC request")), 400)
+        if "id" not in message:
+            return Response(status_code=202)  # notifications are accepted, never answered
+        return JSONResponse(await self._dispatch(message, request, authenticated))
+
+    async def _dispatch(
+        self, message: dict[str, Any], request: Request, authenticated: bool
+    ) -> dict[str, Any]:
+        try:
+            parsed = types.JSONRPCRequest.model_validate(message)
+        except ValidationError:
+            return _error(message.get("id"), _Fault(-32600, "invalid JSON-RPC request"))
+        params = parsed.params or {}
+        try:
+            if parsed.method == "initialize":
+                return _result(parsed.id, self._initialize(params))
+            if parsed.method == "ping":
+                return _result(parsed.id, types.EmptyResult())
+            if parsed.method == "tools/list":
+                return _result(parsed.id, self._list_tools(authenticated))
+            if parsed.method == "tools/call":
+                key = request.headers.get("idempotency-key")
+                return _result(parsed.id, await self._call_tool(params, key, authenticated))
+            raise _Fault(-32601, f"method {parsed.method!r} is not supported")
+        except _Fault as fault:
+            return _error(parsed.id, fault)
+
+    def _initialize(self, params: dict[str, Any]) -> types.InitializeResult:
+        try:
+            request = types.InitializeRequestParams.model_validate(params)
+        except ValidationError as exc:
+            raise _Fault(-32602, "invalid initialize parameters", _problems(exc)) from exc
+        asked = str(request.protocolVersion)
+        return types.InitializeResult(
+            protocolVersion=asked if asked in PROTOCOL_VERSIONS else LATEST,
+            capabilities=types.ServerCapabilities(tools=types.ToolsCapability(listChanged=False)),
+            serverInfo=types.Implementation(name=SERVER_NAME, version=SERVER_VERSION),
+            instructions="doraforge semantic tools; robot grants are set by the server.",
+        )
+
+    def _principal(self, authenticated: bool) -> Any:
+        return server_principal(
+            self.service, self.settings, scope="agent", authenticated=authenticated
+        )
+
+    def _list_tools(self, authenticated: bool) -> dict[str, Any]:
+        return {"tools": advertised_tools(self.service, self.settings)}
+
+    async def _call_tool(
+        self, params: dict[str, Any], key: str | None, authenticated: bool
+    ) -> dict[str, Any]:
+        try:
+            request = types.CallToolRequestParams.model_validate(params)
+        except ValidationError as exc:
+            raise _Fault(-32602, "invalid tools/call parameters", _problems(exc)) from exc
+        if key is not None and not _REQUEST_ID.fullmatch(key.strip()):
+            raise _Fault(-32602, "Idempotency-Key must be 1-200 of [A-Za-z0-9._:-]")
+        request_id = key.strip() if key is not None else f"mcp-{uuid.uuid4().hex}"
+        body = {
+            "type": "portos_tool_call",
+            "requestId": request_id,
+            "name": request.name,
+            "arguments": request.arguments or {},
+        }
+        try:
+            outcome = await self.service.call(
+                body, self._principal(authenticated), idempotency_key=request_id
+            )
+        except RegistryError as exc:
+            if exc.status == 409:
+                raise _Fault(-32000, exc.message, exc.to_dict()) from exc
+            return _tool_error(exc.to_dict(), request_id)
+        return tool_result(outcome, self.settings)
+
+
+def _problems(exc: ValidationError) -> list[dict[str, Any]]:
+    return [{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors()[:5]]
+
+
+def advertised_tools(service: RegistryService, settings: ServerSettings) -> list[dict[str, Any]]:
+    """The MCP projection of every agent-scope tool the server's grants allow."""
+    principal = server_principal(service, settings, scope="agent", authenticated=False)
+    entries = service.entries(scope="agent", principal=principal)
+    return [service.project(entry, "mcp") for entry in entries]
+
+
+def _tool_error(error: dict[str, Any], request_id: str) -> dict[str, Any]:
+    text = f"{error.get('code')}: {error.get('message')}"
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        structuredContent={"ok": False, "error": error},
+        isError=True,
+        _meta={"doraforge/requestId": request_id},
+    ).model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def tool_result(outcome: dict[str, Any], settings: ServerSettings) -> dict[str, Any]:
+    """A ``portos_tool_result`` as an MCP ``CallToolResult`` within the result budgets."""
+    meta = {
+        "doraforge/requestId": outcome.get("requestId"),
+        "doraforge/duplicate": bool(outcome.get("duplicate")),
+        "doraforge/state": outcome.get("state"),
+    }
+    if outcome.get("state") != "completed":
+        result = _tool_error(outcome.get("error") or {}, str(outcome.get("requestId")))
+        result["_meta"] = meta
+        return result
+    value = outcome.get("result")
+    structured = value if isinstance(value, dict) else {"result": value}
+    bounded, truncated = apply_budget(
+        structured, max_chars=settings.max_result_chars, max_items=settings.max_result_items
+    )
+    meta["doraforge/truncated"] = truncated
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=_dumps(bounded))],
+        structuredContent=bounded,
+        isError=False,
+        _meta=meta,
+    ).model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _cap_items(value: Any, max_items: int) -> tuple[Any, bool]:
+    if isinstance(value, list):
+        capped = [_cap_items(v, max_items) for v in value[:max_items]]
+        return [v for v, _ in capped], len(value) > max_items or any(t for _, t in capped)
+    if isinstance(value, dict):
+        pairs = {k: _cap_items(v, max_items) for k, v in value.items()}
+        return {k: v for k, (v, _) in pairs.items()}, any(t for _, t in pairs.values())
+    return value, False
+
+
+def _cap_strings(value: Any, limit: int) -> Any:
+    if isinstance(value, str) and len(value) > limit:
+        return value[:limit]
+    if isinstance(value, list):
+        return [_cap_strings(v, limit) for v in value]
+    if isinstance(value, dict):
+        return {k: _cap_strings(v, limit) for k, v in value.items()}
+    return value
+
+
+def apply_budget(
+    structured: dict[str, Any], *, max_chars: int, max_items: int
+) -> tuple[dict[str, Any], bool]:
+    """``structured`` with lists capped at ``max_items`` and its JSON within ``max_chars``.
+
+    A truncated result carries ``truncated: true`` (plus ``originalChars`` when characters
+    were cut) so partial data never looks complete.
+    """
+    capped, truncated = _cap_items(structured, max_items)
+    original = len(_dumps(structured))
+    limit = max_chars
+    while len(_dumps(capped)) > max_chars - 64 and limit > 16:
+        limit //= 2
+        capped = _cap_strings(capped, limit)
+        truncated = True
+    if len(_dumps(capped)) > max_chars - 64:
+        preview = _dumps(structured)[: max_chars // 2]
+        capped = {"preview": preview}
+        truncated = True
+    if truncated:
+        capped = {**capped, "truncated": True, "originalChars": original}
+    return capped, truncated
+
+
+def manifest(service: RegistryService, settings: ServerSettings) -> dict[str, Any]:
+    """What ``GET /api/agent-context/manifest`` reports (readable while MCP is disabled)."""
+    return {
+        "enabled": settings.mcp_enabled,
+        "endpoint": "/mcp",
+        "protocolVersions": list(PROTOCOL_VERSIONS),
+        "grants": sorted(settings.grants),
+        "approvals": sorted(settings.approvals),
+        "authentication": "bearer" if settings.token is not None else "none",
+        "limits": {
+            "maxResultChars": settings.max_result_chars,
+            "maxResultItems": settings.max_result_items,
+            "maxBodyBytes": settings.max_body_bytes,
+        },
+        "tools": advertised_tools(service, settings),
+    }
+
+
+def mount_mcp(app: FastAPI, service: RegistryService, settings: ServerSettings) -> None:
+    """Add ``/mcp`` and ``/api/agent-context/manifest`` to ``app``."""
+    endpoint = McpEndpoint(service, settings)
+
+    @app.post("/mcp")
+    async def mcp_post(request: Request) -> Response:
+        return await endpoint.handle(request)
+
+    @app.api_route("/mcp", methods=["GET", "DELETE"])
+    async def mcp_other(request: Request) -> Response:
+        denied = guard_caller(request)
+        if denied is not None:
+            return denied
+        return _http_fault(405, "MCP_METHOD_NOT_ALLOWED", "only POST is supported", Allow="POST")
+
+    @app.get("/api/agent-context/manifest")
+    async def agent_manifest(request: Request) -> Response:
+        denied = guard_caller(request)
+        return denied if denied is not None else JSONResponse(manifest(service, settings))

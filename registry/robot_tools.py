@@ -1,0 +1,232 @@
+"""The PAOS robot tools as governed semantic tools: ``forge.*`` entries over ``paos``.
+
+Every ``forge_*`` agent tool of :mod:`paos.agent_tools` becomes ``forge.<rest>`` with its
+provider name kept, reads under ``robot.read`` and writes under ``robot.write``; anything
+that moves the robot (starting an Action or a Session) is ``high`` risk and needs an
+explicit approval. Three context reads join them: installed skills, runtime status and a
+running skill's tool contexts. An agent tool's ``{ok: false}`` answer becomes a
+:class:`~registry.errors.ToolFailure`; the registry never sees a PAOS exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from paos.agent_tools import TOOLS, AgentTool
+from paos.errors import PaosError
+from paos.home import PaosHome
+from registry.errors import ToolFailure
+
+if TYPE_CHECKING:
+    from registry.service import RegistryService
+
+READ = "robot.read"
+WRITE = "robot.write"
+SCOPES = ["agent", "ui"]
+_OUTPUT = {"type": "object"}
+_WRITES = {
+    "forge_tool_start_action": "high",
+    "forge_tool_start_session": "high",
+    "forge_tool_cancel_action": "medium",
+    "forge_tool_stop_session": "medium",
+    "forge_task_create": "medium",
+    "forge_task_begin_revision": "medium",
+    "forge_task_finalize": "medium",
+    "forge_task_cancel": "medium",
+}
+_TIMEOUTS_MS = {"forge_task_finalize": 180_000, "forge_task_cancel": 120_000}
+_SKILL = {"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,63}$"}
+
+type TaskServiceFactory = Callable[[], Any]
+
+
+def _entry(
+    name: str, provider: str, description: str, schema: dict[str, Any], risk: str | None
+) -> dict[str, Any]:
+    write = risk is not None
+    return {
+        "name": name,
+        "providerName": provider,
+        "aliases": [],
+        "description": description,
+        "input_schema": schema,
+        "output_schema": _OUTPUT,
+        "policy": {
+            "scopes": SCOPES,
+            "requiredCapabilities": [WRITE if write else READ],
+            "sideEffect": "write" if write else "read",
+            "idempotent": not write,
+            "risk": risk or "low",
+            "timeoutMs": _TIMEOUTS_MS.get(provider, 30_000),
+        },
+    }
+
+
+def _as_object(data: Any) -> dict[str, Any]:
+    return data if isinstance(data, dict) else {"value": data}
+
+
+@dataclass
+class RobotTools:
+    """The adapters' shared state: the PAOS home and one lazily opened TaskService."""
+
+    home: PaosHome
+    task_service_factory: TaskServiceFactory
+    runtime_factory: Callable[[], Any] | None = None
+    _task_service: Any = field(default=None, repr=False)
+
+    def task_service(self) -> Any:
+        """The TaskService, opened on first use (inside the server's event loop)."""
+        if self._task_service is None:
+            self._task_service = self.task_service_factory()
+        return self._task_service
+
+    async def aclose(self) -> None:
+        """Close the TaskService when one was opened."""
+        service, self._task_service = self._task_service, None
+        if service is not None:
+            await service.aclose()
+            service.store.close()
+
+    def agent_adapter(self, tool: AgentTool) -> Callable[[dict[str, Any]], Awaitable[Any]]:
+        async def adapter(arguments: dict[str, Any]) -> Any:
+            answer = await tool(self.task_service(), arguments)
+            if not answer["ok"]:
+                error = answer["error"]
+                details = {k: v for k, v in error.items() if k not in ("code", "message")}
+                raise ToolFailure(
+                    error["code"],
+                    error["message"],
+                    retryable=bool(error.get("retryable")),
+                    details=details,
+                )
+            return _as_object(answer["data"])
+
+        return adapter
+
+    async def installed_skills(self, _arguments: dict[str, Any]) -> dict[str, Any]:
+        return {"skills": await asyncio.to_thread(_installed, self.home)}
+
+    async def runtime_status(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        return {"runtimes": await asyncio.to_thread(self._runtimes, arguments.get("skill"))}
+
+    def _runtimes(self, skill: str | None) -> list[dict[str, Any]]:
+        from paos.skills.runtime_state import all_states
+
+        try:
+            runtime = (self.runtime_factory or _default_runtime(self.home))()
+            if skill is not None:
+                state = runtime.status(skill)
+                states = [] if state is None else [state]
+            else:
+                states = [runtime.status(s.name) for s in all_states(self.home.runtime_dir)]
+        except PaosError as exc:
+            raise ToolFailure(exc.code, exc.message, retryable=exc.retryable) from exc
+        return [s.model_dump(mode="json") for s in states if s is not None]
+
+    async def tool_contexts(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        from paos.client import ForgeToolClient
+        from paos.skills.manifest import load_manifest
+
+        try:
+            bundle = self.home.skills_dir / arguments["skill"] / "current"
+            manifest = await asyncio.to_thread(load_manifest, bundle)
+            async with ForgeToolClient(manifest.gateway_url) as client:
+                listing = await client.list_tools()
+                contexts = {}
+                for tool in listing.get("tools", []):
+                    contexts[tool["tool_id"]] = await client.context(tool["tool_id"])
+        except PaosError as exc:
+            raise ToolFailure(exc.code, exc.message, retryable=exc.retryable) from exc
+        return {
+            "gateway_url": manifest.gateway_url,
+            "tools": listing.get("tools", []),
+            "contexts": contexts,
+        }
+
+
+def _default_runtime(home: PaosHome) -> Callable[[], Any]:
+    def build() -> Any:
+        from paos.skills.runtime import RuntimeManager
+
+        return RuntimeManager(home)
+
+    return build
+
+
+def _installed(home: PaosHome) -> list[dict[str, Any]]:
+    from paos.skills.manifest import load_manifest
+
+    skills: list[dict[str, Any]] = []
+    if not home.skills_dir.is_dir():
+        return skills
+    for skill_dir in sorted(home.skills_dir.iterdir()):
+        current = skill_dir / "current"
+        if skill_dir.name.startswith(".") or not current.is_dir():
+            continue
+        try:
+            manifest = load_manifest(current)
+        except PaosError as exc:
+            skills.append({"name": skill_dir.name, "error": {"code": exc.code}})
+            continue
+        skills.append(
+            {
+                "name": manifest.name,
+                "version": manifest.version,
+                "gateway_url": manifest.gateway_url,
+            }
+        )
+    return skills
+
+
+def _context_entries(tools: RobotTools) -> list[tuple[dict[str, Any], Any]]:
+    closed = {"type": "object", "additionalProperties": False}
+    return [
+        (
+            _entry(
+                "forge.skills.installed",
+                "forge_skills_installed",
+                "List the installed skills of this PAOS home: name, version, Gateway URL.",
+                {**closed, "properties": {}},
+                None,
+            ),
+            tools.installed_skills,
+        ),
+        (
+            _entry(
+                "forge.runtime.status",
+                "forge_runtime_status",
+                "Runtime state of one installed skill (or all recorded ones), live-checked.",
+                {**closed, "properties": {"skill": _SKILL}},
+                None,
+            ),
+            tools.runtime_status,
+        ),
+        (
+            _entry(
+                "forge.tool_contexts",
+                "forge_tool_contexts",
+                "Every tool of a skill's Gateway with its live context (readiness, binding).",
+                {**closed, "required": ["skill"], "properties": {"skill": _SKILL}},
+                None,
+            ),
+            tools.tool_contexts,
+        ),
+    ]
+
+
+def register_robot_tools(service: RegistryService, tools: RobotTools) -> list[str]:
+    """Register every ``forge.*`` tool on ``service``; returns the canonical names."""
+    names = []
+    for provider, tool in TOOLS.items():
+        canonical = "forge." + provider.removeprefix("forge_")
+        entry = _entry(
+            canonical, provider, tool.description, tool.input_schema, _WRITES.get(provider)
+        )
+        names.append(service.register(entry, tools.agent_adapter(tool)).name)
+    for entry, adapter in _context_entries(tools):
+        names.append(service.register(entry, adapter).name)
+    return names

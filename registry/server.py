@@ -1,0 +1,103 @@
+"""The registry server behind ``doraforge serve``: one app, one service, one uvicorn.
+
+:func:`build_app` assembles the HTTP catalog and call routes, the MCP endpoint, the agent
+manifest, and (when the package is present) the declarative API-tools routes over a single
+:class:`RegistryService`. :func:`serve` runs it on the configured loopback address.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import uvicorn
+from fastapi import FastAPI
+
+from registry.http import create_app
+from registry.mcp import mount_mcp
+from registry.robot_tools import RobotTools, register_robot_tools
+from registry.settings import ServerSettings
+
+if TYPE_CHECKING:
+    from registry.service import RegistryService
+
+type Say = Callable[[str], None]
+
+
+def new_service(settings: ServerSettings) -> RegistryService:
+    """A service whose writes need authentication exactly when a token is configured."""
+    from registry.service import RegistryService
+
+    return RegistryService(require_auth_for_writes=settings.token is not None)
+
+
+def _mount_api_tools(app: FastAPI, service: RegistryService) -> bool:
+    try:
+        routes = importlib.import_module("registry.api_tools.routes")
+    except ModuleNotFoundError as exc:
+        if exc.name != "registry.api_tools.routes":
+            raise
+        return False
+    factory = getattr(routes, "create_router", None)
+    if factory is not None:
+        wants = inspect.signature(factory).parameters
+        router = factory(service) if wants else factory()
+    else:
+        router = getattr(routes, "router", None)
+    if router is None:
+        return False
+    app.include_router(router)
+    return True
+
+
+def build_app(
+    service: RegistryService, settings: ServerSettings, *, robot: RobotTools | None = None
+) -> FastAPI:
+    """The whole server app; ``robot`` tools (when given) are registered and closed with it."""
+    if robot is not None:
+        register_robot_tools(service, robot)
+    app = create_app(service, settings)
+    mount_mcp(app, service, settings)
+    _mount_api_tools(app, service)
+    if robot is not None:
+        app.router.lifespan_context = _closing(robot)
+    return app
+
+
+def _closing(robot: RobotTools) -> Callable[[FastAPI], Any]:
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await robot.aclose()
+
+    return lifespan
+
+
+def uvicorn_config(app: FastAPI, host: str, port: int) -> uvicorn.Config:
+    """The uvicorn config; forwarding headers are never trusted, since the MCP loopback
+    check must judge the socket peer (uvicorn would otherwise rewrite the client address
+    from ``X-Forwarded-For`` sent by a local proxy)."""
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        ws="none",
+        proxy_headers=False,
+        server_header=False,
+    )
+
+
+def serve(app: FastAPI, settings: ServerSettings, *, say: Say = print) -> None:
+    """Run ``app`` under uvicorn until interrupted; says where it listens."""
+    config = uvicorn_config(app, settings.host, settings.port)
+    server = uvicorn.Server(config)
+    grants = ", ".join(sorted(settings.grants)) or "none"
+    say(f"registry on http://{settings.host}:{settings.port} (MCP at /mcp) · grants: {grants}")
+    server.run()

@@ -1,0 +1,134 @@
+"""Settings of the registry server (``doraforge serve``): where it listens and what it grants.
+
+Built once at the entry point from command-line options and an optional strict YAML or
+JSON config file; below that, code takes a :class:`ServerSettings`. The bearer token itself
+never lives in the config file, only the name of the environment variable that holds it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+ROBOT_GRANTS = frozenset({"robot.read", "robot.write"})
+_GRANT_PATTERN = r"^[a-z][a-z0-9_.-]{0,63}$"
+
+
+class SettingsError(ValueError):
+    """A config file or option that cannot be used; the message names the field."""
+
+
+class ServerSettings(BaseModel):
+    """What the server listens on, which capabilities it grants, and its result budgets.
+
+    ``grants`` are the capabilities every caller of this server holds (both default off).
+    ``approvals`` are tool names approved for high/critical risk; ``"*"`` approves every
+    registered tool. ``token`` (when set) is required for writes over HTTP and MCP.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    host: str = "127.0.0.1"
+    port: int = Field(8765, ge=0, le=65535)
+    grants: frozenset[str] = frozenset()
+    approvals: frozenset[str] = frozenset()
+    token: str | None = Field(None, min_length=16, repr=False)
+    mcp_enabled: bool = True
+    max_result_chars: int = Field(20_000, ge=256, le=1_000_000)
+    max_result_items: int = Field(25, ge=1, le=10_000)
+    max_body_bytes: int = Field(1_048_576, ge=1024, le=64 * 1_048_576)
+
+    @field_validator("grants")
+    @classmethod
+    def _grant_names(cls, grants: frozenset[str]) -> frozenset[str]:
+        import re
+
+        for grant in grants:
+            if not re.fullmatch(_GRANT_PATTERN, grant):
+                raise ValueError(f"grant {grant!r} is not a capability name")
+        return grants
+
+
+class _ConfigFile(BaseModel):
+    """The config file's closed schema (every key optional)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str | None = None
+    port: int | None = None
+    grants: list[str] | None = None
+    approvals: list[str] | None = None
+    token_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    mcp_enabled: bool | None = None
+    max_result_chars: int | None = None
+    max_result_items: int | None = None
+
+
+def _read_config(path: Path) -> _ConfigFile:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SettingsError(f"{path}: cannot read the config file ({exc.strerror})") from exc
+    try:
+        raw = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise SettingsError(f"{path}: not valid {path.suffix.lstrip('.') or 'YAML'}") from exc
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise SettingsError(f"{path}: the config file must be a mapping")
+    try:
+        return _ConfigFile.model_validate(raw)
+    except ValidationError as exc:
+        raise SettingsError(f"{path}: {_first_problem(exc)}") from exc
+
+
+def _first_problem(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    field = ".".join(str(p) for p in error["loc"]) or "(root)"
+    return f"{field}: {error['msg']}"
+
+
+def load_settings(
+    *,
+    config: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    host: str | None = None,
+    port: int | None = None,
+    grants: list[str] | None = None,
+    approvals: list[str] | None = None,
+    token_env: str | None = None,
+) -> ServerSettings:
+    """Settings from ``config`` overridden by explicit options (grants and approvals add up).
+
+    Raises :class:`SettingsError` naming the file and field on any problem, including a
+    ``token_env`` that names an unset or empty variable.
+    """
+    file = _read_config(config) if config is not None else _ConfigFile()
+    values: dict[str, Any] = {
+        k: v
+        for k, v in file.model_dump(exclude={"grants", "approvals", "token_env"}).items()
+        if v is not None
+    }
+    if host is not None:
+        values["host"] = host
+    if port is not None:
+        values["port"] = port
+    values["grants"] = frozenset((file.grants or []) + (grants or []))
+    values["approvals"] = frozenset((file.approvals or []) + (approvals or []))
+    variable = token_env or file.token_env
+    if variable is not None:
+        token = (environ or {}).get(variable)
+        if not token:
+            raise SettingsError(f"token_env: the environment variable {variable} is not set")
+        values["token"] = token
+    try:
+        return ServerSettings.model_validate(values)
+    except ValidationError as exc:
+        where = f"{config}: " if config is not None else ""
+        raise SettingsError(f"{where}{_first_problem(exc)}") from exc

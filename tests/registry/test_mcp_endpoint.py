@@ -1,0 +1,232 @@
+"""POST /mcp over a real socket: the official MCP SDK client, transport rules, grants,
+idempotency and result budgets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from registry.settings import ServerSettings
+from tests.registry.test_server_support import TOKEN, DemoTools, demo_app, running
+
+ACCEPT = "application/json, text/event-stream"
+BOTH = frozenset({"robot.read", "robot.write"})
+
+
+def _rpc(method: str, params: dict[str, Any] | None = None, ident: int = 1) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def _post(base: str, body: Any, **headers: str) -> httpx.Response:
+    sent = {"accept": ACCEPT, "content-type": "application/json", **headers}
+    return httpx.post(f"{base}/mcp", json=body, headers=sent, timeout=10)
+
+
+@pytest.fixture
+def tools() -> DemoTools:
+    return DemoTools()
+
+
+@pytest.fixture
+def base(tools: DemoTools) -> Any:
+    with running(demo_app(ServerSettings(grants=BOTH), tools)) as url:
+        yield url
+
+
+@pytest.mark.anyio
+async def test_the_official_sdk_client_initializes_lists_and_calls(base: str) -> None:
+    async with (
+        streamable_http_client(f"{base}/mcp") as (read, write, _session_id),
+        ClientSession(read, write) as session,
+    ):
+        init = await session.initialize()
+        assert init.serverInfo.name == "doraforge"
+        assert init.protocolVersion in ("2025-11-25", "2025-06-18", "2025-03-26")
+        await session.send_ping()
+        listed = await session.list_tools()
+        names = {tool.name for tool in listed.tools}
+        assert names == {"demo_echo", "demo_big", "demo_write", "demo_fail"}
+        echo = next(tool for tool in listed.tools if tool.name == "demo_echo")
+        assert echo.annotations is not None
+        assert echo.annotations.readOnlyHint is True
+        result = await session.call_tool("demo_echo", {"text": "hi"})
+        assert result.isError is False
+        assert result.structuredContent == {"text": "hi"}
+
+
+@pytest.mark.anyio
+async def test_tool_failures_and_bad_arguments_are_is_error_results(base: str) -> None:
+    async with (
+        streamable_http_client(f"{base}/mcp") as (read, write, _session_id),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        failed = await session.call_tool("demo_fail", {})
+        assert failed.isError is True
+        assert failed.structuredContent is not None
+        assert failed.structuredContent["error"]["code"] == "DEMO_BROKEN"
+        bad = await session.call_tool("demo_echo", {"text": 12, "other": 1})
+        assert bad.isError is True
+        unknown = await session.call_tool("nope_tool", {})
+        assert unknown.isError is True
+
+
+def test_get_and_delete_are_405_with_allow_post(base: str) -> None:
+    for method in ("GET", "DELETE"):
+        answer = httpx.request(method, f"{base}/mcp", headers={"accept": ACCEPT}, timeout=10)
+        assert answer.status_code == 405
+        assert answer.headers["allow"] == "POST"
+
+
+def test_an_accept_without_event_stream_is_406(base: str) -> None:
+    answer = _post(base, _rpc("ping"), accept="application/json")
+    assert answer.status_code == 406
+
+
+def test_a_non_loopback_origin_is_403_and_a_loopback_one_passes(base: str) -> None:
+    assert _post(base, _rpc("ping"), origin="https://evil.example").status_code == 403
+    assert _post(base, _rpc("ping"), origin="http://localhost:3000").status_code == 200
+    assert _post(base, _rpc("ping"), origin="http://[::1]:3000").status_code == 200
+
+
+def test_forwarding_headers_do_not_make_a_caller_loopback(base: str) -> None:
+    from registry.mcp import is_loopback_host
+
+    answer = _post(base, _rpc("ping"), **{"x-forwarded-for": "203.0.113.9"})
+    assert answer.status_code == 200  # judged by the socket, which is loopback
+    assert not is_loopback_host("203.0.113.9")
+    assert is_loopback_host("::ffff:127.0.0.1")
+    assert not is_loopback_host(None)
+
+
+def test_an_unsupported_protocol_version_header_is_400(base: str) -> None:
+    answer = _post(base, _rpc("ping"), **{"mcp-protocol-version": "2024-11-05"})
+    assert answer.status_code == 400
+    for version in ("2025-11-25", "2025-06-18", "2025-03-26"):
+        assert _post(base, _rpc("ping"), **{"mcp-protocol-version": version}).status_code == 200
+
+
+def test_notifications_are_accepted_with_202_and_no_body(base: str) -> None:
+    answer = _post(base, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert answer.status_code == 202
+    assert answer.content == b""
+
+
+def test_initialize_echoes_a_supported_version_and_offers_the_latest_otherwise(base: str) -> None:
+    params = {"capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    old = _post(base, _rpc("initialize", {**params, "protocolVersion": "2025-03-26"})).json()
+    assert old["result"]["protocolVersion"] == "2025-03-26"
+    odd = _post(base, _rpc("initialize", {**params, "protocolVersion": "1999-01-01"})).json()
+    assert odd["result"]["protocolVersion"] == "2025-11-25"
+    assert "mcp-session-id" not in _post(base, _rpc("ping")).headers
+
+
+def test_protocol_faults_are_json_rpc_errors(base: str) -> None:
+    assert _post(base, _rpc("resources/list")).json()["error"]["code"] == -32601
+    bad_params = _post(base, _rpc("tools/call", {"arguments": {}})).json()
+    assert bad_params["error"]["code"] == -32602
+    garbage = httpx.post(
+        f"{base}/mcp",
+        content=b"{not json",
+        headers={"accept": ACCEPT, "content-type": "application/json"},
+        timeout=10,
+    )
+    assert garbage.status_code == 400
+    assert garbage.json()["error"]["code"] == -32700
+
+
+def _call(base: str, name: str, arguments: dict[str, Any], **headers: str) -> dict[str, Any]:
+    answer = _post(base, _rpc("tools/call", {"name": name, "arguments": arguments}), **headers)
+    assert answer.status_code == 200
+    return answer.json()
+
+
+def test_an_idempotency_key_replays_the_retained_result_without_running_again(
+    base: str, tools: DemoTools
+) -> None:
+    first = _call(base, "demo_write", {"value": 7}, **{"idempotency-key": "agent-write-1"})
+    again = _call(base, "demo_write", {"value": 7}, **{"idempotency-key": "agent-write-1"})
+    assert first["result"]["structuredContent"] == {"written": 7, "runs": 1}
+    assert again["result"]["structuredContent"] == {"written": 7, "runs": 1}
+    assert again["result"]["_meta"]["doraforge/duplicate"] is True
+    assert len(tools.writes) == 1
+
+
+def test_an_idempotency_key_reused_for_another_call_is_refused(base: str, tools: DemoTools) -> None:
+    _call(base, "demo_write", {"value": 1}, **{"idempotency-key": "agent-write-2"})
+    other = _call(base, "demo_write", {"value": 2}, **{"idempotency-key": "agent-write-2"})
+    assert other["error"]["data"]["code"] == "TOOL_IDEMPOTENCY_CONFLICT"
+    assert len(tools.writes) == 1
+
+
+def test_without_a_key_every_call_runs(base: str, tools: DemoTools) -> None:
+    _call(base, "demo_write", {"value": 1})
+    _call(base, "demo_write", {"value": 1})
+    assert len(tools.writes) == 2
+
+
+def test_results_over_budget_are_cut_with_explicit_truncation_flags(base: str) -> None:
+    result = _call(base, "demo_big", {"count": 100})["result"]
+    structured = result["structuredContent"]
+    assert structured["truncated"] is True
+    assert len(structured["items"]) == 25
+    assert len(result["content"][0]["text"]) <= 20_000
+    assert result["_meta"]["doraforge/truncated"] is True
+    small = _call(base, "demo_echo", {"text": "ok"})["result"]
+    assert small["_meta"]["doraforge/truncated"] is False
+    assert "truncated" not in small["structuredContent"]
+
+
+@pytest.mark.anyio
+async def test_tools_list_shows_only_granted_tools_and_ungranted_calls_are_denied() -> None:
+    tools = DemoTools()
+    with running(demo_app(ServerSettings(grants=frozenset({"robot.read"})), tools)) as url:
+        async with (
+            streamable_http_client(f"{url}/mcp") as (read, write, _session_id),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            names = {tool.name for tool in (await session.list_tools()).tools}
+            assert names == {"demo_echo", "demo_big", "demo_fail"}
+            denied = await session.call_tool("demo_write", {"value": 1})
+            assert denied.isError is True
+    assert tools.writes == []
+
+
+def test_without_grants_nothing_is_listed() -> None:
+    with running(demo_app(ServerSettings())) as url:
+        listed = _post(url, _rpc("tools/list")).json()
+    assert listed["result"]["tools"] == []
+
+
+def test_a_configured_token_is_needed_for_writes_but_not_reads() -> None:
+    tools = DemoTools()
+    settings = ServerSettings(grants=BOTH, token=TOKEN)
+    with running(demo_app(settings, tools)) as url:
+        anonymous = _call(url, "demo_write", {"value": 1})
+        assert anonymous["result"]["isError"] is True
+        assert _call(url, "demo_echo", {"text": "r"})["result"]["isError"] is False
+        bearer = {"authorization": f"Bearer {TOKEN}"}
+        assert _call(url, "demo_write", {"value": 1}, **bearer)["result"]["isError"] is False
+        wrong = _post(url, _rpc("ping"), authorization="Bearer wrong-token")
+        assert wrong.status_code == 401
+    assert len(tools.writes) == 1
+
+
+def test_the_manifest_is_readable_while_mcp_is_disabled() -> None:
+    settings = ServerSettings(grants=frozenset({"robot.read"}), mcp_enabled=False)
+    with running(demo_app(settings)) as url:
+        assert _post(url, _rpc("ping")).status_code == 403
+        manifest = httpx.get(f"{url}/api/agent-context/manifest", timeout=10).json()
+    assert manifest["enabled"] is False
+    assert manifest["grants"] == ["robot.read"]
+    assert manifest["limits"]["maxResultChars"] == 20_000
+    assert manifest["limits"]["maxResultItems"] == 25
+    assert {tool["name"] for tool in manifest["tools"]} == {"demo_echo", "demo_big", "demo_fail"}

@@ -1,0 +1,103 @@
+"""Shared pieces of the server and MCP tests: demo tools and a real uvicorn on port 0."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+
+from registry.errors import ToolFailure
+from registry.server import build_app, new_service, uvicorn_config
+from registry.settings import ServerSettings
+
+TOKEN = "test-token-0123456789abcdef"
+OBJECT = {"type": "object"}
+
+
+def _closed(required: list[str], **properties: Any) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": required,
+        "properties": properties,
+    }
+
+
+def _entry(name: str, capability: str, schema: dict[str, Any], **policy: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "providerName": name.replace(".", "_"),
+        "description": f"The {name} test tool.",
+        "input_schema": schema,
+        "output_schema": OBJECT,
+        "policy": {
+            "scopes": ["agent", "ui"],
+            "requiredCapabilities": [capability],
+            "sideEffect": "write" if capability == "robot.write" else "read",
+            "idempotent": capability != "robot.write",
+            **policy,
+        },
+    }
+
+
+@dataclass
+class DemoTools:
+    """Four tools: echo (read), big (read, over budget), write (counts runs), fail."""
+
+    writes: list[dict[str, Any]] = field(default_factory=list)
+
+    async def echo(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        return {"text": arguments["text"]}
+
+    async def big(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        return {"items": list(range(arguments.get("count", 100))), "blob": "x" * 50_000}
+
+    async def write(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        self.writes.append(arguments)
+        return {"written": arguments["value"], "runs": len(self.writes)}
+
+    async def fail(self, _arguments: dict[str, Any]) -> dict[str, Any]:
+        raise ToolFailure("DEMO_BROKEN", "the demo tool failed", retryable=True)
+
+    def register(self, service: Any) -> None:
+        text = {"type": "string", "maxLength": 100}
+        service.register(_entry("demo.echo", "robot.read", _closed(["text"], text=text)), self.echo)
+        count = {"type": "integer", "minimum": 0, "maximum": 1000}
+        service.register(_entry("demo.big", "robot.read", _closed([], count=count)), self.big)
+        value = {"type": "integer"}
+        service.register(
+            _entry("demo.write", "robot.write", _closed(["value"], value=value)), self.write
+        )
+        service.register(_entry("demo.fail", "robot.read", _closed([])), self.fail)
+
+
+def demo_app(settings: ServerSettings, tools: DemoTools | None = None) -> FastAPI:
+    """The server app over a fresh service holding the demo tools."""
+    service = new_service(settings)
+    (tools or DemoTools()).register(service)
+    return build_app(service, settings)
+
+
+@contextmanager
+def running(app: FastAPI, *, timeout_s: float = 10.0) -> Iterator[str]:
+    """Serve ``app`` with uvicorn on 127.0.0.1:0 in a thread; yields the base URL."""
+    server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", 0))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout_s
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.005)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout_s)
