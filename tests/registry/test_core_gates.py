@@ -1,0 +1,258 @@
+"""Gate order, each gate's denial, schema-driven repair, timeout and output validation."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from registry.errors import ToolFailure
+from registry.model import Principal
+from registry.service import RegistryService
+from tests.registry.test_core_support import AGENT, CountingAdapter, call, entry
+
+pytestmark = pytest.mark.anyio
+
+GUARDED = entry(
+    "robot.move",
+    policy={
+        "sideEffect": "write",
+        "idempotent": False,
+        "risk": "high",
+        "requiredCapabilities": ["robot.write"],
+        "permissions": [{"type": "network", "scope": "lan"}],
+        "egressHosts": ["robot.local"],
+    },
+)
+FULL = Principal(
+    id="operator",
+    scope="agent",
+    grants=frozenset({"robot.write"}),
+    permissions=frozenset({("network", "*")}),
+    approvals=frozenset({"robot.move"}),
+    authenticated=True,
+)
+
+
+def _guarded(**kwargs: Any) -> tuple[RegistryService, CountingAdapter]:
+    service = RegistryService(egress_allowlist=frozenset({"robot.local"}), **kwargs)
+    adapter = CountingAdapter()
+    service.register(GUARDED, adapter)
+    return service, adapter
+
+
+async def _code(service: RegistryService, principal: Principal, **arguments: Any) -> str:
+    result = await service.call(
+        call(f"r{time.perf_counter_ns()}", "robot.move", **arguments), principal
+    )
+    return result["error"]["code"] if "error" in result else result["state"]
+
+
+async def test_all_gates_pass_for_a_fully_authorised_caller() -> None:
+    service, adapter = _guarded(require_auth_for_writes=True)
+    assert await _code(service, FULL, query="q") == "completed"
+    assert adapter.calls == [{"query": "q"}]
+
+
+async def test_a_call_failing_several_gates_reports_the_first() -> None:
+    service, adapter = _guarded(require_auth_for_writes=True)
+    nobody = Principal(id="n", scope="agent")
+    version = await service.call(
+        {"requestId": "v", "name": "robot.move", "version": 9, "arguments": {}}, nobody
+    )
+    assert version["error"]["code"] == "TOOL_VERSION_MISMATCH"
+    steps = [
+        (nobody, "TOOL_APPROVAL_REQUIRED"),
+        (Principal(id="a", scope="agent", approvals=FULL.approvals), "TOOL_CAPABILITY_DENIED"),
+        (
+            Principal(id="a", scope="agent", approvals=FULL.approvals, grants=FULL.grants),
+            "TOOL_AUTH_REQUIRED",
+        ),
+        (
+            Principal(
+                id="a",
+                scope="agent",
+                approvals=FULL.approvals,
+                grants=FULL.grants,
+                authenticated=True,
+            ),
+            "TOOL_PERMISSION_DENIED",
+        ),
+        (FULL, "TOOL_INVALID_ARGUMENTS"),
+    ]
+    for principal, expected in steps:
+        assert await _code(service, principal, wrong=1, other=2) == expected
+    assert adapter.calls == []
+
+
+async def test_egress_gate_follows_input_validation() -> None:
+    service = RegistryService()  # empty allowlist denies every declared host
+    adapter = CountingAdapter()
+    service.register(GUARDED, adapter)
+    assert await _code(service, FULL, wrong=1, other=2) == "TOOL_INVALID_ARGUMENTS"
+    result = await service.call(call("e", "robot.move", query="q"), FULL)
+    assert result["state"] == "denied"
+    assert result["error"]["code"] == "TOOL_EGRESS_DENIED"
+    assert result["error"]["details"] == {"hosts": ["robot.local"]}
+    assert adapter.calls == []
+
+
+async def test_tool_outside_the_callers_scope_is_denied() -> None:
+    service, adapter = _guarded()
+    ui_only = Principal(**{**FULL.__dict__, "scope": "mind"})
+    assert await _code(service, ui_only, query="q") == "TOOL_CAPABILITY_DENIED"
+    assert adapter.calls == []
+
+
+async def test_wildcard_and_exact_permission_both_satisfy() -> None:
+    service, _ = _guarded()
+    exact = Principal(**{**FULL.__dict__, "permissions": frozenset({("network", "lan")})})
+    wrong = Principal(**{**FULL.__dict__, "permissions": frozenset({("network", "wan")})})
+    assert await _code(service, exact, query="q") == "completed"
+    assert await _code(service, wrong, query="q") == "TOOL_PERMISSION_DENIED"
+
+
+async def test_writes_without_auth_pass_when_the_service_does_not_require_it() -> None:
+    service, _ = _guarded()
+    anonymous = Principal(**{**FULL.__dict__, "authenticated": False})
+    assert await _code(service, anonymous, query="q") == "completed"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected", "kinds"),
+    [
+        ({"input": "q"}, {"query": "q"}, ["rename"]),
+        ({"query": "q", "limt": 3}, {"query": "q", "limit": 3}, ["rename"]),
+        ({"query": "q", "tags": "t"}, {"query": "q", "tags": ["t"]}, ["coerce"]),
+        ({"query": "q", "limit": "7"}, {"query": "q", "limit": 7}, ["coerce"]),
+        ({"query": "q", "exact": "false"}, {"query": "q", "exact": False}, ["coerce"]),
+        ({"query": 42}, {"query": "42"}, ["coerce"]),
+        ({"query": "q", "limit": 99}, {"query": "q", "limit": 25}, ["clamp"]),
+        ({"query": "q", "limit": -3}, {"query": "q", "limit": 1}, ["clamp"]),
+        ({"query": "q", "limit": "40"}, {"query": "q", "limit": 25}, ["coerce", "clamp"]),
+    ],
+)
+async def test_repair_fixes_near_misses_and_reports_them(
+    arguments: dict[str, Any], expected: dict[str, Any], kinds: list[str]
+) -> None:
+    service = RegistryService()
+    adapter = CountingAdapter()
+    service.register(entry(), adapter)
+    result = await service.call(call("r", **arguments), AGENT)
+    assert result["state"] == "completed"
+    assert adapter.calls == [expected]
+    assert [r["kind"] for r in result["repairs"]] == kinds
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"query": "q", "mode": "sideways"},
+        {"query": "q", "limit": "many"},
+        {"query": "q", "a": 1, "b": 2},
+        {"query": "q", "zzzz": 1},
+        {},
+    ],
+)
+async def test_unrepairable_arguments_are_denied_with_parameters_and_enums(
+    arguments: dict[str, Any],
+) -> None:
+    service = RegistryService()
+    adapter = CountingAdapter()
+    service.register(entry(), adapter)
+    result = await service.call(call("r", **arguments), AGENT)
+    assert result["state"] == "denied"
+    error = result["error"]
+    assert error["code"] == "TOOL_INVALID_ARGUMENTS"
+    assert set(error["details"]["parameters"]) == {"query", "limit", "tags", "exact", "mode"}
+    assert error["details"]["parameters"]["mode"]["enum"] == ["fast", "deep"]
+    assert error["details"]["required"] == ["query"]
+    assert error["details"]["errors"]
+    assert adapter.calls == []
+
+
+@pytest.mark.parametrize(("side_effect", "retryable"), [("read", True), ("write", False)])
+async def test_timeout_returns_at_the_deadline(side_effect: str, retryable: bool) -> None:
+    service = RegistryService()
+    cancelled = asyncio.Event()
+
+    async def stuck(arguments: dict[str, Any]) -> dict[str, Any]:
+        try:
+            await asyncio.sleep(10)
+        finally:
+            cancelled.set()
+        return {}
+
+    service.register(
+        entry(policy={"timeoutMs": 200, "sideEffect": side_effect, "idempotent": False}), stuck
+    )
+    started = time.perf_counter()
+    result = await service.call(call("t", query="q"), AGENT)
+    elapsed = time.perf_counter() - started
+    assert 0.19 <= elapsed < 1.0
+    assert result["state"] == "timeout"
+    assert result["error"]["code"] == "TOOL_TIMEOUT"
+    assert result["error"]["retryable"] is retryable
+    await asyncio.wait_for(cancelled.wait(), timeout=1)
+
+
+async def test_timeout_holds_even_if_the_adapter_ignores_cancellation() -> None:
+    service = RegistryService()
+    release = asyncio.Event()
+
+    async def stubborn(arguments: dict[str, Any]) -> dict[str, Any]:
+        while not release.is_set():
+            try:
+                await release.wait()
+            except asyncio.CancelledError:
+                continue
+        return {}
+
+    service.register(entry(policy={"timeoutMs": 100}), stubborn)
+    started = time.perf_counter()
+    result = await service.call(call("t", query="q"), AGENT)
+    assert time.perf_counter() - started < 1.0
+    assert result["state"] == "timeout"
+    release.set()
+
+
+async def test_adapter_failures_become_failed_results() -> None:
+    service = RegistryService()
+
+    async def refuses(arguments: dict[str, Any]) -> dict[str, Any]:
+        raise ToolFailure("ROBOT_BUSY", "arm is moving", retryable=True, details={"x": 1})
+
+    async def crashes(arguments: dict[str, Any]) -> dict[str, Any]:
+        raise KeyError("secret-internal-detail")
+
+    service.register(entry("robot.a"), refuses)
+    service.register(entry("robot.b"), crashes)
+    refused = await service.call(call("1", "robot.a", query="q"), AGENT)
+    crashed = await service.call(call("2", "robot.b", query="q"), AGENT)
+    assert refused["state"] == "failed"
+    assert refused["error"] == {
+        "code": "ROBOT_BUSY",
+        "message": "arm is moving",
+        "retryable": True,
+        "details": {"x": 1},
+    }
+    assert crashed["state"] == "failed"
+    assert crashed["error"]["code"] == "TOOL_ADAPTER_ERROR"
+    assert "secret-internal-detail" not in str(crashed)
+
+
+@pytest.mark.parametrize("bad", [["not", "an", "object"], {"count": "x"}, {"f": {1, 2}}])
+async def test_output_that_breaks_the_output_schema_is_failed(bad: Any) -> None:
+    service = RegistryService()
+
+    async def wrong(arguments: dict[str, Any]) -> Any:
+        return bad
+
+    output_schema = {"type": "object", "properties": {"count": {"type": "integer"}}}
+    service.register(entry(output_schema=output_schema), wrong)
+    result = await service.call(call("o", query="q"), AGENT)
+    assert result["state"] == "failed"
+    assert result["error"]["code"] == "TOOL_OUTPUT_INVALID"
+    assert "result" not in result

@@ -1,0 +1,75 @@
+"""Shared pieces of the registry core tests: entry factories, a fake clock, principals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from registry.model import Principal
+from registry.service import RegistryService
+
+SEARCH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["query"],
+    "properties": {
+        "query": {"type": "string"},
+        "limit": {"type": "integer", "minimum": 1, "maximum": 25},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "exact": {"type": "boolean"},
+        "mode": {"enum": ["fast", "deep"]},
+    },
+}
+
+
+def entry(name: str = "brain.search", **overrides: Any) -> dict[str, Any]:
+    """A valid wire-form entry; ``policy`` keys in ``overrides`` merge into the policy."""
+    policy = {"scopes": ["agent", "ui"], "sideEffect": "read", "idempotent": True}
+    policy.update(overrides.pop("policy", {}))
+    body = {
+        "name": name,
+        "providerName": name.replace(".", "_").replace("-", "_"),
+        "description": f"Search the user's brain inbox ({name}).",
+        "input_schema": SEARCH_SCHEMA,
+        "output_schema": {"type": "object"},
+        "policy": policy,
+    }
+    body.update(overrides)
+    return body
+
+
+class FakeClock:
+    """A monotonic clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class CountingAdapter:
+    """Echoes its arguments and counts executions."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    async def __call__(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(arguments)
+        return {"echo": arguments}
+
+
+AGENT = Principal(id="agent-1", scope="agent")
+
+
+def call(request_id: str, name: str = "brain.search", **arguments: Any) -> dict[str, Any]:
+    return {"requestId": request_id, "name": name, "arguments": arguments}
+
+
+def service_with_search(**kwargs: Any) -> tuple[RegistryService, CountingAdapter]:
+    service = RegistryService(**kwargs)
+    adapter = CountingAdapter()
+    service.register(entry(), adapter)
+    return service, adapter
