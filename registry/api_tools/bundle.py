@@ -24,7 +24,7 @@ class _Strict(BaseModel):
 
 
 class Param(_Strict):
-    name: str = Field(pattern=_IDENT, max_length=64)
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_-]*$", max_length=64)
     in_: Literal["path", "query", "header", "body"] = Field(alias="in")
     required: bool = False
     schema_: dict[str, Any] = Field(default_factory=lambda: {"type": "string"}, alias="schema")
