@@ -7,10 +7,9 @@ manifest, and (when the package is present) the declarative API-tools routes ove
 
 from __future__ import annotations
 
-import importlib
-import inspect
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
@@ -34,34 +33,32 @@ def new_service(settings: ServerSettings) -> RegistryService:
     return RegistryService(require_auth_for_writes=settings.token is not None)
 
 
-def _mount_api_tools(app: FastAPI, service: RegistryService) -> bool:
-    try:
-        routes = importlib.import_module("registry.api_tools.routes")
-    except ModuleNotFoundError as exc:
-        if exc.name != "registry.api_tools.routes":
-            raise
-        return False
-    factory = getattr(routes, "create_router", None)
-    if factory is not None:
-        wants = inspect.signature(factory).parameters
-        router = factory(service) if wants else factory()
-    else:
-        router = getattr(routes, "router", None)
-    if router is None:
-        return False
-    app.include_router(router)
-    return True
+def _mount_api_tools(
+    app: FastAPI, service: RegistryService, settings: ServerSettings, store_dir: Path
+) -> None:
+    from registry.api_tools.outbound import OutboundPolicy
+    from registry.api_tools.routes import api_tools_router
+
+    policy = OutboundPolicy.model_validate(settings.outbound)
+    app.include_router(api_tools_router(store_dir, service, policy, settings.secrets))
 
 
 def build_app(
-    service: RegistryService, settings: ServerSettings, *, robot: RobotTools | None = None
+    service: RegistryService,
+    settings: ServerSettings,
+    *,
+    robot: RobotTools | None = None,
+    api_tools_dir: Path | None = None,
 ) -> FastAPI:
-    """The whole server app; ``robot`` tools (when given) are registered and closed with it."""
+    """The whole server app; ``robot`` tools (when given) are registered and closed with it;
+    API-tool bundles persisted in ``api_tools_dir`` (when given) are registered and their
+    routes mounted under ``/api/api-tools``."""
     if robot is not None:
         register_robot_tools(service, robot)
     app = create_app(service, settings)
     mount_mcp(app, service, settings)
-    _mount_api_tools(app, service)
+    if api_tools_dir is not None:
+        _mount_api_tools(app, service, settings, api_tools_dir)
     if robot is not None:
         app.router.lifespan_context = _closing(robot)
     return app

@@ -26,6 +26,8 @@ class SettingsError(ValueError):
 class ServerSettings(BaseModel):
     """What the server listens on, which capabilities it grants, and its result budgets.
 
+    ``outbound`` is the API-tools outbound policy (deny by default) and ``secrets`` the
+    credential values API-tool bundles reference by name (read from the environment).
     ``grants`` are the capabilities every caller of this server holds (both default off).
     ``approvals`` are tool names approved for high/critical risk; ``"*"`` approves every
     registered tool. ``token`` (when set) is required for writes over HTTP and MCP.
@@ -42,6 +44,8 @@ class ServerSettings(BaseModel):
     max_result_chars: int = Field(20_000, ge=256, le=1_000_000)
     max_result_items: int = Field(25, ge=1, le=10_000)
     max_body_bytes: int = Field(1_048_576, ge=1024, le=64 * 1_048_576)
+    outbound: dict[str, Any] = Field(default_factory=lambda: {"default": "deny"})
+    secrets: dict[str, str] = Field(default_factory=dict, repr=False)
 
     @field_validator("grants")
     @classmethod
@@ -67,6 +71,8 @@ class _ConfigFile(BaseModel):
     mcp_enabled: bool | None = None
     max_result_chars: int | None = None
     max_result_items: int | None = None
+    outbound: dict[str, Any] | None = None
+    secret_env: dict[str, str] | None = None
 
 
 def _read_config(path: Path) -> _ConfigFile:
@@ -77,7 +83,8 @@ def _read_config(path: Path) -> _ConfigFile:
     try:
         raw = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise SettingsError(f"{path}: not valid {path.suffix.lstrip('.') or 'YAML'}") from exc
+        kind = "JSON" if path.suffix == ".json" else "YAML"
+        raise SettingsError(f"{path}: not valid {kind}") from exc
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -112,7 +119,9 @@ def load_settings(
     file = _read_config(config) if config is not None else _ConfigFile()
     values: dict[str, Any] = {
         k: v
-        for k, v in file.model_dump(exclude={"grants", "approvals", "token_env"}).items()
+        for k, v in file.model_dump(
+            exclude={"grants", "approvals", "token_env", "secret_env"}
+        ).items()
         if v is not None
     }
     if host is not None:
@@ -121,9 +130,16 @@ def load_settings(
         values["port"] = port
     values["grants"] = frozenset((file.grants or []) + (grants or []))
     values["approvals"] = frozenset((file.approvals or []) + (approvals or []))
+    env = environ or {}
+    secrets = {}
+    for name, source in (file.secret_env or {}).items():
+        if not env.get(source):
+            raise SettingsError(f"secret_env.{name}: the environment variable {source} is not set")
+        secrets[name] = env[source]
+    values["secrets"] = secrets
     variable = token_env or file.token_env
     if variable is not None:
-        token = (environ or {}).get(variable)
+        token = env.get(variable)
         if not token:
             raise SettingsError(f"token_env: the environment variable {variable} is not set")
         values["token"] = token

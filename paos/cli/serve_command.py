@@ -42,6 +42,8 @@ def _serve(ctx: Context, args: argparse.Namespace) -> int:
         token_env=args.token_env,
     )
     robot = RobotTools(ctx.home, ctx.service, ctx.runtime)
-    app = build_app(new_service(settings), settings, robot=robot)
+    app = build_app(
+        new_service(settings), settings, robot=robot, api_tools_dir=ctx.home.root / "api-tools"
+    )
     serve(app, settings, say=ctx.out.say)
     return 0
