@@ -1,0 +1,150 @@
+"""Benchmark: the semantic tool registry.
+
+In-process part (this module's own figures): the per-call overhead of
+``RegistryService.call`` for a trivial read tool — envelope parsing, resolution, input
+validation, gates, idempotency bookkeeping, execution, output validation and the audit
+record — beside a bare compiled ``jsonschema`` validation (``is_valid``) of the same
+arguments, in the same run. Every call uses a fresh ``requestId``, so each one takes the
+full path (no replay). Rounds alternate between the two loops and the median round is
+reported.
+
+The MCP ``tools/call`` round trip (registry endpoint beside the official ``mcp`` SDK's own
+server) is measured by the server part; its figures go under the ``"mcp"`` key of the
+output object (see ``MCP_FIGURES``).
+The last line printed is one JSON object.
+
+    python bench/registry.py [--calls 20000] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from registry.model import Principal
+from registry.service import RegistryService
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["query"],
+    "properties": {
+        "query": {"type": "string", "maxLength": 200},
+        "limit": {"type": "integer", "minimum": 1, "maximum": 25},
+    },
+}
+ARGUMENTS = {"query": "pick the red cube", "limit": 5}
+PRINCIPAL = Principal(id="bench", scope="agent", grants=frozenset({"robot.read"}))
+WARMUP = 500
+# Placeholder for the SERVER part: MCP tools/call round trips through the registry endpoint
+# and through the official SDK server, same tool, same run. ``None`` until that part runs.
+MCP_FIGURES: dict[str, Any] | None = None
+
+
+async def _echo(arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"ok": True}
+
+
+def _service() -> RegistryService:
+    service = RegistryService()
+    service.register(
+        {
+            "name": "bench.echo",
+            "providerName": "bench_echo",
+            "description": "Answer ok; a trivial read tool.",
+            "input_schema": SCHEMA,
+            "output_schema": {"type": "object"},
+            "policy": {
+                "scopes": ["agent"],
+                "requiredCapabilities": ["robot.read"],
+                "sideEffect": "read",
+                "idempotent": True,
+            },
+        },
+        _echo,
+    )
+    return service
+
+
+def bare_round(validator: Draft202012Validator, n: int) -> float:
+    """Seconds per ``is_valid`` of the benchmark arguments."""
+    started = time.perf_counter()
+    for _ in range(n):
+        if not validator.is_valid(ARGUMENTS):
+            raise RuntimeError("benchmark arguments must be valid")
+    return (time.perf_counter() - started) / n
+
+
+async def call_round(service: RegistryService, n: int, offset: int) -> float:
+    """Seconds per full ``service.call`` with a fresh requestId each time."""
+    bodies = [
+        {"requestId": f"bench-{offset + i}", "name": "bench.echo", "arguments": dict(ARGUMENTS)}
+        for i in range(n)
+    ]
+    started = time.perf_counter()
+    for body in bodies:
+        result = await service.call(body, PRINCIPAL)
+        if result["state"] != "completed":
+            raise RuntimeError(f"benchmark call failed: {result}")
+    return (time.perf_counter() - started) / n
+
+
+async def in_process(calls: int, rounds: int) -> dict[str, Any]:
+    service = _service()
+    validator = Draft202012Validator(SCHEMA)
+    bare_round(validator, WARMUP)
+    await call_round(service, WARMUP, offset=-WARMUP - 1)
+    bare, full = [], []
+    for r in range(rounds):
+        bare.append(bare_round(validator, calls))
+        full.append(await call_round(service, calls, offset=r * calls))
+        print(
+            f"round {r + 1}/{rounds}: bare {bare[-1] * 1e6:.2f} us, call {full[-1] * 1e6:.2f} us",
+            flush=True,
+        )
+    bare_us, call_us = statistics.median(bare) * 1e6, statistics.median(full) * 1e6
+    return {
+        "calls_per_round": calls,
+        "rounds": rounds,
+        "bare_validation_us": round(bare_us, 3),
+        "call_us": round(call_us, 3),
+        "call_overhead_us": round(call_us - bare_us, 3),
+        "call_over_bare_validation": round(call_us / bare_us, 3),
+        "bare_rounds_us": [round(x * 1e6, 3) for x in bare],
+        "call_rounds_us": [round(x * 1e6, 3) for x in full],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    figures = asyncio.run(in_process(args.calls, args.rounds))
+    report = {
+        "benchmark": "registry",
+        "in_process": figures,
+        "mcp": MCP_FIGURES,
+        "targets": {
+            "call_over_bare_validation": {
+                "value": figures["call_over_bare_validation"],
+                "limit": 3,
+                "better": "lower",
+            },
+        },
+    }
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
