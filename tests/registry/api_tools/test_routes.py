@@ -1,0 +1,155 @@
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from registry.api_tools.outbound import OutboundPolicy
+from registry.api_tools.routes import api_tools_router
+from registry.service import RegistryService
+
+SECRETS = {"TOKEN": "s3cr3t-token-value"}
+DENY = OutboundPolicy(default="deny", external=["api.example.com"])
+
+
+def _bundle(name: str = "shop", base: str = "https://api.example.com") -> dict[str, Any]:
+    return {
+        "schemaVersion": 1,
+        "name": name,
+        "baseUrl": base,
+        "headers": {"X-Key": "{{secret:TOKEN}}"},
+        "credentials": ["TOKEN"],
+        "tools": [
+            {
+                "name": "get_item",
+                "description": "Fetch one item",
+                "path": "/items/{id}",
+                "params": [{"name": "id", "in": "path", "required": True}],
+            }
+        ],
+    }
+
+
+class TestClient:
+    """A synchronous facade over httpx's in-process ASGI transport."""
+
+    __test__ = False
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+
+    def _send(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        async def send() -> httpx.Response:
+            transport = httpx.ASGITransport(app=self.app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+                return await client.request(method, url, **kwargs)
+
+        return asyncio.run(send())
+
+    def get(self, url: str, **kwargs: Any) -> httpx.Response:
+        return self._send("GET", url, **kwargs)
+
+    def put(self, url: str, **kwargs: Any) -> httpx.Response:
+        return self._send("PUT", url, **kwargs)
+
+    def post(self, url: str, **kwargs: Any) -> httpx.Response:
+        return self._send("POST", url, **kwargs)
+
+
+def _client(store: Path, policy: OutboundPolicy = DENY) -> tuple[TestClient, RegistryService]:
+    service = RegistryService()
+    app = FastAPI()
+    app.include_router(api_tools_router(store, service, policy, SECRETS))
+    return TestClient(app), service
+
+
+def test_put_persists_registers_and_lists(tmp_path: Path) -> None:
+    client, service = _client(tmp_path)
+    answer = client.put("/api/api-tools/shop", json=_bundle())
+    assert answer.status_code == 201
+    assert answer.json() == {"ok": True, "service": "shop", "tools": ["api__shop__get_item"]}
+    assert service.resolve("api__shop__get_item") is not None
+    assert json.loads((tmp_path / "shop.json").read_text())["name"] == "shop"
+    assert not list(tmp_path.glob(".bundle-*"))
+    listed = client.get("/api/api-tools").json()
+    assert listed["services"] == [
+        {"name": "shop", "baseUrl": "https://api.example.com", "tools": ["api__shop__get_item"]}
+    ]
+    downloaded = client.get("/api/api-tools/shop").json()
+    assert downloaded["bundle"]["tools"][0]["params"][0]["in"] == "path"
+    restarted, service2 = _client(tmp_path)
+    assert service2.resolve("api__shop__get_item") is not None
+    assert restarted.get("/api/api-tools").json()["services"][0]["name"] == "shop"
+
+
+def test_put_under_deny_default_with_an_unlisted_host_is_409(tmp_path: Path) -> None:
+    client, service = _client(tmp_path)
+    answer = client.put("/api/api-tools/shop", json=_bundle(base="https://evil.example"))
+    assert answer.status_code == 409
+    body = answer.json()
+    assert body["ok"] is False
+    assert body["error"]["code"] == "API_BUNDLE_HOST_DENIED"
+    assert body["error"]["details"]["host"] == "evil.example"
+    assert set(body["error"]) == {"code", "message", "retryable", "details"}
+    assert not list(tmp_path.iterdir())
+    assert service.resolve("api__shop__get_item") is None
+
+
+@pytest.mark.parametrize(
+    ("path", "document", "status", "code"),
+    [
+        ("/api/api-tools/shop", {"schemaVersion": 1}, 422, "API_BUNDLE_INVALID"),
+        ("/api/api-tools/other", _bundle(), 422, "API_BUNDLE_INVALID"),
+        ("/api/api-tools/Bad..Name", _bundle(), 404, "API_BUNDLE_NOT_FOUND"),
+    ],
+)
+def test_put_errors_are_structured(
+    tmp_path: Path, path: str, document: Any, status: int, code: str
+) -> None:
+    client, _ = _client(tmp_path)
+    answer = client.put(path, json=document)
+    assert answer.status_code == status
+    assert answer.json()["error"]["code"] == code
+
+
+def test_put_rejects_non_json_and_oversized_bodies(tmp_path: Path) -> None:
+    client, _ = _client(tmp_path)
+    assert client.put("/api/api-tools/shop", content=b"{").json()["error"]["code"] == (
+        "API_BODY_INVALID"
+    )
+    big = client.put("/api/api-tools/shop", content=b" " * (300 * 1024))
+    assert big.status_code == 413
+
+
+def test_replacing_a_live_service_is_a_conflict_without_unregister(tmp_path: Path) -> None:
+    client, _ = _client(tmp_path)
+    assert client.put("/api/api-tools/shop", json=_bundle()).status_code == 201
+    again = client.put("/api/api-tools/shop", json=_bundle())
+    assert again.status_code == 409
+    assert again.json()["error"]["code"] == "API_BUNDLE_EXISTS"
+
+
+def test_probe_route(tmp_path: Path) -> None:
+    client, _ = _client(tmp_path)
+    client.put("/api/api-tools/shop", json=_bundle())
+    answer = client.post(
+        "/api/api-tools/shop/probe", json={"tool": "get_item", "arguments": {"id": "7"}}
+    )
+    assert answer.status_code == 200
+    body = answer.json()
+    assert "s3cr3t" not in answer.text
+    assert body["request"]["url"] == "https://api.example.com/items/7"
+    assert body["request"]["headers"]["X-Key"] == "****"
+    assert body["preview"]["success"]["ok"] is True
+    assert body["preview"]["failure"]["ok"] is False
+    missing = client.post("/api/api-tools/shop/probe", json={"tool": "get_item"})
+    assert missing.status_code == 422
+    assert missing.json()["error"]["code"] == "API_ARGUMENT_MISSING"
+    unknown = client.post("/api/api-tools/nope/probe", json={"tool": "x"})
+    assert unknown.status_code == 404
+    assert client.post("/api/api-tools/shop/probe", json=[]).status_code == 400
