@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -62,9 +63,10 @@ class ApiClient:
         resolver: Resolver | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         read_cap: int = RAW_READ_CAP,
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
         self.policy, self.resolver = policy, resolver
-        self.transport, self.read_cap = transport, read_cap
+        self.transport, self.read_cap, self.verify = transport, read_cap, verify
 
     async def send(self, request: RenderedRequest, timeout_s: float) -> RawResponse:
         parts = urlsplit(request.url)
@@ -72,7 +74,11 @@ class ApiClient:
         address = await self.policy.vet(parts.hostname or "", port, self.resolver)
         url, headers, extensions = _pinned(request, str(address))
         async with httpx.AsyncClient(
-            transport=self.transport, follow_redirects=False, trust_env=False, timeout=timeout_s
+            transport=self.transport,
+            verify=self.verify,
+            follow_redirects=False,
+            trust_env=False,
+            timeout=timeout_s,
         ) as client:
             built = client.build_request(
                 request.method, url, headers=headers, content=request.body, extensions=extensions
