@@ -1,0 +1,173 @@
+"""The forge.* robot tools as semantic tools: names, grants and risk, PAOS failures as tool
+failures, and the context reads, called through the registry and over MCP."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from paos.agent_tools import TOOLS
+from paos.errors import PaosError
+from paos.home import PaosHome
+from registry.model import Principal
+from registry.robot_tools import RobotTools, register_robot_tools
+from registry.server import build_app, new_service
+from registry.settings import ServerSettings
+from tests.registry.test_server_support import running
+
+BOTH = frozenset({"robot.read", "robot.write"})
+ACCEPT = "application/json, text/event-stream"
+
+
+@dataclass
+class FakeTaskService:
+    """Answers the few TaskService methods these tests reach."""
+
+    actions: list[tuple[str, str]] = field(default_factory=list)
+    closed: bool = False
+
+    def describe(self, task_id: str) -> dict[str, Any]:
+        if task_id == "missing":
+            raise PaosError("PAOS_TASK_NOT_FOUND", "no such task", details={"task_id": task_id})
+        return {"task": {"task_id": task_id, "state": "active"}}
+
+    async def start_action(
+        self, task_id: str, tool_id: str, arguments: dict[str, Any], *, timeout_ms: Any = None
+    ) -> dict[str, Any]:
+        self.actions.append((task_id, tool_id))
+        return {"record_id": "r1"}
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+    @property
+    def store(self) -> Any:
+        return self
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class FakeRuntime:
+    def status(self, name: str) -> Any:
+        if name == "broken":
+            raise PaosError("SKILL_NOT_INSTALLED", "not installed")
+        return None
+
+
+def _robot(tmp_path: Path, fake: FakeTaskService) -> RobotTools:
+    return RobotTools(PaosHome(tmp_path), lambda: fake, FakeRuntime)
+
+
+def _principal(*, grants: frozenset[str] = BOTH, approvals: frozenset[str] = frozenset()) -> Any:
+    return Principal(id="t", scope="agent", grants=grants, approvals=approvals)
+
+
+def _body(name: str, arguments: dict[str, Any], request_id: str = "r-1") -> dict[str, Any]:
+    return {
+        "type": "portos_tool_call",
+        "requestId": request_id,
+        "name": name,
+        "arguments": arguments,
+    }
+
+
+def test_every_agent_tool_is_a_forge_entry_with_its_provider_name(tmp_path: Path) -> None:
+    service = new_service(ServerSettings())
+    names = register_robot_tools(service, _robot(tmp_path, FakeTaskService()))
+    entries = {e.name: e for e in service.entries()}
+    assert len(names) == len(TOOLS) + 3
+    for provider in TOOLS:
+        entry = entries["forge." + provider.removeprefix("forge_")]
+        assert entry.providerName == provider
+    assert entries["forge.task_get"].policy.requiredCapabilities == ["robot.read"]
+    assert entries["forge.task_get"].policy.sideEffect == "read"
+    assert entries["forge.task_finalize"].policy.requiredCapabilities == ["robot.write"]
+    assert entries["forge.tool_start_action"].policy.risk == "high"
+    assert entries["forge.tool_start_session"].policy.risk == "high"
+    assert {"forge.skills.installed", "forge.runtime.status", "forge.tool_contexts"} <= set(names)
+
+
+@pytest.mark.anyio
+async def test_a_read_runs_and_a_paos_error_is_a_failed_result(tmp_path: Path) -> None:
+    service = new_service(ServerSettings())
+    register_robot_tools(service, _robot(tmp_path, FakeTaskService()))
+    done = await service.call(_body("forge_task_get", {"task_id": "t1"}), _principal())
+    assert done["state"] == "completed"
+    assert done["result"]["task"]["task_id"] == "t1"
+    failed = await service.call(
+        _body("forge.task_get", {"task_id": "missing"}, "r-2"), _principal()
+    )
+    assert failed["state"] == "failed"
+    assert failed["error"]["code"] == "PAOS_TASK_NOT_FOUND"
+
+
+@pytest.mark.anyio
+async def test_motion_needs_the_write_grant_and_an_approval(tmp_path: Path) -> None:
+    fake = FakeTaskService()
+    service = new_service(ServerSettings())
+    register_robot_tools(service, _robot(tmp_path, fake))
+    arguments = {"task_id": "t1", "tool_id": "arm.move", "arguments": {}}
+    unapproved = await service.call(
+        _body("forge_tool_start_action", arguments, "a-1"), _principal()
+    )
+    assert unapproved["state"] == "denied"
+    read_only = _principal(
+        grants=frozenset({"robot.read"}), approvals=frozenset({"forge.tool_start_action"})
+    )
+    ungranted = await service.call(_body("forge_tool_start_action", arguments, "a-2"), read_only)
+    assert ungranted["state"] == "denied"
+    approved = _principal(approvals=frozenset({"forge.tool_start_action"}))
+    ran = await service.call(_body("forge_tool_start_action", arguments, "a-3"), approved)
+    assert ran["state"] == "completed"
+    assert fake.actions == [("t1", "arm.move")]
+
+
+@pytest.mark.anyio
+async def test_context_reads_list_installed_skills_and_runtime_status(tmp_path: Path) -> None:
+    service = new_service(ServerSettings())
+    register_robot_tools(service, _robot(tmp_path, FakeTaskService()))
+    installed = await service.call(_body("forge.skills.installed", {}), _principal())
+    assert installed["result"] == {"skills": []}
+    (tmp_path / "skills" / "odd" / "current").mkdir(parents=True)
+    odd = await service.call(_body("forge.skills.installed", {}, "r-2"), _principal())
+    assert odd["result"]["skills"][0]["name"] == "odd"
+    assert "error" in odd["result"]["skills"][0]
+    status = await service.call(
+        _body("forge.runtime.status", {"skill": "sim"}, "r-3"), _principal()
+    )
+    assert status["result"] == {"runtimes": []}
+    broken = await service.call(
+        _body("forge.runtime.status", {"skill": "broken"}, "r-4"), _principal()
+    )
+    assert broken["state"] == "failed"
+    assert broken["error"]["code"] == "SKILL_NOT_INSTALLED"
+
+
+def test_over_mcp_an_approved_server_runs_motion_and_closes_the_task_service(
+    tmp_path: Path,
+) -> None:
+    fake = FakeTaskService()
+    settings = ServerSettings(grants=BOTH, approvals=frozenset({"*"}))
+    app = build_app(new_service(settings), settings, robot=_robot(tmp_path, fake))
+    params = {
+        "name": "forge_tool_start_action",
+        "arguments": {"task_id": "t9", "tool_id": "gripper.grasp", "arguments": {}},
+    }
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    headers = {"accept": ACCEPT, "content-type": "application/json"}
+    with running(app) as url:
+        listed = httpx.post(
+            f"{url}/mcp", json={"jsonrpc": "2.0", "id": 0, "method": "tools/list"}, headers=headers
+        ).json()
+        answer = httpx.post(f"{url}/mcp", json=message, headers=headers, timeout=10).json()
+    assert len(listed["result"]["tools"]) == len(TOOLS) + 3
+    assert answer["result"]["isError"] is False
+    assert answer["result"]["structuredContent"] == {"record_id": "r1"}
+    assert fake.actions == [("t9", "gripper.grasp")]
+    assert fake.closed is True
