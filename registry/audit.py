@@ -30,17 +30,6 @@ def redact_keys(keys: Iterable[str]) -> list[str]:
     return sorted(REDACTED if SENSITIVE_KEY.search(key) else key for key in keys)
 
 
-def redact(value: Any) -> Any:
-    """``value`` with every credential-looking key's value masked, recursively."""
-    if isinstance(value, dict):
-        return {
-            k: REDACTED if SENSITIVE_KEY.search(str(k)) else redact(v) for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [redact(v) for v in value]
-    return value
-
-
 class AuditLog:
     """Bounded in-memory audit records (``max_records``, oldest dropped first), optionally
     mirrored to a JSONL file at ``path``."""
@@ -63,20 +52,19 @@ class AuditLog:
         duplicate: bool = False,
     ) -> AuditRecord:
         """Append one redacted record and return it."""
-        entry = redact(
-            {
-                "at": time.time(),
-                "requestId": request_id,
-                "name": name,
-                "principal": principal_id,
-                "scope": scope,
-                "state": state,
-                "errorCode": error_code,
-                "durationMs": round(duration_s * 1000, 3),
-                "argumentKeys": redact_keys(argument_keys),
-                "duplicate": duplicate,
-            }
-        )
+        # Fixed fields only: argument values, results and error details never enter.
+        entry = {
+            "at": time.time(),
+            "requestId": request_id,
+            "name": name,
+            "principal": principal_id,
+            "scope": scope,
+            "state": state,
+            "errorCode": error_code,
+            "durationMs": round(duration_s * 1000, 3),
+            "argumentKeys": redact_keys(argument_keys),
+            "duplicate": duplicate,
+        }
         self._records.append(entry)
         if self._path is not None:
             with self._path.open("a", encoding="utf-8") as handle:

@@ -10,8 +10,8 @@ a deadline -> output validation. Each pre-execution gate either passes or raises
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +27,7 @@ logger = logging.getLogger(__name__)
 
 MAX_REPORTED_ERRORS = 10
 MAX_MESSAGE_CHARS = 300
+MAX_RESULT_DEPTH = 64
 
 
 class Denied(RegistryError):
@@ -174,42 +175,26 @@ def egress(entry: ToolEntry, allowlist: Iterable[str]) -> None:
         )
 
 
-def _discard(task: asyncio.Task[Any]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        logger.debug("abandoned adapter ended with %r", task.exception())
-
-
 async def execute(tool: RegisteredTool, arguments: dict[str, Any]) -> Outcome:
-    """Run the adapter; stop waiting at ``policy.timeoutMs`` whatever the adapter does.
+    """Run the adapter under ``asyncio.timeout(policy.timeoutMs / 1000)``.
 
-    The adapter runs as its own task and is cancelled at the deadline; the call does not
-    wait for the cancellation to be honoured. A write that timed out may or may not have
-    taken effect, so its timeout is not retryable.
+    At the deadline the adapter is cancelled and the call returns; an adapter must let
+    ``CancelledError`` propagate. A write that timed out may or may not have taken effect,
+    so its timeout is not retryable and its remote state is unknown.
     """
     policy = tool.entry.policy
-    task = asyncio.ensure_future(tool.adapter(arguments))
     try:
-        done, _ = await asyncio.wait({task}, timeout=policy.timeoutMs / 1000)
-    finally:
-        if not task.done():
-            task.cancel()
-            task.add_done_callback(_discard)
-    if not done:
+        async with asyncio.timeout(policy.timeoutMs / 1000):
+            return Outcome("completed", result=await tool.adapter(arguments))
+    except TimeoutError:
         write = policy.sideEffect == "write"
-        return Outcome(
-            "timeout",
-            error=ToolFailure(
-                "TOOL_TIMEOUT",
-                f"{tool.entry.name} did not finish within {policy.timeoutMs} ms",
-                retryable=not write,
-                details={
-                    "timeoutMs": policy.timeoutMs,
-                    "remoteState": "unknown" if write else "none",
-                },
-            ).to_dict(),
+        error = ToolFailure(
+            "TOOL_TIMEOUT",
+            f"{tool.entry.name} did not finish within {policy.timeoutMs} ms",
+            retryable=not write,
+            details={"timeoutMs": policy.timeoutMs, "remoteState": "unknown" if write else "none"},
         )
-    try:
-        return Outcome("completed", result=task.result())
+        return Outcome("timeout", error=error.to_dict())
     except ToolFailure as failure:
         return Outcome("failed", error=failure.to_dict())
     except Exception as exc:  # an adapter bug must become a result, never leak
@@ -218,15 +203,28 @@ async def execute(tool: RegisteredTool, arguments: dict[str, Any]) -> Outcome:
         return Outcome("failed", error=ToolFailure("TOOL_ADAPTER_ERROR", message).to_dict())
 
 
+def is_json(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is JSON data: finite numbers, string keys, bounded nesting."""
+    if value is None or isinstance(value, str | bool | int):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if depth >= MAX_RESULT_DEPTH:
+        return False
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and is_json(v, depth + 1) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return all(is_json(v, depth + 1) for v in value)
+    return False
+
+
 def validate_output(validator: Draft202012Validator, result: Any) -> dict[str, Any] | None:
     """``None`` when the result is JSON data matching the output schema, else an error."""
-    try:
-        json.dumps(result, allow_nan=False)
-    except (TypeError, ValueError):
+    if not is_json(result):
         return ToolFailure("TOOL_OUTPUT_INVALID", "tool result is not JSON data").to_dict()
-    error = next(iter(validator.iter_errors(result)), None)
-    if error is None:
+    if validator.is_valid(result):
         return None
+    error = next(iter(validator.iter_errors(result)))
     return ToolFailure(
         "TOOL_OUTPUT_INVALID",
         "tool result does not match its output schema",

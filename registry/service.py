@@ -141,12 +141,16 @@ class RegistryService:
             self._record_refusal(body, principal, exc, started)
             raise
         if begin.action == "run":
-            task = asyncio.ensure_future(
-                self._run(call, tool, principal, arguments, repairs, valid, started)
+            # An eager task runs synchronously until its first suspension (a fast tool never
+            # touches the event loop), and, shielded, it finishes and is retained even if
+            # this caller goes away: a physical action is never abandoned half-way.
+            task = asyncio.eager_task_factory(
+                asyncio.get_running_loop(),
+                self._run(call, tool, principal, arguments, repairs, valid, started),
             )
-            self._running.add(task)
-            task.add_done_callback(self._running.discard)
-            # The call completes and is retained even if this caller goes away.
+            if not task.done():
+                self._running.add(task)
+                task.add_done_callback(self._running.discard)
             return dict(await asyncio.shield(task))
         if begin.action == "await":
             assert begin.future is not None
