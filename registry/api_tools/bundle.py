@@ -131,6 +131,8 @@ class Bundle(_Strict):
     @model_validator(mode="after")
     def _headers_and_tools(self) -> Bundle:
         for key, value in self.headers.items():
+            if key.lower() == "host":
+                raise ValueError("headers.Host: the Host header comes from baseUrl")
             if not _HEADER_NAME.match(key) or "\r" in value or "\n" in value:
                 raise ValueError(f"headers.{key}: invalid header name or value")
             for ref in SECRET_SLOT.findall(value):

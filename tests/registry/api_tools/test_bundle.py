@@ -53,6 +53,7 @@ INVALID = [
     (_doc(headers={"X-Key": "{{secret:OTHER}}"}), "not in credentials"),
     (_doc(headers={"Bad Header": "v"}), "headers"),
     (_doc(credentials=["not-an-ident"]), "credentials"),
+    (_doc(headers={"Host": "internal.example"}), "headers.Host"),
     (_doc(tools=[_tool(description="")]), "tools.0.description"),
     (
         _doc(tools=[{k: v for k, v in GOOD_TOOL.items() if k != "description"}]),
