@@ -218,11 +218,22 @@ def is_json(value: Any, depth: int = 0) -> bool:
     return False
 
 
+# Output schemas that constrain nothing beyond "a JSON object" (the common open result);
+# for them a type check is the whole validation, so the compiled validator is skipped.
+_OPEN_OBJECT_SCHEMAS = (
+    {"type": "object"},
+    {"type": "object", "additionalProperties": True},
+)
+
+
 def validate_output(validator: Draft202012Validator, result: Any) -> dict[str, Any] | None:
     """``None`` when the result is JSON data matching the output schema, else an error."""
     if not is_json(result):
         return ToolFailure("TOOL_OUTPUT_INVALID", "tool result is not JSON data").to_dict()
-    if validator.is_valid(result):
+    if validator.schema in _OPEN_OBJECT_SCHEMAS:
+        if isinstance(result, dict):
+            return None
+    elif validator.is_valid(result):
         return None
     error = next(iter(validator.iter_errors(result)))
     return ToolFailure(
