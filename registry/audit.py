@@ -9,6 +9,7 @@ Records live in a bounded in-memory deque and, optionally, are appended to a JSO
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import time
@@ -27,7 +28,12 @@ type AuditRecord = dict[str, Any]
 
 def redact_keys(keys: Iterable[str]) -> list[str]:
     """Argument keys in sorted order, credential-looking ones masked."""
-    return sorted(REDACTED if SENSITIVE_KEY.search(key) else key for key in keys)
+    return list(_redacted(tuple(keys)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _redacted(keys: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(sorted(REDACTED if SENSITIVE_KEY.search(key) else key for key in keys))
 
 
 class AuditLog:

@@ -9,15 +9,16 @@ principal or capabilities: the envelope has no field that could hold them.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from registry.errors import RegistryError
 
-_ID = re.compile(r"^[A-Za-z0-9._:-]{1,200}$")
+Identifier = Annotated[
+    str, StringConstraints(strip_whitespace=True, pattern=r"^[A-Za-z0-9._:-]{1,200}$")
+]
 MAX_ERRORS = 10
 
 
@@ -26,18 +27,10 @@ class ToolCall(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
     type: Literal["portos_tool_call"] = "portos_tool_call"
-    requestId: str
-    name: str
+    requestId: Identifier
+    name: Identifier
     version: Annotated[int, Field(ge=1)] | None = None
     arguments: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("requestId", "name")
-    @classmethod
-    def _identifier(cls, value: str) -> str:
-        value = value.strip()
-        if not _ID.fullmatch(value):
-            raise ValueError("must be 1-200 characters of letters, digits, '.', '_', ':', '-'")
-        return value
 
 
 def _errors(exc: ValidationError) -> list[dict[str, str]]:

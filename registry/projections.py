@@ -20,9 +20,16 @@ from registry.model import ToolEntry
 FORMATS = ("portos", "openai", "anthropic", "mcp")
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical_json(value: Any) -> str:
-    """Sorted keys, no whitespace, UTF-8 text: the form every hash here is taken over."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """Sorted keys, no whitespace, UTF-8 text: the form every hash here is taken over.
+
+    Same output as ``json.dumps(value, sort_keys=True, separators=(",", ":"),
+    ensure_ascii=False)``; one shared encoder avoids building one per call.
+    """
+    return _CANONICAL.encode(value)
 
 
 def etag(body: Any) -> str:
