@@ -13,6 +13,7 @@ import ipaddress
 import socket
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -22,6 +23,7 @@ from registry.api_tools.errors import OutboundDenied
 
 Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
 Side = Literal["internal", "external"]
+SIDES: tuple[Side, Side] = ("internal", "external")
 
 METADATA_HOSTS = frozenset(
     {"metadata.google.internal", "metadata.goog", "metadata", "instance-data", "metadata.azure"}
@@ -114,8 +116,12 @@ class OutboundPolicy(BaseModel):
             Rule.parse(rule)
         return rules
 
+    @cached_property
+    def _parsed(self) -> dict[Side, list[Rule]]:
+        return {side: [Rule.parse(text) for text in getattr(self, side)] for side in SIDES}
+
     def rules(self, side: Side) -> list[Rule]:
-        return [Rule.parse(text) for text in getattr(self, side)]
+        return self._parsed[side]
 
     def names_host(self, host: str) -> bool:
         """True when a NAME rule (or, for an IP literal host, an IP rule) lists the host."""

@@ -73,18 +73,33 @@ class _Bundles:
             raise RegistryError("API_BUNDLE_NOT_FOUND", f"no API service {name!r}", status=404)
         return self.bundles[name]
 
-    def install(self, bundle: Bundle) -> None:
-        old = self.bundles.get(bundle.name)
-        if old is not None:
-            unregister = getattr(self.service, "unregister", None)
-            if unregister is None:
+    def check_free(self, bundle: Bundle) -> None:
+        """Refuse up front a bundle that cannot be installed, before anything is written."""
+        if bundle.name in self.bundles:
+            if not hasattr(self.service, "unregister"):
                 raise RegistryError(
                     "API_BUNDLE_EXISTS",
                     f"service {bundle.name!r} is registered; this registry cannot replace it live",
                     status=409,
                 )
+            return
+        resolve = getattr(self.service, "resolve", None)
+        names = [tool_name(bundle, t) for t in bundle.tools]
+        taken = [name for name in names if resolve is not None and resolve(name) is not None]
+        if taken:
+            raise RegistryError(
+                "TOOL_REGISTRATION_CONFLICT",
+                f"tool names already registered: {taken}",
+                status=409,
+                details={"names": taken},
+            )
+
+    def install(self, bundle: Bundle) -> None:
+        self.check_free(bundle)
+        old = self.bundles.get(bundle.name)
+        if old is not None:
             for tool in old.tools:
-                unregister(tool_name(old, tool))
+                self.service.unregister(tool_name(old, tool))
         pairs = build_tools(bundle, secrets=self.secrets, policy=self.policy, client=self.client)
         for entry, adapter in pairs:
             self.service.register(entry, adapter)
@@ -134,9 +149,10 @@ def api_tools_router(
                     status=422,
                 )
             check_saveable(bundle, policy)
+            bundles.check_free(bundle)
             created = name not in bundles.bundles
-            bundles.install(bundle)
             store.save(bundle)
+            bundles.install(bundle)
             tools = [tool_name(bundle, t) for t in bundle.tools]
             body = {"ok": True, "service": name, "tools": tools}
             return JSONResponse(body, status_code=201 if created else 200)

@@ -156,6 +156,7 @@ def test_names_host_for_save() -> None:
     assert not DENY.names_host("unlisted.example")
 
 
+@settings(deadline=None)
 @given(st.integers(min_value=0, max_value=2**32 - 1))
 def test_decimal_and_hex_forms_parse_to_the_same_address(number: int) -> None:
     expected = ipaddress.IPv4Address(number)
@@ -164,7 +165,7 @@ def test_decimal_and_hex_forms_parse_to_the_same_address(number: int) -> None:
     assert parse_host(f"::ffff:{expected}") == expected
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(
     st.one_of(
         st.text(max_size=40),

@@ -9,8 +9,10 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from registry.api_tools.bundle import parse_bundle
 from registry.api_tools.outbound import OutboundPolicy
 from registry.api_tools.routes import api_tools_router
+from registry.api_tools.tools import build_tools
 from registry.service import RegistryService
 
 SECRETS = {"TOKEN": "s3cr3t-token-value"}
@@ -153,3 +155,14 @@ def test_probe_route(tmp_path: Path) -> None:
     unknown = client.post("/api/api-tools/nope/probe", json={"tool": "x"})
     assert unknown.status_code == 404
     assert client.post("/api/api-tools/shop/probe", json=[]).status_code == 400
+
+
+def test_a_name_taken_by_another_registration_is_refused_before_writing(tmp_path: Path) -> None:
+    client, service = _client(tmp_path)
+    bundle = parse_bundle(_bundle())
+    entry, adapter = build_tools(bundle, secrets=SECRETS, policy=DENY)[0]
+    service.register(entry, adapter)
+    answer = client.put("/api/api-tools/shop", json=_bundle())
+    assert answer.status_code == 409
+    assert answer.json()["error"]["code"] == "TOOL_REGISTRATION_CONFLICT"
+    assert not list(tmp_path.iterdir())
