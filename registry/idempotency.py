@@ -42,17 +42,17 @@ def fingerprint(canonical_name: str, arguments: dict[str, Any], scope: str) -> s
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-@dataclass
+@dataclass(slots=True)
 class _Retained:
     fingerprint: str
     finished_at: float
-    result: Result | None  # None once only the tombstone remains
+    result: Result
 
 
 @dataclass(frozen=True)
 class Begin:
-    """What to do with a call: run it (``future`` is ours to resolve), await another
-    caller's in-flight ``future``, or return a retained ``result``."""
+    """What to do with a call: run it (then ``finish`` it), await another caller's
+    in-flight ``future``, or return a retained ``result``."""
 
     action: str  # "run" | "await" | "replay"
     future: asyncio.Future[Result] | None = None
@@ -83,9 +83,11 @@ class IdempotencyStore:
         self._max_results = max_results
         self._tombstone_ttl_s = result_ttl_s * TOMBSTONE_FACTOR
         self._max_tombstones = max_results * TOMBSTONE_FACTOR
-        self._inflight: dict[str, tuple[str, asyncio.Future[Result]]] = {}
+        # The future is created only when a duplicate arrives while the call runs.
+        self._inflight: dict[str, tuple[str, asyncio.Future[Result] | None]] = {}
         self._results: OrderedDict[str, _Retained] = OrderedDict()
-        self._tombstones: OrderedDict[str, _Retained] = OrderedDict()
+        # (fingerprint, finished_at): plain tuples of atoms, which the GC stops tracking.
+        self._tombstones: OrderedDict[str, tuple[str, float]] = OrderedDict()
 
     def begin(self, request_id: str, fp: str) -> Begin:
         """Classify a call. Raises ``RegistryError`` 409 TOOL_IDEMPOTENCY_CONFLICT or
@@ -95,28 +97,33 @@ class IdempotencyStore:
             held, future = self._inflight[request_id]
             if held != fp:
                 raise _conflict(request_id)
+            if future is None:
+                future = asyncio.get_running_loop().create_future()
+                self._inflight[request_id] = (held, future)
             return Begin("await", future=future)
-        retained = self._results.get(request_id) or self._tombstones.get(request_id)
+        retained = self._results.get(request_id)
         if retained is not None:
             if retained.fingerprint != fp:
                 raise _conflict(request_id)
-            if retained.result is None:
-                raise RegistryError(
-                    "TOOL_IDEMPOTENCY_EXPIRED",
-                    "the result of this requestId has expired; it will not be run again",
-                    status=409,
-                    details={"requestId": request_id},
-                )
             return Begin("replay", result=retained.result)
-        future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
-        self._inflight[request_id] = (fp, future)
-        return Begin("run", future=future)
+        tombstone = self._tombstones.get(request_id)
+        if tombstone is not None:
+            if tombstone[0] != fp:
+                raise _conflict(request_id)
+            raise RegistryError(
+                "TOOL_IDEMPOTENCY_EXPIRED",
+                "the result of this requestId has expired; it will not be run again",
+                status=409,
+                details={"requestId": request_id},
+            )
+        self._inflight[request_id] = (fp, None)
+        return Begin("run")
 
     def finish(self, request_id: str, result: Result) -> None:
         """Retain ``result`` and wake every duplicate waiting on it."""
         fp, future = self._inflight.pop(request_id)
         self._results[request_id] = _Retained(fp, self._clock(), result)
-        if not future.done():
+        if future is not None and not future.done():
             future.set_result(result)
         self._prune()
 
@@ -142,10 +149,10 @@ class IdempotencyStore:
             if not too_many and now - oldest.finished_at <= self._result_ttl_s:
                 break
             del self._results[request_id]
-            self._tombstones[request_id] = _Retained(oldest.fingerprint, oldest.finished_at, None)
+            self._tombstones[request_id] = (oldest.fingerprint, oldest.finished_at)
         while self._tombstones:
-            request_id, oldest = next(iter(self._tombstones.items()))
+            request_id, (_, finished_at) = next(iter(self._tombstones.items()))
             too_many = len(self._tombstones) > self._max_tombstones
-            if not too_many and now - oldest.finished_at <= self._tombstone_ttl_s:
+            if not too_many and now - finished_at <= self._tombstone_ttl_s:
                 break
             del self._tombstones[request_id]
