@@ -9,8 +9,8 @@ full path (no replay). Rounds alternate between the two loops and the median rou
 reported.
 
 The MCP ``tools/call`` round trip (registry endpoint beside the official ``mcp`` SDK's own
-server) is measured by the server part; its figures go under the ``"mcp"`` key of the
-output object (see ``MCP_FIGURES``).
+server) is the server part: ``mcp_round_trip`` is its slot, and its figures go under the
+``"mcp"`` key of the output object and its targets beside the in-process one.
 The last line printed is one JSON object.
 
     python bench/registry.py [--calls 20000] [--rounds 5]
@@ -46,9 +46,6 @@ SCHEMA: dict[str, Any] = {
 ARGUMENTS = {"query": "pick the red cube", "limit": 5}
 PRINCIPAL = Principal(id="bench", scope="agent", grants=frozenset({"robot.read"}))
 WARMUP = 500
-# Placeholder for the SERVER part: MCP tools/call round trips through the registry endpoint
-# and through the official SDK server, same tool, same run. ``None`` until that part runs.
-MCP_FIGURES: dict[str, Any] | None = None
 
 
 async def _echo(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -125,22 +122,34 @@ async def in_process(calls: int, rounds: int) -> dict[str, Any]:
     }
 
 
+def mcp_round_trip(calls: int) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """SERVER part (slot): MCP ``tools/call`` round trips through the registry endpoint and
+    through the official SDK's own stateless server, same tool, same run.
+
+    Returns ``(figures, targets)``; ``targets`` entries use the same
+    ``{"value", "limit", "better"}`` shape. Not measured yet: ``(None, {})``.
+    """
+    return None, {}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     figures = asyncio.run(in_process(args.calls, args.rounds))
+    mcp_figures, mcp_targets = mcp_round_trip(args.calls)
     report = {
         "benchmark": "registry",
         "in_process": figures,
-        "mcp": MCP_FIGURES,
+        "mcp": mcp_figures,
         "targets": {
             "call_over_bare_validation": {
                 "value": figures["call_over_bare_validation"],
                 "limit": 3,
                 "better": "lower",
             },
+            **mcp_targets,
         },
     }
     print(json.dumps(report))
