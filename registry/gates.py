@@ -131,7 +131,11 @@ def normalise(
     validator = tool.input_validator
     if validator.is_valid(arguments):
         return arguments, [], True
-    repaired, repairs = repair(validator, arguments)
+    try:
+        repaired, repairs = repair(validator, arguments)
+    except Exception:  # repair is best effort; a bug in it must not turn into a crash
+        logger.exception("argument repair for %s failed", tool.entry.name)
+        return arguments, [], False
     return repaired, repairs, bool(repairs) and validator.is_valid(repaired)
 
 
