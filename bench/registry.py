@@ -127,9 +127,114 @@ def mcp_round_trip(calls: int) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     through the official SDK's own stateless server, same tool, same run.
 
     Returns ``(figures, targets)``; ``targets`` entries use the same
-    ``{"value", "limit", "better"}`` shape. Not measured yet: ``(None, {})``.
+    ``{"value", "limit", "better"}`` shape.
     """
-    return None, {}
+    return mcp_figures(max(200, calls // 20), rounds=5)
+
+
+# ---------------------------------------------------------------- SERVER part: MCP round trip
+
+MCP_HEADERS = {
+    "accept": "application/json, text/event-stream",
+    "content-type": "application/json",
+    "mcp-protocol-version": "2025-06-18",
+}
+
+
+def _sdk_app() -> Any:
+    """The official SDK's own stateless JSON server with the same trivial tool."""
+    from mcp.server.fastmcp import FastMCP
+
+    server = FastMCP("bench", stateless_http=True, json_response=True, log_level="WARNING")
+
+    @server.tool(name="bench_echo", description="Answer ok; a trivial read tool.")
+    async def bench_echo(query: str, limit: int = 5) -> dict[str, Any]:
+        return {"ok": True}
+
+    return server.streamable_http_app()
+
+
+def _registry_app() -> Any:
+    from registry.server import build_app
+    from registry.settings import ServerSettings
+
+    settings = ServerSettings(grants=frozenset({"robot.read"}))
+    return build_app(_service(), settings)
+
+
+def _serve_in_thread(app: Any) -> tuple[Any, Any, str]:
+    import threading
+
+    import uvicorn
+
+    from registry.server import uvicorn_config
+
+    server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", 0))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.005)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    return server, thread, f"http://127.0.0.1:{port}/mcp"
+
+
+async def _mcp_round(client: Any, url: str, n: int) -> float:
+    """Seconds per ``tools/call`` round trip (POST, JSON answer, result checked)."""
+    params = {"name": "bench_echo", "arguments": dict(ARGUMENTS)}
+    started = time.perf_counter()
+    for i in range(n):
+        message = {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params}
+        answer = await client.post(url, json=message, headers=MCP_HEADERS)
+        result = answer.json().get("result")
+        if answer.status_code != 200 or not result or result.get("isError"):
+            raise RuntimeError(f"MCP call failed at {url}: {answer.text[:300]}")
+    return (time.perf_counter() - started) / n
+
+
+async def _mcp_rounds(ours: str, sdk: str, calls: int, rounds: int) -> tuple[list, list]:
+    import httpx
+
+    async with httpx.AsyncClient(timeout=30) as client:
+        await _mcp_round(client, ours, 50)
+        await _mcp_round(client, sdk, 50)
+        mine, theirs = [], []
+        for r in range(rounds):
+            mine.append(await _mcp_round(client, ours, calls))
+            theirs.append(await _mcp_round(client, sdk, calls))
+            print(
+                f"mcp round {r + 1}/{rounds}: registry {mine[-1] * 1e6:.0f} us, "
+                f"sdk {theirs[-1] * 1e6:.0f} us",
+                flush=True,
+            )
+    return mine, theirs
+
+
+def mcp_figures(calls: int, *, rounds: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Both servers on real loopback sockets in this process, the same httpx client
+    alternating rounds between them; the median round of each is reported."""
+    servers = [_serve_in_thread(_registry_app()), _serve_in_thread(_sdk_app())]
+    try:
+        mine, theirs = asyncio.run(_mcp_rounds(servers[0][2], servers[1][2], calls, rounds))
+    finally:
+        for server, thread, _url in servers:
+            server.should_exit = True
+            thread.join(15)
+    ours_us, sdk_us = statistics.median(mine) * 1e6, statistics.median(theirs) * 1e6
+    ratio = round(ours_us / sdk_us, 3)
+    figures = {
+        "calls_per_round": calls,
+        "rounds": rounds,
+        "registry_round_trip_us": round(ours_us, 1),
+        "sdk_round_trip_us": round(sdk_us, 1),
+        "registry_over_sdk": ratio,
+        "registry_rounds_us": [round(x * 1e6, 1) for x in mine],
+        "sdk_rounds_us": [round(x * 1e6, 1) for x in theirs],
+    }
+    target = {"mcp_round_trip_over_sdk": {"value": ratio, "limit": 1, "better": "lower"}}
+    return figures, target
 
 
 def main() -> None:
