@@ -1,0 +1,116 @@
+"""End to end: an official MCP SDK client with the robot grants runs the pick-and-place on
+the installed sim skill through the forge.* tools of ``doraforge serve``'s app."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from paos.dataflow import dora_environment
+from paos.home import PaosHome, open_service
+from paos.pick_place import plan_steps
+from registry.robot_tools import RobotTools
+from registry.server import build_app, new_service
+from registry.settings import ServerSettings
+from tests.registry.test_server_support import running
+
+pytestmark = pytest.mark.e2e
+
+SKILL = "pick-place"
+SOURCE = Path(__file__).resolve().parents[2] / "skills" / SKILL
+STEP_TIMEOUT_S = 90.0
+
+
+@pytest.fixture
+def sim_home(tmp_path: Path) -> Iterator[tuple[PaosHome, Any]]:
+    from paos.skills.archive import pack
+    from paos.skills.installer import Installer
+    from paos.skills.runtime import RuntimeManager
+
+    home = PaosHome(tmp_path / "home")
+    packed = pack(SOURCE, tmp_path / f"{SKILL}.tar.gz")
+    Installer(home).install(str(packed.path), yes=True)
+    runtime = RuntimeManager(home, environ=dora_environment(os.environ))
+    runtime.start(SKILL, "sim")
+    try:
+        yield home, runtime
+    finally:
+        try:
+            runtime.stop(SKILL)
+        except Exception:  # a guard tripped by a failed run: stop anyway, audited
+            runtime.stop(SKILL, force=True)
+
+
+def _task_service(home: PaosHome, runtime: Any) -> Any:
+    from paos.skills.activation import activate_skill
+
+    service = open_service(home)
+    service.activate_skill = lambda name: activate_skill(home, name, runtime)
+    return service
+
+
+async def _call(session: ClientSession, name: str, arguments: dict[str, Any]) -> Any:
+    result = await session.call_tool(name, arguments)
+    assert result.isError is False, result.content
+    assert result.structuredContent is not None
+    return result.structuredContent
+
+
+async def _action(session: ClientSession, task_id: str, tool_id: str, args: dict) -> dict:
+    started = await _call(
+        session,
+        "forge_tool_start_action",
+        {"task_id": task_id, "tool_id": tool_id, "arguments": args},
+    )
+    query = {"task_id": task_id, "record_id": started["record_id"]}
+    deadline = time.monotonic() + STEP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        answer = await _call(session, "forge_tool_action_result", query)
+        if answer["status"] == "available":
+            return answer["record"]
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{tool_id} did not finish in {STEP_TIMEOUT_S} s")
+
+
+async def _pick_place(url: str) -> dict[str, Any]:
+    async with (
+        streamable_http_client(url) as (read, write, _session_id),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        names = {tool.name for tool in (await session.list_tools()).tools}
+        assert {"forge_task_create", "forge_tool_start_action", "forge_task_finalize"} <= names
+        installed = await _call(session, "forge_skills_installed", {})
+        assert [s["name"] for s in installed["skills"]] == [SKILL]
+        created = await _call(session, "forge_task_create", {"skill": SKILL})
+        task_id = created["task"]["task_id"]
+        scene = await _call(
+            session, "forge_tool_query", {"task_id": task_id, "tool_id": "world.scene_state"}
+        )
+        outputs = scene["response"]["result"]["outputs"]
+        for _label, tool_id, arguments in plan_steps(outputs, say=lambda _m: None):
+            record = await _action(session, task_id, tool_id, arguments)
+            assert record["state"] == "completed", record
+        return await _call(session, "forge_task_finalize", {"task_id": task_id})
+
+
+def test_an_mcp_client_with_the_write_grant_runs_and_finalizes_the_pick_and_place(
+    sim_home: tuple[PaosHome, Any],
+) -> None:
+    home, runtime = sim_home
+    settings = ServerSettings(
+        grants=frozenset({"robot.read", "robot.write"}), approvals=frozenset({"*"})
+    )
+    robot = RobotTools(home, lambda: _task_service(home, runtime), lambda: runtime)
+    app = build_app(new_service(settings), settings, robot=robot)
+    with running(app) as base:
+        described = asyncio.run(_pick_place(f"{base}/mcp"))
+    assert described["task"]["state"] == "succeeded"
