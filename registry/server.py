@@ -7,6 +7,7 @@ manifest, and (when the package is present) the declarative API-tools routes ove
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -92,9 +93,15 @@ def uvicorn_config(app: FastAPI, host: str, port: int) -> uvicorn.Config:
 
 
 def serve(app: FastAPI, settings: ServerSettings, *, say: Say = print) -> None:
-    """Run ``app`` under uvicorn until interrupted; says where it listens."""
-    config = uvicorn_config(app, settings.host, settings.port)
-    server = uvicorn.Server(config)
+    """Run ``app`` under uvicorn until interrupted; says the address it really listens on
+    (port 0 picks a free port)."""
+    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((settings.host, settings.port))
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
     grants = ", ".join(sorted(settings.grants)) or "none"
-    say(f"registry on http://{settings.host}:{settings.port} (MCP at /mcp) · grants: {grants}")
-    server.run()
+    mcp = "on" if settings.mcp_enabled else "off"
+    say(f"registry listening on http://{shown}:{port} · MCP /mcp {mcp} · grants: {grants}")
+    uvicorn.Server(uvicorn_config(app, host, port)).run(sockets=[sock])
