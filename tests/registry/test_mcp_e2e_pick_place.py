@@ -4,9 +4,12 @@ the installed sim skill through the forge.* tools of ``doraforge serve``'s app."
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
+import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +32,34 @@ SOURCE = Path(__file__).resolve().parents[2] / "skills" / SKILL
 STEP_TIMEOUT_S = 90.0
 
 
+@contextmanager
+def _sim_gateway_lock(timeout_s: float = 60.0) -> Iterator[None]:
+    """Serialise with other runs of this test on the machine: the sim skill's Gateway has
+    one fixed port, so two concurrent runs would collide."""
+    path = Path(tempfile.gettempdir()) / "doraforge-test-sim-gateway.lock"
+    with path.open("w") as handle:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 @pytest.fixture
 def sim_home(tmp_path: Path) -> Iterator[tuple[PaosHome, Any]]:
+    with _sim_gateway_lock():
+        yield from _started_sim(tmp_path)
+
+
+def _started_sim(tmp_path: Path) -> Iterator[tuple[PaosHome, Any]]:
     from paos.skills.archive import pack
     from paos.skills.installer import Installer
     from paos.skills.runtime import RuntimeManager
