@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from registry.errors import RegistryError
 from registry.model import Principal
@@ -116,11 +118,52 @@ def _etag_matches(header: str | None, etag: str) -> bool:
     return "*" in candidates or etag in candidates
 
 
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+
+
+class LoopbackHostGuard:
+    """ASGI guard for a loopback-bound server against DNS rebinding: a request whose
+    ``Host`` is not a loopback name, or whose ``Origin`` names another host, gets 403."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not _loopback_request(Headers(scope=scope)):
+            error = RegistryError("HOST_REJECTED", "only loopback Host and Origin", status=403)
+            await error_response(error)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _hostname(authority: str) -> str:
+    if authority.startswith("["):
+        return authority[: authority.find("]") + 1]
+    return authority.rsplit(":", 1)[0] if authority.count(":") == 1 else authority
+
+
+def _loopback_request(headers: Headers) -> bool:
+    host = _hostname(headers.get("host", "").strip().lower())
+    if host not in _LOOPBACK_NAMES:
+        return False
+    origin = headers.get("origin")
+    if origin is None or origin == "null":
+        return origin is None
+    return _hostname(origin.lower().split("://", 1)[-1].split("/", 1)[0]) in _LOOPBACK_NAMES
+
+
+def is_loopback_bind(host: str) -> bool:
+    """Whether the server binds only a loopback address (then the Host guard applies)."""
+    return host.lower() in _LOOPBACK_NAMES or host.startswith("127.")
+
+
 def create_app(service: RegistryService, settings: ServerSettings) -> FastAPI:
     """The registry HTTP app: ``/api/tools`` routes over ``service`` with ``settings``."""
     app = FastAPI(title="doraforge registry", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.service = service
     app.state.settings = settings
+    if is_loopback_bind(settings.host):
+        app.add_middleware(LoopbackHostGuard)
 
     @app.exception_handler(RegistryError)
     async def _registry_error(_request: Request, exc: RegistryError) -> JSONResponse:

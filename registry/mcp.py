@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from registry.errors import RegistryError
 from registry.http import bearer_state, read_json_body, server_principal
+from registry.model import Principal
 from registry.settings import ServerSettings
 
 if TYPE_CHECKING:
@@ -164,7 +165,7 @@ class McpEndpoint:
             if parsed.method == "ping":
                 return _result(parsed.id, types.EmptyResult())
             if parsed.method == "tools/list":
-                return _result(parsed.id, self._list_tools(authenticated))
+                return _result(parsed.id, {"tools": advertised_tools(self.service, self.settings)})
             if parsed.method == "tools/call":
                 key = request.headers.get("idempotency-key")
                 return _result(parsed.id, await self._call_tool(params, key, authenticated))
@@ -185,13 +186,10 @@ class McpEndpoint:
             instructions="doraforge semantic tools; robot grants are set by the server.",
         )
 
-    def _principal(self, authenticated: bool) -> Any:
+    def _principal(self, authenticated: bool) -> Principal:
         return server_principal(
             self.service, self.settings, scope="agent", authenticated=authenticated
         )
-
-    def _list_tools(self, authenticated: bool) -> dict[str, Any]:
-        return {"tools": advertised_tools(self.service, self.settings)}
 
     async def _call_tool(
         self, params: dict[str, Any], key: str | None, authenticated: bool

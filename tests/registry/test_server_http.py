@@ -164,3 +164,18 @@ def test_an_oversized_body_is_413() -> None:
     with running(demo_app(settings)) as url:
         answer = httpx.post(f"{url}/api/tools/call", content=b"x" * 5000, timeout=10)
     assert answer.status_code == 413
+
+
+def test_a_rebound_host_or_foreign_origin_is_refused_on_a_loopback_server(base: str) -> None:
+    rebound = httpx.get(f"{base}/api/tools", headers={"host": "evil.example"}, timeout=10)
+    assert rebound.status_code == 403
+    assert rebound.json()["error"]["code"] == "HOST_REJECTED"
+    foreign = _call(
+        base, _envelope("o-1", "demo.echo", {"text": "a"}), origin="https://evil.example"
+    )
+    assert foreign.status_code == 403
+    port = base.rsplit(":", 1)[1]
+    local = httpx.get(
+        f"{base}/api/tools", headers={"host": f"localhost:{port}", "origin": "http://[::1]:3000"}
+    )
+    assert local.status_code == 200
