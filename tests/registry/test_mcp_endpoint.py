@@ -230,3 +230,18 @@ def test_the_manifest_is_readable_while_mcp_is_disabled() -> None:
     assert manifest["limits"]["maxResultChars"] == 20_000
     assert manifest["limits"]["maxResultItems"] == 25
     assert {tool["name"] for tool in manifest["tools"]} == {"demo_echo", "demo_big", "demo_fail"}
+
+
+@pytest.mark.anyio
+async def test_a_non_loopback_socket_peer_is_403_whatever_its_headers_say() -> None:
+    app = demo_app(ServerSettings(grants=BOTH))
+    transport = httpx.ASGITransport(app=app, client=("203.0.113.9", 40000))
+    headers = {"accept": ACCEPT, "content-type": "application/json", "x-forwarded-for": "127.0.0.1"}
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        posted = await client.post("/mcp", json=_rpc("tools/list"), headers=headers)
+        manifest = await client.get("/api/agent-context/manifest")
+        other = await client.get("/mcp")
+    assert posted.status_code == 403
+    assert posted.json()["error"]["data"]["code"] == "MCP_NOT_LOOPBACK"
+    assert manifest.status_code == 403
+    assert other.status_code == 403
