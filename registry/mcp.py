@@ -304,7 +304,7 @@ def apply_budget(
         capped = _cap_strings(capped, limit)
         truncated = True
     if len(_dumps(capped)) > max_chars - 64:
-        preview = _dumps(structured)[: max_chars // 2]
+        preview = _dumps(structured)[: max_chars // 3]  # re-escaping at most doubles it
         capped = {"preview": preview}
         truncated = True
     if truncated:

@@ -1,0 +1,57 @@
+"""MCP result budgets: at most 25 items per list and 20,000 serialised characters, with an
+explicit ``truncated`` flag whenever anything was cut."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from registry.mcp import apply_budget, tool_result
+from registry.settings import ServerSettings
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=3000),
+    lambda inner: st.lists(inner, max_size=40) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=60,
+)
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=st.dictionaries(st.text(max_size=5), json_values, max_size=6))
+def test_any_result_fits_the_budget_and_says_when_it_was_cut(value: dict[str, Any]) -> None:
+    bounded, truncated = apply_budget(value, max_chars=2000, max_items=5)
+    assert _size(bounded) <= 2000
+    assert truncated == (bounded != value)
+    if truncated:
+        assert bounded["truncated"] is True
+
+
+def test_a_small_result_is_untouched() -> None:
+    value = {"items": [1, 2, 3], "text": "ok"}
+    assert apply_budget(value, max_chars=20_000, max_items=25) == (value, False)
+
+
+def test_long_lists_are_capped_at_25_items_and_flagged() -> None:
+    bounded, truncated = apply_budget({"a": list(range(30))}, max_chars=20_000, max_items=25)
+    assert truncated is True
+    assert bounded["a"] == list(range(25))
+    assert bounded["truncated"] is True
+
+
+def test_a_tool_result_text_never_exceeds_the_character_budget() -> None:
+    outcome = {"requestId": "r", "state": "completed", "result": {"q": '"\\' * 40_000}}
+    result = tool_result(outcome, ServerSettings())
+    assert len(result["content"][0]["text"]) <= 20_000
+    assert result["_meta"]["doraforge/truncated"] is True
+
+
+def test_a_non_object_result_is_wrapped_for_structured_content() -> None:
+    result = tool_result({"requestId": "r", "state": "completed", "result": [1]}, ServerSettings())
+    assert result["structuredContent"] == {"result": [1]}
