@@ -136,16 +136,19 @@ class RobotTools:
             manifest = await asyncio.to_thread(load_manifest, bundle)
             async with ForgeToolClient(manifest.gateway_url) as client:
                 listing = await client.list_tools()
-                contexts = {}
-                for tool in listing.get("tools", []):
-                    contexts[tool["tool_id"]] = await client.context(tool["tool_id"])
+                tools = [
+                    {
+                        "tool_id": tool["tool_id"],
+                        "semantics": tool.get("semantics"),
+                        "description": tool.get("description"),
+                        "context": await client.context(tool["tool_id"]),
+                    }
+                    for tool in listing.get("tools", [])
+                ]
         except PaosError as exc:
             raise ToolFailure(exc.code, exc.message, retryable=exc.retryable) from exc
-        return {
-            "gateway_url": manifest.gateway_url,
-            "tools": listing.get("tools", []),
-            "contexts": contexts,
-        }
+        # Schemas are left out to stay within the result budget; forge.tool_context has them.
+        return {"gateway_url": manifest.gateway_url, "tools": tools}
 
 
 def _default_runtime(home: PaosHome) -> Callable[[], Any]:
@@ -209,7 +212,7 @@ def _context_entries(tools: RobotTools) -> list[tuple[dict[str, Any], Any]]:
             _entry(
                 "forge.tool_contexts",
                 "forge_tool_contexts",
-                "Every tool of a skill's Gateway with its live context (readiness, binding).",
+                "Every tool of a running skill's Gateway: id, kind, description, live context.",
                 {**closed, "required": ["skill"], "properties": {"skill": _SKILL}},
                 None,
             ),

@@ -119,6 +119,11 @@ async def _pick_place(url: str) -> dict[str, Any]:
         assert {"forge_task_create", "forge_tool_start_action", "forge_task_finalize"} <= names
         installed = await _call(session, "forge_skills_installed", {})
         assert [s["name"] for s in installed["skills"]] == [SKILL]
+        contexts = await _call(session, "forge_tool_contexts", {"skill": SKILL})
+        assert "truncated" not in contexts
+        assert "world.scene_state" in {tool["tool_id"] for tool in contexts["tools"]}
+        runtimes = await _call(session, "forge_runtime_status", {"skill": SKILL})
+        assert runtimes["runtimes"][0]["state"] == "running"
         created = await _call(session, "forge_task_create", {"skill": SKILL})
         task_id = created["task"]["task_id"]
         scene = await _call(

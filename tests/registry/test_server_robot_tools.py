@@ -171,3 +171,12 @@ def test_over_mcp_an_approved_server_runs_motion_and_closes_the_task_service(
     assert answer["result"]["structuredContent"] == {"record_id": "r1"}
     assert fake.actions == [("t9", "gripper.grasp")]
     assert fake.closed is True
+
+
+def test_the_api_tools_routes_are_mounted_beside_the_registry(tmp_path: Path) -> None:
+    settings = ServerSettings()
+    app = build_app(new_service(settings), settings, api_tools_dir=tmp_path / "api-tools")
+    with running(app) as url:
+        listed = httpx.get(f"{url}/api/api-tools", timeout=10)
+    assert listed.status_code == 200
+    assert listed.json() == {"ok": True, "services": []}
