@@ -110,6 +110,17 @@ class Catalog:
         self._search[tool_entry.name] = _tokens(words)
         return tool_entry
 
+    def unregister(self, name: str) -> ToolEntry:
+        """Remove the tool ``name`` (any of its names) refers to; 404 TOOL_NOT_FOUND."""
+        tool = self.resolve(name)
+        if tool is None:
+            raise RegistryError("TOOL_NOT_FOUND", f"no tool {name!r}", status=404)
+        for alias in tool.entry.names():
+            del self._by_name[alias]
+        del self._tools[tool.entry.name]
+        del self._search[tool.entry.name]
+        return tool.entry
+
     def resolve(self, name: str) -> RegisteredTool | None:
         """The tool a canonical, provider or alias name refers to, or ``None``."""
         canonical = self._by_name.get(name)

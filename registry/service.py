@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from registry import gates
@@ -64,6 +64,15 @@ class RegistryService:
         """Register a tool; ``RegistryError`` TOOL_REGISTRATION_CONFLICT on any name
         collision, TOOL_REGISTRATION_INVALID for a malformed entry or schema."""
         return self._catalog.register(entry, adapter)
+
+    def unregister(self, name: str) -> ToolEntry:
+        """Remove a tool; calls already running finish, retained results stay readable."""
+        return self._catalog.unregister(name)
+
+    def allow_egress(self, hosts: Iterable[str]) -> None:
+        """Add hosts an operator vetted (e.g. a saved API bundle's base host) to the egress
+        allowlist; the allowlist only grows while the service lives."""
+        self._egress_allowlist |= {host.lower() for host in hosts}
 
     def resolve(self, name: str) -> ToolEntry | None:
         """The entry a canonical, provider or alias name refers to."""

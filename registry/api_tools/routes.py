@@ -76,13 +76,7 @@ class _Bundles:
     def check_free(self, bundle: Bundle) -> None:
         """Refuse up front a bundle that cannot be installed, before anything is written."""
         if bundle.name in self.bundles:
-            if not hasattr(self.service, "unregister"):
-                raise RegistryError(
-                    "API_BUNDLE_EXISTS",
-                    f"service {bundle.name!r} is registered; this registry cannot replace it live",
-                    status=409,
-                )
-            return
+            return  # a replacement: install() unregisters the old tools first
         resolve = getattr(self.service, "resolve", None)
         names = [tool_name(bundle, t) for t in bundle.tools]
         taken = [name for name in names if resolve is not None and resolve(name) is not None]
@@ -102,6 +96,8 @@ class _Bundles:
                 self.service.unregister(tool_name(old, tool))
         pairs = build_tools(bundle, secrets=self.secrets, policy=self.policy, client=self.client)
         for entry, adapter in pairs:
+            # The base host passed the outbound policy when the bundle was saved.
+            self.service.allow_egress(entry["policy"]["egressHosts"])
             self.service.register(entry, adapter)
         self.bundles[bundle.name] = bundle
 

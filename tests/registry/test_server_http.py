@@ -179,3 +179,25 @@ def test_a_rebound_host_or_foreign_origin_is_refused_on_a_loopback_server(base: 
         f"{base}/api/tools", headers={"host": f"localhost:{port}", "origin": "http://[::1]:3000"}
     )
     assert local.status_code == 200
+
+
+def test_api_tool_bundles_need_the_token_when_one_is_configured(tmp_path: Any) -> None:
+    from registry.server import build_app, new_service
+
+    settings = ServerSettings(token=TOKEN, outbound={"default": "deny", "external": ["a.example"]})
+    app = build_app(new_service(settings), settings, api_tools_dir=tmp_path)
+    bundle = {
+        "schemaVersion": 1,
+        "name": "shop",
+        "baseUrl": "https://a.example",
+        "tools": [{"name": "get", "description": "Get it", "path": "/x"}],
+    }
+    with running(app) as url, httpx.Client(base_url=url) as client:
+        anonymous = client.put("/api/api-tools/shop", json=bundle)
+        assert anonymous.status_code == 401
+        assert anonymous.json()["error"]["code"] == "AUTH_REQUIRED"
+        assert not list(tmp_path.iterdir())
+        operator = {"Authorization": f"Bearer {TOKEN}"}
+        saved = client.put("/api/api-tools/shop", json=bundle, headers=operator)
+        assert saved.status_code == 201
+        assert client.get("/api/tools", params={"scope": "ui"}).status_code == 200

@@ -13,7 +13,10 @@ from registry.api_tools.bundle import parse_bundle
 from registry.api_tools.outbound import OutboundPolicy
 from registry.api_tools.routes import api_tools_router
 from registry.api_tools.tools import build_tools
+from registry.model import Principal
 from registry.service import RegistryService
+
+from .conftest import LOCAL_POLICY, Upstream, tool
 
 SECRETS = {"TOKEN": "s3cr3t-token-value"}
 DENY = OutboundPolicy(default="deny", external=["api.example.com"])
@@ -128,12 +131,16 @@ def test_put_rejects_non_json_and_oversized_bodies(tmp_path: Path) -> None:
     assert big.status_code == 413
 
 
-def test_replacing_a_live_service_is_a_conflict_without_unregister(tmp_path: Path) -> None:
-    client, _ = _client(tmp_path)
+def test_replacing_a_live_service_swaps_its_tools(tmp_path: Path) -> None:
+    client, service = _client(tmp_path)
     assert client.put("/api/api-tools/shop", json=_bundle()).status_code == 201
-    again = client.put("/api/api-tools/shop", json=_bundle())
-    assert again.status_code == 409
-    assert again.json()["error"]["code"] == "API_BUNDLE_EXISTS"
+    assert service.resolve("api__shop__get_item") is not None
+    replacement = _bundle()
+    replacement["tools"][0]["name"] = "get_thing"
+    again = client.put("/api/api-tools/shop", json=replacement)
+    assert again.status_code == 200
+    assert service.resolve("api__shop__get_item") is None
+    assert service.resolve("api__shop__get_thing") is not None
 
 
 def test_probe_route(tmp_path: Path) -> None:
@@ -166,3 +173,29 @@ def test_a_name_taken_by_another_registration_is_refused_before_writing(tmp_path
     assert answer.status_code == 409
     assert answer.json()["error"]["code"] == "TOOL_REGISTRATION_CONFLICT"
     assert not list(tmp_path.iterdir())
+
+
+def test_a_saved_bundle_can_reach_its_vetted_host_and_no_other(
+    tmp_path: Path, upstream: Upstream
+) -> None:
+    # The service starts with an empty egress allowlist: only saving the bundle (which
+    # passed the outbound policy) lets its tools reach their host.
+    client, service = _client(tmp_path, LOCAL_POLICY)
+    document = _bundle(name="svc", base=upstream.base)
+    document["tools"] = [tool("text", "/text", response={"type": "text"})]
+    assert client.put("/api/api-tools/svc", json=document).status_code == 201
+    principal = Principal(id="t", scope="agent", grants=frozenset({"api.read"}))
+    other = RegistryService()
+    entry, adapter = build_tools(parse_bundle(document), secrets=SECRETS, policy=LOCAL_POLICY)[0]
+    other.register(entry, adapter)
+
+    async def calls() -> tuple[dict[str, Any], dict[str, Any]]:
+        saved = await service.call({"requestId": "r1", "name": "api__svc__text"}, principal)
+        unsaved = await other.call({"requestId": "r1", "name": "api__svc__text"}, principal)
+        return saved, unsaved
+
+    saved, unsaved = asyncio.run(calls())
+    assert saved["state"] == "completed"
+    assert saved["result"]["content"] == "plain hello"
+    assert unsaved["state"] == "denied"
+    assert unsaved["error"]["code"] == "TOOL_EGRESS_DENIED"
