@@ -36,6 +36,7 @@ bench: $(STAMP)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) bench/sim.py
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) bench/paos_store.py
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) bench/install.py
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) bench/registry.py
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format .
