@@ -125,7 +125,8 @@ class IdempotencyStore:
         self._results[request_id] = _Retained(fp, self._clock(), result)
         if future is not None and not future.done():
             future.set_result(result)
-        self._prune()
+        # No prune here: every read (begin, get) prunes first, so the windows hold where
+        # they are observed; the store may briefly hold one result over its bound.
 
     def get(self, request_id: str) -> Result | None:
         """The retained result, or ``None`` (unknown, expired or still running)."""
