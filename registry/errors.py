@@ -13,11 +13,34 @@ from collections.abc import Mapping
 from typing import Any
 
 
-def _payload(code: str, message: str, retryable: bool, details: dict[str, Any]) -> dict[str, Any]:
-    return {"code": code, "message": message, "retryable": retryable, "details": details}
+class _Structured(Exception):
+    """Code, message, retryable and details, and their wire form."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        retryable: bool = False,
+        details: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.retryable = retryable
+        self.details: dict[str, Any] = dict(details or {})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire form ``{code, message, retryable, details}``."""
+        return {
+            "code": self.code,
+            "message": self.message,
+            "retryable": self.retryable,
+            "details": self.details,
+        }
 
 
-class RegistryError(Exception):
+class RegistryError(_Structured):
     """A refusal by the registry; nothing was executed because of this request."""
 
     def __init__(
@@ -29,35 +52,9 @@ class RegistryError(Exception):
         retryable: bool = False,
         details: Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
+        super().__init__(code, message, retryable=retryable, details=details)
         self.status = status
-        self.retryable = retryable
-        self.details: dict[str, Any] = dict(details or {})
-
-    def to_dict(self) -> dict[str, Any]:
-        """The wire form ``{code, message, retryable, details}``."""
-        return _payload(self.code, self.message, self.retryable, self.details)
 
 
-class ToolFailure(Exception):
+class ToolFailure(_Structured):
     """Raised by an adapter when the tool ran and failed; becomes a ``failed`` result."""
-
-    def __init__(
-        self,
-        code: str,
-        message: str,
-        *,
-        retryable: bool = False,
-        details: Mapping[str, Any] | None = None,
-    ) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-        self.retryable = retryable
-        self.details: dict[str, Any] = dict(details or {})
-
-    def to_dict(self) -> dict[str, Any]:
-        """The wire form ``{code, message, retryable, details}``."""
-        return _payload(self.code, self.message, self.retryable, self.details)
