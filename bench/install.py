@@ -9,8 +9,8 @@ Measured in one run, on real files in a temporary directory:
   * the floor, in the same run: ``tar -xzf`` into a fresh directory followed by
     ``sha256sum`` over every extracted file, as one shell pipeline;
   * rounds alternate between the two and medians are reported;
-  * when ``paos.skills.installer`` exists, the full ``Installer.install`` of the packed
-    file into a fresh PAOS home (cache copy, extraction, swap, receipt), informational.
+  * the full ``Installer.install`` of the packed file into a fresh PAOS home (cache
+    copy, extraction, swap, receipt), informational.
   * the runtime start-to-ready time of the shipped ``skills/pick-place`` sim profile:
     packed, installed into a fresh PAOS home, then ``RuntimeManager.start`` (private Dora
     coordinator and daemon up, dataflow launched, every required tool ready) and ``stop``,
@@ -39,6 +39,8 @@ from typing import Any
 
 from paos.home import PaosHome
 from paos.skills.archive import extract, pack
+from paos.skills.installer import Installer
+from paos.skills.runtime import RuntimeManager
 
 SKILL_YAML = """\
 manifest_version: 2
@@ -98,18 +100,15 @@ def _floor(archive: Path, dest: Path) -> None:
 
 
 def _install(archive: Path, home_root: Path) -> float:
-    from paos.skills.installer import Installer
-
     installer = Installer(PaosHome(home_root))
     return _timed(lambda: installer.install(str(archive), yes=True))
 
 
 def measure(archive: Path, workdir: Path, rounds: int) -> dict[str, Any]:
-    """Alternate extract and floor rounds (plus the installer when present); medians."""
+    """Alternate extract, floor and full-installer rounds; medians."""
     extract_s: list[float] = []
     floor_s: list[float] = []
     install_s: list[float] = []
-    has_installer = (Path(__file__).parents[1] / "paos" / "skills" / "installer.py").exists()
     for index in range(rounds):
         target = workdir / f"extract{index}"
         extract_s.append(_timed(lambda target=target: extract(archive, target)))
@@ -117,10 +116,9 @@ def measure(archive: Path, workdir: Path, rounds: int) -> dict[str, Any]:
         floor_s.append(_timed(lambda floor=floor: _floor(archive, floor)))
         shutil.rmtree(target)
         shutil.rmtree(floor)
-        if has_installer:
-            home = workdir / f"home{index}"
-            install_s.append(_install(archive, home))
-            shutil.rmtree(home)
+        home = workdir / f"home{index}"
+        install_s.append(_install(archive, home))
+        shutil.rmtree(home)
     figures: dict[str, Any] = {
         "rounds": rounds,
         "extract_median_s": round(statistics.median(extract_s), 4),
@@ -128,8 +126,7 @@ def measure(archive: Path, workdir: Path, rounds: int) -> dict[str, Any]:
         "extract_samples_s": [round(value, 4) for value in extract_s],
         "floor_samples_s": [round(value, 4) for value in floor_s],
     }
-    if install_s:
-        figures["installer_median_s"] = round(statistics.median(install_s), 4)
+    figures["installer_median_s"] = round(statistics.median(install_s), 4)
     figures["install_over_tar_sha256"] = round(
         figures["extract_median_s"] / figures["tar_sha256_floor_median_s"], 3
     )
@@ -138,8 +135,6 @@ def measure(archive: Path, workdir: Path, rounds: int) -> dict[str, Any]:
 
 def measure_runtime(workdir: Path, rounds: int) -> dict[str, Any]:
     """Install the sim skill once; time start-to-ready and stop ``rounds`` times."""
-    from paos.skills.installer import Installer
-    from paos.skills.runtime import RuntimeManager
 
     source = Path(__file__).resolve().parents[1] / "skills" / "pick-place"
     home = PaosHome(workdir / "runtime-home")

@@ -1,7 +1,7 @@
 """The registry server behind ``doraforge serve``: one app, one service, one uvicorn.
 
 :func:`build_app` assembles the HTTP catalog and call routes, the MCP endpoint, the agent
-manifest, and (when the package is present) the declarative API-tools routes over a single
+manifest, and (given a bundle directory) the declarative API-tools routes over a single
 :class:`RegistryService`. :func:`serve` runs it on the configured loopback address.
 """
 

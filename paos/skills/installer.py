@@ -55,7 +55,7 @@ from paos.skills.artifacts import ArtifactReceipt, NodeLock, install_artifact, i
 from paos.skills.artifacts import verify_receipt as verify_artifact_receipt
 from paos.skills.download import DownloadCache, ProgressCallback, fetch_with_retry
 from paos.skills.errors import InstallError
-from paos.skills.manifest import load_manifest
+from paos.skills.manifest import SkillManifest, load_manifest
 from paos.skills.sources import PackageIndex, Registry, classify, load_index, resolve
 from paos.store import AgentTaskStore
 
@@ -258,7 +258,7 @@ class Installer:
             "name": manifest.name,
             "version": manifest.version,
             "path": str(current),
-            "manifest": _dump(manifest),
+            "manifest": manifest.model_dump(mode="json"),
             "archive_manifest": json.loads(
                 (current / "archive-manifest.json").read_text(encoding="utf-8")
             ),
@@ -326,7 +326,9 @@ class Installer:
         index = load_index(where.location, client=self._client) if where.kind == "index" else None
         return _Origin(where.kind, where.location, index)
 
-    def _check_identity(self, manifest: Any, name: str | None, version: str | None) -> None:
+    def _check_identity(
+        self, manifest: SkillManifest, name: str | None, version: str | None
+    ) -> None:
         for what, wanted, actual in (
             ("name", name, manifest.name),
             ("version", version, manifest.version),
@@ -393,7 +395,7 @@ class Installer:
     # ------------------------------------------------------------------ artifacts
 
     def _install_artifacts(
-        self, manifest: Any, staging: Path, origin: _Origin
+        self, manifest: SkillManifest, staging: Path, origin: _Origin
     ) -> list[InstalledArtifact]:
         spec = getattr(manifest, "artifacts", None)
         if spec is None:
@@ -559,9 +561,3 @@ def _write_atomic(path: Path, document: dict[str, Any]) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
-
-
-def _dump(manifest: Any) -> Any:
-    if hasattr(manifest, "model_dump"):
-        return manifest.model_dump(mode="json")
-    return vars(manifest)

@@ -6,7 +6,7 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
@@ -17,6 +17,9 @@ from registry.api_tools.errors import RegistryError, ToolFailure
 from registry.api_tools.outbound import OutboundPolicy, Resolver
 from registry.api_tools.store import BundleStore
 from registry.api_tools.tools import build_tools, check_saveable, probe, tool_name
+
+if TYPE_CHECKING:
+    from registry.service import RegistryService
 
 MAX_BODY_BYTES = 256 * 1024
 _NAME = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
@@ -58,7 +61,7 @@ class _Bundles:
 
     def __init__(
         self,
-        service: Any,
+        service: RegistryService,
         policy: OutboundPolicy,
         secrets: Mapping[str, str],
         resolver: Resolver | None,
@@ -77,9 +80,8 @@ class _Bundles:
         """Refuse up front a bundle that cannot be installed, before anything is written."""
         if bundle.name in self.bundles:
             return  # a replacement: install() unregisters the old tools first
-        resolve = getattr(self.service, "resolve", None)
         names = [tool_name(bundle, t) for t in bundle.tools]
-        taken = [name for name in names if resolve is not None and resolve(name) is not None]
+        taken = [name for name in names if self.service.resolve(name) is not None]
         if taken:
             raise RegistryError(
                 "TOOL_REGISTRATION_CONFLICT",
@@ -104,7 +106,7 @@ class _Bundles:
 
 def api_tools_router(
     store_dir: Path,
-    service: Any,
+    service: RegistryService,
     policy: OutboundPolicy,
     secrets: Mapping[str, str],
     *,

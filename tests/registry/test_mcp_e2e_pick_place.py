@@ -23,7 +23,7 @@ from paos.pick_place import plan_steps
 from registry.robot_tools import RobotTools
 from registry.server import build_app, new_service
 from registry.settings import ServerSettings
-from tests.registry.test_server_support import running
+from tests.registry.server_support import running
 
 pytestmark = pytest.mark.e2e
 

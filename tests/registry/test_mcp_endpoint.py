@@ -11,7 +11,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from registry.settings import ServerSettings
-from tests.registry.test_server_support import TOKEN, DemoTools, demo_app, running
+from tests.registry.server_support import TOKEN, DemoTools, demo_app, running
 
 ACCEPT = "application/json, text/event-stream"
 BOTH = frozenset({"robot.read", "robot.write"})

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from registry.settings import ServerSettings
-from tests.registry.test_server_support import demo_app
+from tests.registry.server_support import demo_app
 
 APP = demo_app(ServerSettings(grants=frozenset({"robot.read", "robot.write"})))
 # The ASGI transport reports this client address; the MCP edge requires a loopback peer.

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from registry.settings import ServerSettings
-from tests.registry.test_server_support import TOKEN, DemoTools, demo_app, running
+from tests.registry.server_support import TOKEN, DemoTools, demo_app, running
 
 BOTH = frozenset({"robot.read", "robot.write"})
 

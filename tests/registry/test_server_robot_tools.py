@@ -17,7 +17,7 @@ from registry.model import Principal
 from registry.robot_tools import RobotTools, register_robot_tools
 from registry.server import build_app, new_service
 from registry.settings import ServerSettings
-from tests.registry.test_server_support import running
+from tests.registry.server_support import running
 
 BOTH = frozenset({"robot.read", "robot.write"})
 ACCEPT = "application/json, text/event-stream"
