@@ -76,6 +76,21 @@ class Cell:
         return await capture(self.client, **{**arguments, **options})
 
 
+async def _capture_before(transport: httpx.MockTransport, workspace: Path) -> EvidenceArtifact:
+    """A ``before`` scene capture through a client whose Gateway is ``transport``."""
+    async with ForgeToolClient("http://127.0.0.1", transport=transport) as client:
+        return await capture(
+            client,
+            workspace=workspace,
+            task_id=TASK,
+            revision_id="rev-1",
+            record_id=None,
+            source="scene",
+            phase="before",
+            not_before_ns=None,
+        )
+
+
 @asynccontextmanager
 async def cell(tmp_path: Path) -> AsyncIterator[Cell]:
     """A real Gateway serving two camera sources, and a client over ASGI."""
@@ -196,17 +211,7 @@ async def test_a_transport_failure_is_recorded_with_unknown_remote_state(tmp_pat
         raise httpx.ConnectError("refused", request=request)
 
     transport = httpx.MockTransport(refuse)
-    async with ForgeToolClient("http://127.0.0.1", transport=transport) as client:
-        artifact = await capture(
-            client,
-            workspace=tmp_path,
-            task_id=TASK,
-            revision_id="rev-1",
-            record_id=None,
-            source="scene",
-            phase="before",
-            not_before_ns=None,
-        )
+    artifact = await _capture_before(transport, tmp_path)
     assert artifact.error["code"] == "EVIDENCE_CAPTURE_FAILED"
     assert artifact.error["details"]["remote_state"] == "unknown"
 
@@ -220,17 +225,7 @@ async def test_bytes_that_contradict_their_media_type_are_refused(tmp_path):
         "x-frame-received-ns": "11",
     }
     transport = httpx.MockTransport(lambda _r: httpx.Response(200, content=jpeg, headers=headers))
-    async with ForgeToolClient("http://127.0.0.1", transport=transport) as client:
-        artifact = await capture(
-            client,
-            workspace=tmp_path,
-            task_id=TASK,
-            revision_id="rev-1",
-            record_id=None,
-            source="scene",
-            phase="before",
-            not_before_ns=None,
-        )
+    artifact = await _capture_before(transport, tmp_path)
     assert artifact.error["code"] == "EVIDENCE_MEDIA_MISMATCH"
     assert artifact.seq == 3
     assert artifact.path is None
