@@ -21,7 +21,14 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from paos.skills.errors import ArchiveError
-from paos.skills.paths import PathProblem, check_relative_path, describe, path_problem
+from paos.skills.paths import (
+    PathProblem,
+    check_relative_path,
+    control_character,
+    describe,
+    path_problem,
+    printable,
+)
 
 ARCHIVE_MANIFEST_NAME = "archive-manifest.json"
 #: The inventory is read whole; 10,000 entries take about 1.5 MB.
@@ -41,6 +48,7 @@ class ArchiveCode(StrEnum):
     PATH_ABSOLUTE = "ARCHIVE_PATH_ABSOLUTE"
     PATH_DRIVE = "ARCHIVE_PATH_DRIVE"
     PATH_TRAVERSAL = "ARCHIVE_PATH_TRAVERSAL"
+    PATH_CONTROL = "ARCHIVE_PATH_CONTROL_CHARACTER"
     PATH_INVALID = "ARCHIVE_PATH_INVALID"
     PATH_CONFLICT = "ARCHIVE_PATH_CONFLICT"
     DUPLICATE_MEMBER = "ARCHIVE_DUPLICATE_MEMBER"
@@ -55,6 +63,7 @@ class ArchiveCode(StrEnum):
     RATIO_EXCEEDED = "ARCHIVE_RATIO_EXCEEDED"
     MANIFEST_MISSING = "ARCHIVE_MANIFEST_MISSING"
     MANIFEST_INVALID = "ARCHIVE_MANIFEST_INVALID"
+    MANIFEST_DUPLICATE_KEY = "ARCHIVE_MANIFEST_DUPLICATE_KEY"
     FILE_UNLISTED = "ARCHIVE_FILE_UNLISTED"
     FILE_MISSING = "ARCHIVE_FILE_MISSING"
     SIZE_MISMATCH = "ARCHIVE_SIZE_MISMATCH"
@@ -73,6 +82,7 @@ PATH_CODES = {
     PathProblem.ABSOLUTE: ArchiveCode.PATH_ABSOLUTE,
     PathProblem.DRIVE: ArchiveCode.PATH_DRIVE,
     PathProblem.TRAVERSAL: ArchiveCode.PATH_TRAVERSAL,
+    PathProblem.CONTROL: ArchiveCode.PATH_CONTROL,
     PathProblem.INVALID: ArchiveCode.PATH_INVALID,
 }
 
@@ -102,13 +112,22 @@ DEFAULT_LIMITS = ArchiveLimits()
 
 
 def check_member_path(name: str, **details: object) -> str:
-    """Return ``name`` if it is a safe relative path, else raise its specific code."""
+    """Return ``name`` if it is a safe relative path, else raise its specific code.
+
+    The error's ``member`` detail spells control and format characters as ``\\uXXXX`` so
+    the refusal cannot itself reorder or hide text where it is shown; for
+    ``ARCHIVE_PATH_CONTROL_CHARACTER`` a ``character`` detail names the first one (``U+202E``).
+    """
     problem = path_problem(name)
-    if problem is not None:
-        raise archive_error(
-            PATH_CODES[problem], f"member path {name!r} {describe(problem)}", member=name, **details
-        )
-    return name
+    if problem is None:
+        return name
+    character = control_character(name)
+    if problem is PathProblem.CONTROL and character is not None:
+        details["character"] = f"U+{ord(character):04X}"
+    shown = printable(name)
+    raise archive_error(
+        PATH_CODES[problem], f"member path {shown!r} {describe(problem)}", member=shown, **details
+    )
 
 
 class _Strict(BaseModel):
@@ -141,7 +160,13 @@ class ArchiveManifest(_Strict):
 
     @classmethod
     def from_json(cls, data: bytes, source: str) -> ArchiveManifest:
-        """Parse and validate; raise ``ARCHIVE_MANIFEST_INVALID`` naming ``source``."""
+        """Parse and validate; raise ``ARCHIVE_MANIFEST_INVALID`` naming ``source``.
+
+        A key repeated in any object raises ``ARCHIVE_MANIFEST_DUPLICATE_KEY``: readers
+        disagree on which copy wins, so the inventory checked here could differ from the
+        one another tool shows for the same archive.
+        """
+        _refuse_duplicate_keys(data, source)
         try:
             manifest = cls.model_validate_json(data)
         except ValidationError as exc:
@@ -160,6 +185,40 @@ class ArchiveManifest(_Strict):
                 archive=source,
             )
         return manifest
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_object(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    document: dict[str, object] = {}
+    for key, value in pairs:
+        if key in document:
+            raise _DuplicateKey(key)
+        document[key] = value
+    return document
+
+
+def _refuse_duplicate_keys(data: bytes, source: str) -> None:
+    """Raise ``ARCHIVE_MANIFEST_DUPLICATE_KEY`` if any JSON object in ``data`` repeats a key.
+
+    Other syntax errors are left to the schema parse, which reports them as
+    ``ARCHIVE_MANIFEST_INVALID``.
+    """
+    try:
+        json.loads(data, object_pairs_hook=_unique_object)
+    except _DuplicateKey as exc:
+        raise archive_error(
+            ArchiveCode.MANIFEST_DUPLICATE_KEY,
+            f"{ARCHIVE_MANIFEST_NAME} in {source} repeats the key {exc.key!r}",
+            archive=source,
+            key=exc.key,
+        ) from exc
+    except (ValueError, RecursionError):
+        return
 
 
 class MemberRegistry:

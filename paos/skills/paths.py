@@ -4,7 +4,10 @@ A bundle path is untrusted text that will be joined to a directory we own. It is
 only in one canonical spelling: POSIX separators, no empty, ``.`` or ``..`` components, not
 absolute, no drive letter, no backslash (a separator on Windows, so ``a\\..\\b`` would
 escape there), no NUL (C APIs truncate at it, so the name checked is not the name opened)
-and no other control characters (they corrupt terminals and logs). With those rules a
+and no other Unicode control, format or line/paragraph separator character (categories
+Cc, Cf, Zl, Zp): C1 controls such as U+009B open terminal escape sequences, U+202E
+reverses how a name is displayed (``evil\\u202etxt.sh`` reads as ``evilhs.txt``) and
+U+200B makes two names that look identical differ. With those rules a
 path's components are its resolved components as long as nothing on the way is a link,
 which the extractor guarantees by never creating links and opening with ``O_NOFOLLOW``.
 """
@@ -12,13 +15,16 @@ which the extractor guarantees by never creating links and opening with ``O_NOFO
 from __future__ import annotations
 
 import re
+import unicodedata
 from enum import StrEnum
 
 #: Longest accepted relative path, in characters (Linux PATH_MAX is 4096 bytes).
 MAX_PATH_CHARS = 1024
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: Unicode general categories refused anywhere in a path: controls (C0, DEL, C1), format
+#: characters (bidi overrides, zero-width characters, BOM), line and paragraph separators.
+CONTROL_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
 
 
 class PathProblem(StrEnum):
@@ -30,6 +36,7 @@ class PathProblem(StrEnum):
     ABSOLUTE = "absolute"
     DRIVE = "drive"
     TRAVERSAL = "traversal"
+    CONTROL = "control"
     INVALID = "invalid"
 
 
@@ -50,8 +57,10 @@ def path_problem(path: str) -> PathProblem | None:
         return PathProblem.TRAVERSAL
     if "" in parts or "." in parts:
         return PathProblem.EMPTY
-    if len(path) > MAX_PATH_CHARS or _CONTROL.search(path) or not _encodable(path):
+    if len(path) > MAX_PATH_CHARS or not _encodable(path):
         return PathProblem.INVALID
+    if control_character(path) is not None:
+        return PathProblem.CONTROL
     return None
 
 
@@ -62,8 +71,21 @@ _DESCRIPTIONS = {
     PathProblem.ABSOLUTE: "is absolute",
     PathProblem.DRIVE: "starts with a drive letter",
     PathProblem.TRAVERSAL: "has a '..' component",
-    PathProblem.INVALID: "is too long, has control characters or is not valid UTF-8",
+    PathProblem.CONTROL: "contains a Unicode control or format character",
+    PathProblem.INVALID: "is too long or is not valid UTF-8",
 }
+
+
+def control_character(path: str) -> str | None:
+    """The first character of ``path`` in :data:`CONTROL_CATEGORIES`, or ``None``."""
+    return next((c for c in path if unicodedata.category(c) in CONTROL_CATEGORIES), None)
+
+
+def printable(path: str) -> str:
+    """``path`` with every control or format character spelled ``\\uXXXX``, for messages."""
+    return "".join(
+        f"\\u{ord(c):04x}" if unicodedata.category(c) in CONTROL_CATEGORIES else c for c in path
+    )
 
 
 def describe(problem: PathProblem) -> str:

@@ -127,6 +127,7 @@ def _bomb(path: Path) -> Path:
 NFC = unicodedata.normalize("NFC", "café.txt")
 NFD = unicodedata.normalize("NFD", "café.txt")
 GOOD = ("good.txt", b"good")
+CONTROL = "ARCHIVE_PATH_CONTROL_CHARACTER"
 
 
 def _device(name: str, kind: bytes) -> list[Member]:
@@ -148,7 +149,34 @@ EVIL: dict[str, tuple[Callable[[], list[Member]], str, dict[str, int]]] = {
     "drive letter": (lambda: [_inventory(), _file("C:/evil")], "ARCHIVE_PATH_DRIVE", {}),
     "relative drive letter": (lambda: [_inventory(), _file("c:evil")], "ARCHIVE_PATH_DRIVE", {}),
     "empty name": (lambda: [_inventory(), _file("")], "ARCHIVE_PATH_EMPTY", {}),
-    "control character": (lambda: [_inventory(), _file("a\nb")], "ARCHIVE_PATH_INVALID", {}),
+    "control character": (lambda: [_inventory(), _file("a\nb")], CONTROL, {}),
+    "C1 control (CSI) in a name": (lambda: [_inventory(), _file("evil\x9b31m.txt")], CONTROL, {}),
+    "DEL in a name": (lambda: [_inventory(), _file("evil\x7f.txt")], CONTROL, {}),
+    "right-to-left override": (lambda: [_inventory(), _file("evil\u202etxt.sh")], CONTROL, {}),
+    "zero-width space": (lambda: [*_listed(GOOD), _file("good\u200b.txt")], CONTROL, {}),
+    "byte order mark": (lambda: [_inventory(), _file("\ufeffSKILL.md")], CONTROL, {}),
+    "line separator (Zl)": (lambda: [_inventory(), _file("a\u2028b")], CONTROL, {}),
+    "paragraph separator (Zp)": (lambda: [_inventory(), _file("a\u2029b")], CONTROL, {}),
+    "format character in a parent": (
+        lambda: [_inventory(), _file("bin\u200e/run.sh")],
+        CONTROL,
+        {},
+    ),
+    "format character in a directory member": (
+        lambda: [_inventory(), _special("dir\u2066", tarfile.DIRTYPE)],
+        CONTROL,
+        {},
+    ),
+    "right-to-left override in a pax path": (
+        lambda: [_inventory(), _pax_named("innocent", "evil\u202egnp.exe")],
+        CONTROL,
+        {},
+    ),
+    "inventory listing a right-to-left override": (
+        lambda: [_inventory(("evil\u202etxt.sh", b"x"))],
+        "ARCHIVE_MANIFEST_INVALID",
+        {},
+    ),
     "duplicate member": (
         lambda: [*_listed(GOOD), _file("good.txt", b"evil")],
         "ARCHIVE_DUPLICATE_MEMBER",
@@ -225,6 +253,19 @@ EVIL: dict[str, tuple[Callable[[], list[Member]], str, dict[str, int]]] = {
         "ARCHIVE_MANIFEST_INVALID",
         {},
     ),
+    "archive manifest repeating a top-level key": (
+        lambda: [
+            _manifest_text(f'{{"files": {_entries(GOOD)}, "format": 1, "files": []}}'),
+            _file(*GOOD),
+        ],
+        "ARCHIVE_MANIFEST_DUPLICATE_KEY",
+        {},
+    ),
+    "archive manifest repeating a key inside an entry": (
+        lambda: [_manifest_text(_entry_hashed_twice(*GOOD)), _file(*GOOD)],
+        "ARCHIVE_MANIFEST_DUPLICATE_KEY",
+        {},
+    ),
     "archive manifest with unknown keys": (
         lambda: [_file(ARCHIVE_MANIFEST_NAME, b'{"format": 1, "files": [], "x": 1}')],
         "ARCHIVE_MANIFEST_INVALID",
@@ -259,9 +300,33 @@ EVIL: dict[str, tuple[Callable[[], list[Member]], str, dict[str, int]]] = {
 
 
 def _nul_member() -> Member:
-    info, data = _file("innocent")
-    info.pax_headers = {"path": "evil\x00.txt"}
+    return _pax_named("innocent", "evil\x00.txt")
+
+
+def _pax_named(name: str, pax_path: str) -> Member:
+    """A file whose pax ``path`` record overrides its plain header name."""
+    info, data = _file(name)
+    info.pax_headers = {"path": pax_path}
     return info, data
+
+
+def _entries(*files: tuple[str, bytes]) -> str:
+    """The JSON text of inventory entries for ``files``."""
+    return json.dumps(
+        [{"path": p, "size": len(d), "sha256": hashlib.sha256(d).hexdigest()} for p, d in files]
+    )
+
+
+def _entry_hashed_twice(path: str, data: bytes) -> str:
+    """An inventory whose one entry names a wrong SHA-256, then (last wins) the right one."""
+    wrong, right = "0" * 64, hashlib.sha256(data).hexdigest()
+    entry = f'"path": "{path}", "size": {len(data)}, "sha256": "{wrong}", "sha256": "{right}"'
+    return f'{{"format": 1, "files": [{{{entry}}}]}}'
+
+
+def _manifest_text(text: str) -> Member:
+    """An inventory member with exactly this JSON text (e.g. one that repeats a key)."""
+    return _file(ARCHIVE_MANIFEST_NAME, text.encode())
 
 
 @pytest.mark.parametrize("case", sorted(EVIL))
@@ -460,3 +525,24 @@ def test_extract_artifact_applies_member_checks(tmp_path: Path, member: Member, 
         extract_artifact(archive, tmp_path / "node")
     assert caught.value.code == code
     assert not (tmp_path / "node").exists()
+
+
+def test_control_character_refusal_names_the_character_and_escapes_the_member(
+    tmp_path: Path,
+) -> None:
+    archive = _write(tmp_path / "evil.tar.gz", [_inventory(), _file("evil\u202etxt.sh")])
+    with pytest.raises(ArchiveError) as caught:
+        extract(archive, tmp_path / "out")
+    assert caught.value.details["character"] == "U+202E"
+    assert caught.value.details["member"] == "evil\\u202etxt.sh"
+    assert "\u202e" not in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["run\u202etxt.sh", "SKILL\u200b.md", "notes\x9b.txt"])
+def test_pack_refuses_a_source_file_whose_name_hides_characters(tmp_path: Path, name: str) -> None:
+    source = _bundle(tmp_path / "demo")
+    (source / name).write_text("#!/bin/sh\n")
+    with pytest.raises(ArchiveError) as caught:
+        pack(source, tmp_path / "demo.tar.gz")
+    assert caught.value.code == CONTROL
+    assert not (tmp_path / "demo.tar.gz").exists()

@@ -12,7 +12,7 @@ import sys
 import tarfile
 import tempfile
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -356,6 +356,46 @@ def test_an_archive_failing_its_inventory_leaves_the_old_version(tmp_path, home,
     evil = bundle_bytes(version="2.0.0", unlisted={"payload.sh": b"rm -rf /\n"})
     with pytest.raises(ArchiveError):
         installer.install(write(tmp_path / "evil.tar.gz", evil), yes=True)
+    assert installed_version(home) == "1.0.0"
+    assert [p.name for p in home.skills_dir.iterdir() if p.name.startswith(".staging")] == []
+
+
+def _with_inventory_text(bundle: bytes, edit: Callable[[str], str]) -> bytes:
+    """``bundle`` rebuilt with its ``archive-manifest.json`` text passed through ``edit``."""
+    with tarfile.open(fileobj=io.BytesIO(bundle), mode="r:gz") as tar:
+        files = {m.name: tar.extractfile(m).read() for m in tar if m.isfile()}  # type: ignore[union-attr]
+    files["archive-manifest.json"] = edit(files["archive-manifest.json"].decode()).encode()
+    return _tar_gz(files)
+
+
+@pytest.mark.parametrize(
+    ("evil", "code"),
+    [
+        (
+            lambda: bundle_bytes(version="2.0.0", unlisted={"run\u202etxt.sh": b"rm -rf /\n"}),
+            "ARCHIVE_PATH_CONTROL_CHARACTER",
+        ),
+        (
+            lambda: bundle_bytes(version="2.0.0", unlisted={"SKILL.md\u200b": b"# decoy\n"}),
+            "ARCHIVE_PATH_CONTROL_CHARACTER",
+        ),
+        (
+            lambda: _with_inventory_text(
+                bundle_bytes(version="2.0.0"),
+                lambda text: text.replace('"format": 1', '"format": 2, "format": 1'),
+            ),
+            "ARCHIVE_MANIFEST_DUPLICATE_KEY",
+        ),
+    ],
+    ids=["right-to-left override", "zero-width space", "duplicate inventory key"],
+)
+def test_a_hidden_character_name_or_a_repeated_inventory_key_leaves_the_old_version(
+    tmp_path, home, installer, evil: Callable[[], bytes], code: str
+):
+    installer.install(write(tmp_path / "v1.tar.gz", bundle_bytes()), yes=True)
+    with pytest.raises(ArchiveError) as caught:
+        installer.install(write(tmp_path / "evil.tar.gz", evil()), yes=True)
+    assert caught.value.code == code
     assert installed_version(home) == "1.0.0"
     assert [p.name for p in home.skills_dir.iterdir() if p.name.startswith(".staging")] == []
 
