@@ -122,6 +122,33 @@ class ObservationsConfig(_Strict):
         return self
 
 
+class SecurityConfig(_Strict):
+    """Who may reach the HTTP and WebSocket edge (see ``doraforge.wire.guard``).
+
+    The bearer token comes from the environment variable ``token_env`` names or from the
+    file ``token_file`` names (mode 0600), never from the file itself or a command line.
+    ``server_names`` are extra ``Host`` names this Gateway answers to (its DNS name behind
+    a LAN bind); ``allowed_origins`` are browser origins besides its own. ``insecure``
+    lets a non-loopback bind start without a token, logged loudly: lab networks only.
+    """
+
+    token_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")] | None = None
+    token_file: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    server_names: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9.:\[\]-]{1,253}$")]] = Field(
+        default_factory=list
+    )
+    allowed_origins: list[Annotated[str, Field(pattern=r"^https?://[^/\s]{1,260}$")]] = Field(
+        default_factory=list
+    )
+    insecure: bool = False
+
+    @model_validator(mode="after")
+    def _one_token_source(self) -> SecurityConfig:
+        if self.token_env is not None and self.token_file is not None:
+            raise ValueError("security: name either token_env or token_file, not both")
+        return self
+
+
 class GatewayConfig(_Strict):
     """The whole Gateway configuration file."""
 
@@ -136,6 +163,7 @@ class GatewayConfig(_Strict):
     cancel_on_deadline: bool = True
     max_body_bytes: Annotated[int, Field(ge=1024, le=16 * 1024 * 1024)] = 1_048_576
     journal_path: str | None = None
+    security: SecurityConfig = Field(default_factory=SecurityConfig)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
     observations: ObservationsConfig = Field(default_factory=ObservationsConfig)
     providers: list[ProviderRoute] = Field(default_factory=list)

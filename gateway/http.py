@@ -16,9 +16,10 @@ from urllib.parse import unquote
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from doraforge.wire.errors import WireError
+from doraforge.wire.guard import TransportGuard, TransportPolicy, json_body, policy_for_bind
 from gateway.admission import InvokeBody
 from gateway.core import Gateway, tool_context
 from gateway.errors import (
@@ -34,8 +35,6 @@ from gateway.errors import (
 )
 from gateway.http_observations import add_observation_routes
 from gateway.invocation import Invocation
-from nodes.envelope_check import interoperable
-from nodes.toolcodec import strict_loads
 
 #: The single mapping from domain errors to HTTP statuses.
 STATUS_FOR_ERROR: dict[type[GatewayError], int] = {
@@ -50,7 +49,6 @@ STATUS_FOR_ERROR: dict[type[GatewayError], int] = {
 }
 _INVOKE_FIELDS = frozenset({"arguments", "caller_id", "timeout_ms"})
 _CONTROL_STATUS = {"accepted": 202, "requested": 202, "terminal": 200}
-_LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 _SSE_KEEPALIVE_S = 15.0
 
 
@@ -99,26 +97,36 @@ def _decoded(value: str, name: str) -> str:
     return decoded
 
 
-async def read_json_object(request: Request, limit: int, *, allow_empty: bool) -> dict[str, Any]:
-    """Read a bounded, strict JSON object body (no duplicate keys, no NaN)."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise InvalidRequest("FORGE_TOOL_BODY_TOO_LARGE", f"body exceeds {limit} bytes")
-    body = await request.body()
-    if len(body) > limit:
-        raise InvalidRequest("FORGE_TOOL_BODY_TOO_LARGE", f"body exceeds {limit} bytes")
-    if not body.strip():
+def read_json_object(request: Request, *, allow_empty: bool) -> dict[str, Any]:
+    """The body the transport guard read and parsed (bounded, strict JSON), as an object."""
+    value = json_body(request)
+    if value is None:
         if allow_empty:
             return {}
         raise InvalidRequest("FORGE_TOOL_INVALID_BODY", "a JSON object body is required")
-    try:
-        text = body.decode("utf-8")
-        value = interoperable(strict_loads(text), text, "body")
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise InvalidRequest("FORGE_TOOL_INVALID_JSON", f"malformed JSON: {exc}") from exc
     if not isinstance(value, dict):
         raise InvalidRequest("FORGE_TOOL_INVALID_BODY", "the body must be a JSON object")
     return value
+
+
+def render_refusal(error: WireError) -> tuple[int, dict[str, str], bytes]:
+    """A transport-guard refusal in the Gateway's error envelope."""
+    payload = {"ok": False, "msg": error.message, "error": error.to_payload()}
+    body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    return error.status, error.headers, body.encode()
+
+
+def loopback_policy(gateway: Gateway) -> TransportPolicy:
+    """The policy of a Gateway with no security configuration beyond its bind address."""
+    return policy_for_bind(
+        gateway.config.host,
+        token=None,
+        server_names=gateway.config.security.server_names,
+        allowed_origins=gateway.config.security.allowed_origins,
+        insecure=gateway.config.security.insecure,
+        max_body_bytes=gateway.config.max_body_bytes,
+        code_prefix="FORGE_TOOL_",
+    )
 
 
 def parse_invoke_body(value: dict[str, Any]) -> InvokeBody:
@@ -158,8 +166,11 @@ def parse_invoke_body(value: dict[str, Any]) -> InvokeBody:
     return InvokeBody(arguments=arguments, caller_id=caller_id, timeout_ms=timeout_ms)
 
 
-def create_app(gateway: Gateway) -> FastAPI:
-    """Build the HTTP application serving ``gateway``."""
+def create_app(gateway: Gateway, policy: TransportPolicy | None = None) -> FastAPI:
+    """Build the HTTP application serving ``gateway`` behind the transport guard.
+
+    ``policy`` defaults to :func:`loopback_policy` (no token), which refuses to build for a
+    non-loopback bind unless the config says ``insecure``."""
     app = FastAPI(
         title="doraforge Gateway",
         version="1.0",
@@ -167,7 +178,6 @@ def create_app(gateway: Gateway) -> FastAPI:
         docs_url=None,
         redoc_url=None,
     )
-    limit = gateway.config.max_body_bytes
 
     @app.exception_handler(GatewayError)
     async def _gateway_error(_: Request, exc: GatewayError) -> Response:
@@ -214,7 +224,7 @@ def create_app(gateway: Gateway) -> FastAPI:
 
     @app.post("/tools/{endpoint_id}/{operation}:invoke", summary="Invoke a Query")
     async def invoke_query(endpoint_id: str, operation: str, request: Request) -> Response:
-        body = parse_invoke_body(await read_json_object(request, limit, allow_empty=False))
+        body = parse_invoke_body(read_json_object(request, allow_empty=False))
         data = await gateway.queries.query(
             _decoded(endpoint_id, "endpoint_id"), _decoded(operation, "operation"), body
         )
@@ -222,7 +232,7 @@ def create_app(gateway: Gateway) -> FastAPI:
 
     @app.post("/tools/{tool_id}:invoke", status_code=202, summary="Admit an Action or Session")
     async def invoke_async(tool_id: str, request: Request) -> Response:
-        body = parse_invoke_body(await read_json_object(request, limit, allow_empty=False))
+        body = parse_invoke_body(read_json_object(request, allow_empty=False))
         invocation, duplicate = await gateway.runtime.start(_decoded(tool_id, "tool_id"), body)
         return ok(_admission(invocation, duplicate), status=202)
 
@@ -246,11 +256,11 @@ def create_app(gateway: Gateway) -> FastAPI:
 
     @app.post("/invocations/{invocation_id}/cancel", summary="Request Action cancellation")
     async def cancel(invocation_id: str, request: Request) -> Response:
-        return await _control(gateway, request, invocation_id, "cancel", limit)
+        return await _control(gateway, request, invocation_id, "cancel")
 
     @app.post("/invocations/{invocation_id}/stop", summary="Request a Session stop")
     async def stop(invocation_id: str, request: Request) -> Response:
-        return await _control(gateway, request, invocation_id, "stop", limit)
+        return await _control(gateway, request, invocation_id, "stop")
 
     @app.get("/invocations/{invocation_id}/events", summary="Server-sent events")
     async def events(invocation_id: str, request: Request) -> Response:
@@ -270,9 +280,10 @@ def create_app(gateway: Gateway) -> FastAPI:
 
     add_observation_routes(app, gateway.observations, gateway.config.observations)
     app.add_middleware(RawPathRouting)
-    if gateway.config.host in _LOOPBACK:
-        hosts = ["127.0.0.1", "localhost", "[::1]", "::1", "testserver"]
-        app.add_middleware(TrustedHostMiddleware, allowed_hosts=hosts)
+    # Outermost: nothing below runs for a request the guard refuses.
+    app.add_middleware(
+        TransportGuard, policy=policy or loopback_policy(gateway), render=render_refusal
+    )
     return app
 
 
@@ -289,9 +300,9 @@ def _admission(invocation: Invocation, duplicate: bool) -> dict[str, Any]:
 
 
 async def _control(
-    gateway: Gateway, request: Request, invocation_id: str, command: str, limit: int
+    gateway: Gateway, request: Request, invocation_id: str, command: str
 ) -> Response:
-    body = await read_json_object(request, limit, allow_empty=True)
+    body = read_json_object(request, allow_empty=True)
     if body:
         raise InvalidRequest("FORGE_TOOL_INVALID_BODY", f"{command} takes an empty body or {{}}")
     invocation, status = await gateway.runtime.control(

@@ -557,12 +557,12 @@ async def test_bad_query_body_is_400_and_nothing_is_sent(body):
         nothing_admitted(stack)
 
 
-async def test_oversized_body_is_400_and_nothing_is_admitted():
+async def test_oversized_body_is_413_and_nothing_is_admitted():
     config = with_overrides(max_body_bytes=1024)
     async with running_stack(config) as stack:
         big = {"arguments": {"message": "x" * 2000}}
         response = await stack.client.post("/tools/mock/echo:invoke", json=big)
-        assert_error(response, 400, "FORGE_TOOL_BODY_TOO_LARGE")
+        assert_error(response, 413, "FORGE_TOOL_BODY_TOO_LARGE")
         nothing_admitted(stack)
 
 
@@ -677,4 +677,4 @@ async def test_max_concurrency_is_503_retryable():
 async def test_untrusted_host_header_is_refused_on_loopback():
     async with running_stack() as stack:
         response = await stack.client.get("/tools", headers={"host": "evil.example"})
-        assert response.status_code == 400
+        assert_error(response, 403, "FORGE_TOOL_HOST_NOT_ALLOWED")

@@ -1,0 +1,1 @@
+"""doraforge: a robot tool stack on Dora (Forge ToolEndpoints, Gateway, PAOS, registry)."""

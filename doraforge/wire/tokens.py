@@ -1,0 +1,68 @@
+"""Bearer tokens: read once at an entry point from an environment variable or a file,
+never from a command line, never logged."""
+
+from __future__ import annotations
+
+import secrets
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+
+from doraforge.wire.guard import MIN_TOKEN_LENGTH
+
+
+class TokenError(ValueError):
+    """A configured token source that cannot be used; the message says what to do."""
+
+
+def load_token(
+    *, env: str | None, file: str | Path | None, environ: Mapping[str, str]
+) -> str | None:
+    """The token named by ``env`` (a variable name) or ``file`` (a path), else ``None``.
+
+    A token file must not be readable by group or others (``chmod 600``), as ssh insists
+    for keys. Raises :class:`TokenError` for a missing, empty, short or exposed token.
+    """
+    if env is not None and file is not None:
+        raise TokenError("name either token_env or token_file, not both")
+    if env is not None:
+        token = environ.get(env, "").strip()
+        if not token:
+            raise TokenError(f"token_env: the environment variable {env} is not set")
+        return _checked(token, f"${env}")
+    if file is not None:
+        return _checked(_read_private(Path(file)), str(file))
+    return None
+
+
+def write_token(path: Path) -> str:
+    """Create ``path`` (mode 0600) holding a new random token; returns the token."""
+    token = secrets.token_urlsafe(32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    with path.open("x", encoding="utf-8", opener=_private_opener) as handle:
+        handle.write(token + "\n")
+    return token
+
+
+def _private_opener(name: str, flags: int) -> int:
+    import os
+
+    return os.open(name, flags, 0o600)
+
+
+def _read_private(path: Path) -> str:
+    try:
+        mode = path.stat().st_mode
+        text = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise TokenError(f"token_file: cannot read {path} ({exc.strerror})") from exc
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise TokenError(f"token_file: {path} is readable by others; run chmod 600 {path}")
+    return text
+
+
+def _checked(token: str, where: str) -> str:
+    if len(token) < MIN_TOKEN_LENGTH:
+        raise TokenError(f"{where}: a bearer token needs at least {MIN_TOKEN_LENGTH} characters")
+    return token
