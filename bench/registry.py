@@ -66,6 +66,7 @@ def _service() -> RegistryService:
                 "requiredCapabilities": ["robot.read"],
                 "sideEffect": "read",
                 "idempotent": True,
+                "risk": "low",
             },
         },
         _echo,

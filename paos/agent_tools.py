@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from jsonschema import Draft202012Validator
 
@@ -19,6 +19,8 @@ from paos.errors import PaosError
 from paos.tasks import TaskService
 
 type Handler = Callable[[TaskService, dict[str, Any]], Awaitable[Any]]
+type SideEffect = Literal["read", "write"]
+type Risk = Literal["low", "medium", "high", "critical"]
 
 _ID = {"type": "string", "minLength": 1, "maxLength": 200}
 _ARGS = {"type": "object"}
@@ -37,12 +39,18 @@ def _schema(required: list[str], **properties: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class AgentTool:
-    """One tool: what it does, what it takes, and the call."""
+    """One tool: what it does, what it takes, what calling it does, and the call.
+
+    ``side_effect`` and ``risk`` are declared where the tool is defined; ``None`` means
+    undeclared, and a caller exposing the tool must then treat it as a high-risk write.
+    """
 
     name: str
     description: str
     input_schema: dict[str, Any]
     handler: Handler
+    side_effect: SideEffect | None = None
+    risk: Risk | None = None
 
     async def __call__(self, service: TaskService, arguments: Any) -> dict[str, Any]:
         errors = sorted(
@@ -131,10 +139,18 @@ def _record_call(method: str) -> Handler:
 TOOLS: dict[str, AgentTool] = {}
 
 
-def _register(name: str, description: str, schema: dict[str, Any], handler: Handler) -> None:
+def _register(
+    name: str,
+    description: str,
+    schema: dict[str, Any],
+    handler: Handler,
+    *,
+    side_effect: SideEffect | None = None,
+    risk: Risk | None = None,
+) -> None:
     if name in TOOLS:
         raise ValueError(f"agent tool {name!r} registered twice")
-    TOOLS[name] = AgentTool(name, description, schema, handler)
+    TOOLS[name] = AgentTool(name, description, schema, handler, side_effect, risk)
 
 
 _register(
@@ -145,6 +161,8 @@ _register(
         "oneOf": [{"required": ["task_id"]}, {"required": ["gateway_url"]}],
     },
     _context,
+    side_effect="read",
+    risk="low",
 )
 _register(
     "forge_tool_query",
@@ -161,6 +179,8 @@ _register(
         "oneOf": [{"required": ["task_id"]}, {"required": ["gateway_url"]}],
     },
     _query,
+    side_effect="read",
+    risk="low",
 )
 _register(
     "forge_tool_start_action",
@@ -175,24 +195,32 @@ _register(
     lambda s, a: s.start_action(
         a["task_id"], a["tool_id"], a["arguments"], timeout_ms=a.get("timeout_ms")
     ),
+    side_effect="write",
+    risk="high",
 )
 _register(
     "forge_tool_action_status",
     "Read an Action's phase and status.",
     _schema(["task_id", "record_id"], task_id=_ID, record_id=_ID),
     _record_call("status"),
+    side_effect="read",
+    risk="low",
 )
 _register(
     "forge_tool_action_result",
     "Read an Action's pending or terminal result.",
     _schema(["task_id", "record_id"], task_id=_ID, record_id=_ID),
     _record_call("result"),
+    side_effect="read",
+    risk="low",
 )
 _register(
     "forge_tool_cancel_action",
     "Request cancellation of an Action; acceptance is not a stop — read the status.",
     _schema(["task_id", "record_id"], task_id=_ID, record_id=_ID),
     _record_call("cancel"),
+    side_effect="write",
+    risk="medium",
 )
 _register(
     "forge_tool_start_session",
@@ -212,24 +240,32 @@ _register(
         ownership=a["ownership"],
         timeout_ms=a.get("timeout_ms"),
     ),
+    side_effect="write",
+    risk="high",
 )
 _register(
     "forge_tool_session_status",
     "Read a Session's phase and status.",
     _schema(["task_id", "record_id"], task_id=_ID, record_id=_ID),
     _record_call("status"),
+    side_effect="read",
+    risk="low",
 )
 _register(
     "forge_tool_session_result",
     "Read a Session's pending or terminal result.",
     _schema(["task_id", "record_id"], task_id=_ID, record_id=_ID),
     _record_call("result"),
+    side_effect="read",
+    risk="low",
 )
 _register(
     "forge_tool_stop_session",
     "Stop a Session the task owns.",
     _schema(["task_id", "record_id"], task_id=_ID, record_id=_ID),
     _record_call("stop"),
+    side_effect="write",
+    risk="medium",
 )
 _register(
     "forge_task_create",
@@ -249,30 +285,40 @@ _register(
         ],
     },
     _create,
+    side_effect="write",
+    risk="medium",
 )
 _register(
     "forge_task_get",
     "Read the task, revisions, records, evidence and verdicts.",
     _schema(["task_id"], task_id=_ID),
     lambda s, a: _sync(s.describe(a["task_id"])),
+    side_effect="read",
+    risk="low",
 )
 _register(
     "forge_task_begin_revision",
     "Append a revision after a recovery verdict (within the replan budget and deadline).",
     _schema(["task_id", "reason"], task_id=_ID, reason={"type": "string", "minLength": 1}),
     lambda s, a: finishing.begin_revision(s, a["task_id"], a["reason"]),
+    side_effect="write",
+    risk="medium",
 )
 _register(
     "forge_task_finalize",
     "Capture evidence, verify, and end (or replan) the task.",
     _schema(["task_id"], task_id=_ID),
     lambda s, a: finishing.finalize(s, a["task_id"]),
+    side_effect="write",
+    risk="medium",
 )
 _register(
     "forge_task_cancel",
     "Cancel live Actions, stop owned Sessions, end the task.",
     _schema(["task_id"], task_id=_ID),
     lambda s, a: finishing.cancel_task(s, a["task_id"]),
+    side_effect="write",
+    risk="medium",
 )
 
 

@@ -36,7 +36,11 @@ class Permission(BaseModel):
 
 
 class Policy(BaseModel):
-    """Who may see and call a tool, and what calling it does."""
+    """Who may see and call a tool, and what calling it does.
+
+    ``risk`` defaults to ``high``: a tool whose risk nobody stated is unverified, and
+    unverified tools need an approval like any other high-risk tool.
+    """
 
     model_config = _STRICT
     scopes: Annotated[list[Token], Field(min_length=1)]
@@ -45,7 +49,7 @@ class Policy(BaseModel):
     idempotent: bool
     async_: bool = Field(default=False, alias="async")
     confirmation: Literal["none", "required"] = "none"
-    risk: Literal["low", "medium", "high", "critical"] = "low"
+    risk: Literal["low", "medium", "high", "critical"] = "high"
     permissions: list[Permission] = []
     egressHosts: list[Annotated[str, Field(pattern=r"^[a-z0-9.:\[\]-]{1,253}$")]] = []
     timeoutMs: Annotated[int, Field(ge=1, le=3_600_000)] = 30_000

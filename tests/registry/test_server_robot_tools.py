@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from paos.agent_tools import TOOLS
+from paos.agent_tools import TOOLS, AgentTool
 from paos.errors import PaosError
 from paos.home import PaosHome
 from registry.model import Principal
@@ -91,6 +91,53 @@ def test_every_agent_tool_is_a_forge_entry_with_its_provider_name(tmp_path: Path
     assert entries["forge.tool_start_action"].policy.risk == "high"
     assert entries["forge.tool_start_session"].policy.risk == "high"
     assert {"forge.skills.installed", "forge.runtime.status", "forge.tool_contexts"} <= set(names)
+
+
+def test_each_forge_entry_has_the_side_effect_and_risk_its_agent_tool_declares(
+    tmp_path: Path,
+) -> None:
+    service = new_service(ServerSettings())
+    register_robot_tools(service, _robot(tmp_path, FakeTaskService()))
+    for provider, tool in TOOLS.items():
+        assert tool.side_effect in ("read", "write"), provider
+        assert tool.risk in ("low", "medium", "high", "critical"), provider
+        entry = service.resolve(provider)
+        assert entry is not None
+        assert (entry.policy.sideEffect, entry.policy.risk) == (tool.side_effect, tool.risk)
+        grant = "robot.write" if tool.side_effect == "write" else "robot.read"
+        assert entry.policy.requiredCapabilities == [grant]
+
+
+@pytest.mark.anyio
+async def test_an_agent_tool_without_a_declaration_is_a_high_risk_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ran: list[dict[str, Any]] = []
+
+    async def handler(_service: Any, arguments: dict[str, Any]) -> Any:
+        ran.append(arguments)
+        return {"done": True}
+
+    schema = {"type": "object", "additionalProperties": False, "properties": {}}
+    monkeypatch.setitem(
+        TOOLS, "forge_new_thing", AgentTool("forge_new_thing", "Unclassified.", schema, handler)
+    )
+    service = new_service(ServerSettings())
+    register_robot_tools(service, _robot(tmp_path, FakeTaskService()))
+    entry = service.resolve("forge.new_thing")
+    assert entry is not None
+    assert (entry.policy.sideEffect, entry.policy.risk) == ("write", "high")
+    assert entry.policy.requiredCapabilities == ["robot.write"]
+    approval = frozenset({"forge.new_thing"})
+    reader = _principal(grants=frozenset({"robot.read"}), approvals=approval)
+    unapproved = await service.call(_body("forge.new_thing", {}, "n-1"), _principal())
+    ungranted = await service.call(_body("forge.new_thing", {}, "n-2"), reader)
+    assert unapproved["error"]["code"] == "TOOL_APPROVAL_REQUIRED"
+    assert ungranted["error"]["code"] == "TOOL_CAPABILITY_DENIED"
+    assert ran == []
+    done = await service.call(_body("forge.new_thing", {}, "n-3"), _principal(approvals=approval))
+    assert done["state"] == "completed"
+    assert ran == [{}]
 
 
 @pytest.mark.anyio
