@@ -159,7 +159,7 @@ def _registry_app() -> Any:
     from registry.server import build_app
     from registry.settings import ServerSettings
 
-    settings = ServerSettings(grants=frozenset({"robot.read"}))
+    settings = ServerSettings(grants=frozenset({"robot.read"}), mcp_enabled=True)
     return build_app(_service(), settings)
 
 

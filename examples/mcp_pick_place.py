@@ -5,7 +5,7 @@ Start the sim skill and the registry first:
     doraforge skill pack skills/pick-place --output pick-place.tar.gz
     doraforge skill install pick-place.tar.gz --yes
     doraforge skill start pick-place --profile sim
-    doraforge serve --grant robot.read --grant robot.write --approve forge.tool_start_action
+    doraforge serve --mcp --grant robot.read --grant robot.write --approve forge.tool_start_action
 
 then `.venv/bin/python examples/mcp_pick_place.py [URL]`.
 """

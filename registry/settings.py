@@ -29,6 +29,8 @@ class ServerSettings(BaseModel):
     ``outbound`` is the API-tools outbound policy (deny by default) and ``secrets`` the
     credential values API-tool bundles reference by name (read from the environment).
     ``grants`` are the capabilities every caller of this server holds (both default off).
+    The MCP endpoint is off until ``mcp_enabled`` is set (``--mcp`` or the config file);
+    the agent manifest stays readable either way.
     ``approvals`` are tool names approved for high/critical risk; ``"*"`` approves every
     registered tool. ``token`` (when set) is required for writes over HTTP and MCP.
     """
@@ -40,7 +42,7 @@ class ServerSettings(BaseModel):
     grants: frozenset[str] = frozenset()
     approvals: frozenset[str] = frozenset()
     token: str | None = Field(None, min_length=16, repr=False)
-    mcp_enabled: bool = True
+    mcp_enabled: bool = False
     max_result_chars: int = Field(20_000, ge=256, le=1_000_000)
     max_result_items: int = Field(25, ge=1, le=10_000)
     max_body_bytes: int = Field(1_048_576, ge=1024, le=64 * 1_048_576)
@@ -109,9 +111,11 @@ def load_settings(
     port: int | None = None,
     grants: list[str] | None = None,
     approvals: list[str] | None = None,
+    mcp: bool = False,
     token_env: str | None = None,
 ) -> ServerSettings:
-    """Settings from ``config`` overridden by explicit options (grants and approvals add up).
+    """Settings from ``config`` overridden by explicit options (grants and approvals add up;
+    ``mcp`` turns the MCP endpoint on whatever the file says).
 
     Raises :class:`SettingsError` naming the file and field on any problem, including a
     ``token_env`` that names an unset or empty variable.
@@ -137,6 +141,8 @@ def load_settings(
             raise SettingsError(f"secret_env.{name}: the environment variable {source} is not set")
         secrets[name] = env[source]
     values["secrets"] = secrets
+    if mcp:
+        values["mcp_enabled"] = True
     variable = token_env or file.token_env
     if variable is not None:
         token = env.get(variable)

@@ -22,6 +22,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     serve.add_argument(
         "--home", type=Path, default=argparse.SUPPRESS, help="PAOS home (as the global option)"
     )
+    serve.add_argument(
+        "--mcp", action="store_true", help="enable the MCP endpoint /mcp (off by default)"
+    )
     serve.add_argument("--config", type=Path, default=None, help="a YAML or JSON config file")
     serve.add_argument("--token-env", default=None, metavar="VAR", help="bearer token variable")
     serve.set_defaults(handler=_serve)
@@ -39,6 +42,7 @@ def _serve(ctx: Context, args: argparse.Namespace) -> int:
         port=args.port,
         grants=args.grant,
         approvals=args.approve,
+        mcp=args.mcp,
         token_env=args.token_env,
     )
     robot = RobotTools(ctx.home, ctx.service, ctx.runtime)

@@ -141,7 +141,9 @@ def test_an_mcp_client_with_the_write_grant_runs_and_finalizes_the_pick_and_plac
 ) -> None:
     home, runtime = sim_home
     settings = ServerSettings(
-        grants=frozenset({"robot.read", "robot.write"}), approvals=frozenset({"*"})
+        grants=frozenset({"robot.read", "robot.write"}),
+        approvals=frozenset({"*"}),
+        mcp_enabled=True,
     )
     robot = RobotTools(home, lambda: _task_service(home, runtime), lambda: runtime)
     app = build_app(new_service(settings), settings, robot=robot)

@@ -36,7 +36,7 @@ def tools() -> DemoTools:
 
 @pytest.fixture
 def base(tools: DemoTools) -> Any:
-    with running(demo_app(ServerSettings(grants=BOTH), tools)) as url:
+    with running(demo_app(ServerSettings(grants=BOTH, mcp_enabled=True), tools)) as url:
         yield url
 
 
@@ -187,7 +187,8 @@ def test_results_over_budget_are_cut_with_explicit_truncation_flags(base: str) -
 @pytest.mark.anyio
 async def test_tools_list_shows_only_granted_tools_and_ungranted_calls_are_denied() -> None:
     tools = DemoTools()
-    with running(demo_app(ServerSettings(grants=frozenset({"robot.read"})), tools)) as url:
+    settings = ServerSettings(grants=frozenset({"robot.read"}), mcp_enabled=True)
+    with running(demo_app(settings, tools)) as url:
         async with (
             streamable_http_client(f"{url}/mcp") as (read, write, _session_id),
             ClientSession(read, write) as session,
@@ -201,7 +202,7 @@ async def test_tools_list_shows_only_granted_tools_and_ungranted_calls_are_denie
 
 
 def test_without_grants_nothing_is_listed() -> None:
-    with running(demo_app(ServerSettings())) as url:
+    with running(demo_app(ServerSettings(mcp_enabled=True))) as url:
         listed = _post(url, _rpc("tools/list")).json()
     assert listed["result"]["tools"] == []
 
@@ -220,6 +221,19 @@ def test_a_configured_token_is_needed_for_writes_but_not_reads() -> None:
     assert len(tools.writes) == 1
 
 
+def test_mcp_is_off_by_default_and_the_manifest_stays_readable() -> None:
+    tools = DemoTools()
+    settings = ServerSettings(grants=BOTH)
+    with running(demo_app(settings, tools)) as url:
+        ping = _post(url, _rpc("ping"))
+        write = _post(url, _rpc("tools/call", {"name": "demo_write", "arguments": {"value": 1}}))
+        manifest = httpx.get(f"{url}/api/agent-context/manifest", timeout=10).json()
+    assert (ping.status_code, write.status_code) == (403, 403)
+    assert write.json()["error"]["data"]["code"] == "MCP_DISABLED"
+    assert tools.writes == []
+    assert manifest["enabled"] is False
+
+
 def test_the_manifest_is_readable_while_mcp_is_disabled() -> None:
     settings = ServerSettings(grants=frozenset({"robot.read"}), mcp_enabled=False)
     with running(demo_app(settings)) as url:
@@ -234,7 +248,7 @@ def test_the_manifest_is_readable_while_mcp_is_disabled() -> None:
 
 @pytest.mark.anyio
 async def test_a_non_loopback_socket_peer_is_403_whatever_its_headers_say() -> None:
-    app = demo_app(ServerSettings(grants=BOTH))
+    app = demo_app(ServerSettings(grants=BOTH, mcp_enabled=True))
     transport = httpx.ASGITransport(app=app, client=("203.0.113.9", 40000))
     headers = {"accept": ACCEPT, "content-type": "application/json", "x-forwarded-for": "127.0.0.1"}
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:

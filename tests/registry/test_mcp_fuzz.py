@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from registry.settings import ServerSettings
 from tests.registry.server_support import demo_app
 
-APP = demo_app(ServerSettings(grants=frozenset({"robot.read", "robot.write"})))
+APP = demo_app(ServerSettings(grants=frozenset({"robot.read", "robot.write"}), mcp_enabled=True))
 # The ASGI transport reports this client address; the MCP edge requires a loopback peer.
 TRANSPORT = httpx.ASGITransport(app=APP, client=("127.0.0.1", 50000))
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}

@@ -41,6 +41,7 @@ def test_serve_listens_where_it_says_with_the_granted_robot_tools(tmp_path: Path
     env = {**os.environ, "COLUMNS": "200", "FORGE_TEST_TOKEN": "serve-test-token-0123456789"}
     command = [sys.executable, "-m", "paos.cli", "serve", "--home", str(tmp_path / "home")]
     command += ["--port", "0", "--grant", "robot.read", "--token-env", "FORGE_TEST_TOKEN"]
+    command += ["--mcp"]
     process = subprocess.Popen(
         command,
         cwd=PROJECT_ROOT,
@@ -59,6 +60,7 @@ def test_serve_listens_where_it_says_with_the_granted_robot_tools(tmp_path: Path
     names = {tool["name"] for tool in catalog["tools"]}
     assert {"forge.task_create", "forge.tool_start_action", "forge.skills.installed"} <= names
     assert manifest["grants"] == ["robot.read"]
+    assert manifest["enabled"] is True
     assert manifest["authentication"] == "bearer"
     assert all(t["annotations"]["readOnlyHint"] for t in manifest["tools"])
     assert "Traceback" not in err

@@ -200,7 +200,7 @@ def test_over_mcp_an_approved_server_runs_motion_and_closes_the_task_service(
     tmp_path: Path,
 ) -> None:
     fake = FakeTaskService()
-    settings = ServerSettings(grants=BOTH, approvals=frozenset({"*"}))
+    settings = ServerSettings(grants=BOTH, approvals=frozenset({"*"}), mcp_enabled=True)
     app = build_app(new_service(settings), settings, robot=_robot(tmp_path, fake))
     params = {
         "name": "forge_tool_start_action",

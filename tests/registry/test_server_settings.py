@@ -86,3 +86,20 @@ def test_serve_options_parse() -> None:
     assert args.home == Path("h")
     default = build_parser().parse_args(["--home", "g", "serve"])
     assert default.home == Path("g")
+
+
+def test_mcp_is_off_until_the_option_or_the_config_file_enables_it(tmp_path: Path) -> None:
+    assert ServerSettings().mcp_enabled is False
+    assert load_settings().mcp_enabled is False
+    assert load_settings(mcp=True).mcp_enabled is True
+    enabled, disabled = tmp_path / "on.yml", tmp_path / "off.yml"
+    enabled.write_text("mcp_enabled: true\n")
+    disabled.write_text("mcp_enabled: false\n")
+    assert load_settings(config=enabled).mcp_enabled is True
+    assert load_settings(config=disabled).mcp_enabled is False
+    assert load_settings(config=disabled, mcp=True).mcp_enabled is True
+
+
+def test_serve_takes_mcp_as_a_switch() -> None:
+    assert build_parser().parse_args(["serve", "--mcp"]).mcp is True
+    assert build_parser().parse_args(["serve"]).mcp is False
