@@ -11,15 +11,18 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 
 import uvicorn
 
+from doraforge.wire.guard import BindRefused, TransportPolicy
+from doraforge.wire.tokens import TokenError, load_token
 from gateway.carrier import DoraCarrier
 from gateway.config import GatewayConfig, load_config
 from gateway.core import Gateway
 from gateway.errors import ConfigError
-from gateway.http import create_app
+from gateway.http import create_app, gateway_policy
 from gateway.journal import FileJournal
 
 log = logging.getLogger("gateway")
@@ -57,7 +60,24 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     port = args.port or _env_int("DORAFORGE_GATEWAY_PORT") or config.port
     path = journal_path(config, args.journal or os.environ.get("DORAFORGE_GATEWAY_JOURNAL"))
-    return run(config, port=port, journal=path)
+    try:
+        policy = transport_policy(config, os.environ)
+    except (TokenError, BindRefused) as exc:
+        print(f"doraforge-gateway: {exc}", file=sys.stderr)
+        return 2
+    return run(config, port=port, journal=path, policy=policy)
+
+
+def transport_policy(config: GatewayConfig, environ: Mapping[str, str]) -> TransportPolicy:
+    """The edge's policy with the token the config names, or the token file
+    ``DORAFORGE_GATEWAY_TOKEN_FILE`` names (how the Skill Runtime hands a started skill its
+    token). Raises ``TokenError`` or ``BindRefused`` for a configuration that must not run."""
+    security = config.security
+    token_file = None
+    if security.token_env is None:
+        token_file = security.token_file or environ.get("DORAFORGE_GATEWAY_TOKEN_FILE") or None
+    token = load_token(env=security.token_env, file=token_file, environ=environ)
+    return gateway_policy(config, token)
 
 
 def _env_int(name: str) -> int | None:
@@ -65,7 +85,7 @@ def _env_int(name: str) -> int | None:
     return int(value) if value else None
 
 
-def run(config: GatewayConfig, *, port: int, journal: Path) -> int:
+def run(config: GatewayConfig, *, port: int, journal: Path, policy: TransportPolicy) -> int:
     """Serve HTTP and pump Dora events until STOP, then shut down cleanly."""
     from dora import Node  # imported here so the package imports without a Dora runtime
 
@@ -75,7 +95,7 @@ def run(config: GatewayConfig, *, port: int, journal: Path) -> int:
     gateway = Gateway(config, send=carrier.send, journal=FileJournal(journal))
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(gateway),
+            create_app(gateway, policy),
             host=config.host,
             port=port,
             log_level="warning",
@@ -96,11 +116,12 @@ def run(config: GatewayConfig, *, port: int, journal: Path) -> int:
     )
     pump.start()
     log.info(
-        "gateway %s starting HTTP on http://%s:%d (journal %s)",
+        "gateway %s starting HTTP on http://%s:%d (journal %s, %s)",
         config.gateway_id,
         config.host,
         port,
         journal,
+        "bearer token required" if policy.token else "no token: loopback only",
     )
     loop.run_until_complete(_serve(gateway, server))
     return 0 if server.started else 1

@@ -1,24 +1,32 @@
 """The registry's HTTP edge: catalog, calls and retained results under ``/api/tools``.
 
 Authority is derived here, never from a body: every HTTP caller is the ``ui`` principal with
-the server's grants, authenticated only when a configured bearer token was presented. Errors
+the server's grants. Every route runs behind the shared transport guard
+(``doraforge.wire.guard``): Host and Origin, the bearer token when one is configured, JSON
+bodies read with a streamed limit and parsed strictly. Errors
 map to the wire in one place (:func:`error_response`) as
 ``{"ok": false, "error": {code, message, retryable, details}}``.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 import re
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
-from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Scope
 
+from doraforge.wire.errors import WireError
+from doraforge.wire.guard import (
+    TransportGuard,
+    TransportPolicy,
+    default_render,
+    json_body,
+    policy_for_bind,
+)
 from registry.errors import RegistryError
 from registry.model import Principal
 from registry.settings import ServerSettings
@@ -38,19 +46,10 @@ def error_response(error: RegistryError, headers: dict[str, str] | None = None) 
     return JSONResponse({"ok": False, "error": error.to_dict()}, error.status, headers=headers)
 
 
-def bearer_state(request: Request, settings: ServerSettings) -> bool:
-    """``True`` when a configured token was presented; raises 401 for a wrong one."""
-    header = request.headers.get("authorization")
-    if settings.token is None or header is None:
-        return False
-    scheme, _, presented = header.partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(
-        presented.strip().encode(), settings.token.encode()
-    ):
-        raise RegistryError(
-            "AUTH_INVALID_TOKEN", "the bearer token is not valid", status=401, retryable=False
-        )
-    return True
+def is_authenticated(settings: ServerSettings) -> bool:
+    """Whether a request that reached a route presented the bearer token: the transport
+    guard refuses every request without it whenever one is configured."""
+    return settings.token is not None
 
 
 def server_principal(
@@ -69,22 +68,33 @@ def server_principal(
     )
 
 
-async def read_json_body(request: Request, limit: int) -> Any:
-    """The request body as JSON, bounded; raises a 413 or 400 :class:`RegistryError`."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise RegistryError("BODY_TOO_LARGE", f"the body exceeds {limit} bytes", status=413)
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise RegistryError("BODY_TOO_LARGE", f"the body exceeds {limit} bytes", status=413)
-        chunks.append(chunk)
-    try:
-        return json.loads(b"".join(chunks))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise RegistryError("INVALID_JSON", "the body is not valid JSON", status=400) from exc
+def read_json_body(request: Request) -> Any:
+    """The body the transport guard read (bounded) and parsed (strict JSON); ``None`` when
+    empty."""
+    return json_body(request)
+
+
+def registry_policy(settings: ServerSettings) -> TransportPolicy:
+    """The transport policy of a registry with ``settings``; raises ``BindRefused`` for a
+    non-loopback bind without a token unless ``insecure``."""
+    return policy_for_bind(
+        settings.host,
+        token=settings.token,
+        server_names=settings.server_names,
+        allowed_origins=settings.allowed_origins,
+        insecure=settings.insecure,
+        max_body_bytes=settings.max_body_bytes,
+    )
+
+
+def render_refusal(error: WireError, scope: Scope) -> tuple[int, dict[str, str], bytes]:
+    """A transport-guard refusal: JSON-RPC shaped on ``/mcp``, the registry envelope else."""
+    if scope.get("path") != "/mcp":
+        return default_render(error, scope)
+    code = -32700 if error.code.startswith(("INVALID_JSON", "JSON_")) else -32600
+    message = {"code": code, "message": error.message, "data": {"code": error.code}}
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": message}, separators=(",", ":"))
+    return error.status, error.headers, body.encode()
 
 
 def _catalog_query(request: Request) -> tuple[str | None, str | None, str]:
@@ -118,52 +128,13 @@ def _etag_matches(header: str | None, etag: str) -> bool:
     return "*" in candidates or etag in candidates
 
 
-_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
-
-
-class LoopbackHostGuard:
-    """ASGI guard for a loopback-bound server against DNS rebinding: a request whose
-    ``Host`` is not a loopback name, or whose ``Origin`` names another host, gets 403."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not _loopback_request(Headers(scope=scope)):
-            error = RegistryError("HOST_REJECTED", "only loopback Host and Origin", status=403)
-            await error_response(error)(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
-
-
-def _hostname(authority: str) -> str:
-    if authority.startswith("["):
-        return authority[: authority.find("]") + 1]
-    return authority.rsplit(":", 1)[0] if authority.count(":") == 1 else authority
-
-
-def _loopback_request(headers: Headers) -> bool:
-    host = _hostname(headers.get("host", "").strip().lower())
-    if host not in _LOOPBACK_NAMES:
-        return False
-    origin = headers.get("origin")
-    if origin is None or origin == "null":
-        return origin is None
-    return _hostname(origin.lower().split("://", 1)[-1].split("/", 1)[0]) in _LOOPBACK_NAMES
-
-
-def is_loopback_bind(host: str) -> bool:
-    """Whether the server binds only a loopback address (then the Host guard applies)."""
-    return host.lower() in _LOOPBACK_NAMES or host.startswith("127.")
-
-
 def create_app(service: RegistryService, settings: ServerSettings) -> FastAPI:
     """The registry HTTP app: ``/api/tools`` routes over ``service`` with ``settings``."""
     app = FastAPI(title="doraforge registry", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.service = service
     app.state.settings = settings
-    if is_loopback_bind(settings.host):
-        app.add_middleware(LoopbackHostGuard)
+    # Every route, MCP and the API-tools routes included, is behind the one guard.
+    app.add_middleware(TransportGuard, policy=registry_policy(settings), render=render_refusal)
 
     @app.exception_handler(RegistryError)
     async def _registry_error(_request: Request, exc: RegistryError) -> JSONResponse:
@@ -186,8 +157,8 @@ def create_app(service: RegistryService, settings: ServerSettings) -> FastAPI:
 
     @app.post("/api/tools/call")
     async def call(request: Request) -> JSONResponse:
-        authenticated = bearer_state(request, settings)
-        body = await read_json_body(request, settings.max_body_bytes)
+        authenticated = is_authenticated(settings)
+        body = read_json_body(request)
         if not isinstance(body, dict):
             raise RegistryError("INVALID_CALL", "the body must be a portos_tool_call object")
         principal = server_principal(service, settings, scope="ui", authenticated=authenticated)

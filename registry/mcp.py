@@ -1,7 +1,8 @@
 """Agent Tools over MCP: ``POST /mcp``, stateless Streamable HTTP with JSON responses.
 
-Transport rules run before any JSON-RPC: loopback socket callers only (never judged by
-headers), a loopback ``Origin`` when one is sent, an ``Accept`` that allows both
+Transport rules run before any JSON-RPC: the shared transport guard (Host, Origin, bearer
+token, JSON body limits), then loopback socket callers only (never judged by headers),
+an ``Accept`` that allows both
 ``application/json`` and ``text/event-stream``, a supported ``MCP-Protocol-Version``.
 Tool failures and bad arguments come back as ``isError`` results; protocol faults as
 JSON-RPC errors. Every call runs through :meth:`RegistryService.call` as the ``agent``
@@ -15,7 +16,6 @@ import json
 import re
 import uuid
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import mcp.types as types
 from fastapi import FastAPI, Request, Response
@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from registry.errors import RegistryError
-from registry.http import bearer_state, read_json_body, server_principal
+from registry.http import is_authenticated, read_json_body, server_principal
 from registry.model import Principal
 from registry.settings import ServerSettings
 
@@ -58,14 +58,6 @@ def is_loopback_host(host: str | None) -> bool:
     return address.is_loopback
 
 
-def _loopback_origin(origin: str) -> bool:
-    try:
-        hostname = urlsplit(origin).hostname
-    except ValueError:
-        return False
-    return hostname == "localhost" or is_loopback_host(hostname)
-
-
 def _accepts(header: str) -> bool:
     kinds = {part.split(";", 1)[0].strip().lower() for part in header.split(",")}
     json_ok = bool(kinds & {"application/json", "application/*", "*/*"})
@@ -80,12 +72,10 @@ def _http_fault(status: int, code: str, message: str, **headers: str) -> JSONRes
 
 
 def guard_caller(request: Request) -> JSONResponse | None:
-    """403 unless the socket peer is loopback and any ``Origin`` names a loopback host."""
+    """403 unless the socket peer is loopback (Host, Origin and the token were checked by
+    the transport guard before this route ran)."""
     if not is_loopback_host(request.client.host if request.client else None):
         return _http_fault(403, "MCP_NOT_LOOPBACK", "only loopback callers are accepted")
-    origin = request.headers.get("origin")
-    if origin is not None and not _loopback_origin(origin):
-        return _http_fault(403, "MCP_ORIGIN_REJECTED", "the Origin is not a loopback origin")
     return None
 
 
@@ -136,13 +126,8 @@ class McpEndpoint:
         fault = _transport_fault(request, self.settings)
         if fault is not None:
             return fault
-        try:
-            authenticated = bearer_state(request, self.settings)
-            message = await read_json_body(request, self.settings.max_body_bytes)
-        except RegistryError as exc:
-            code = -32700 if exc.code == "INVALID_JSON" else -32600
-            body = _error(None, _Fault(code, exc.message, {"code": exc.code}))
-            return JSONResponse(body, exc.status)
+        authenticated = is_authenticated(self.settings)
+        message = read_json_body(request)
         if not isinstance(message, dict) or "method" not in message:
             if isinstance(message, dict) and ("result" in message or "error" in message):
                 return Response(status_code=202)  # a client's response: nothing to answer

@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
-from fastapi import Depends, FastAPI, Request
+from fastapi import FastAPI
 
-from registry.errors import RegistryError
-from registry.http import bearer_state, create_app
+from registry.http import create_app
 from registry.mcp import mount_mcp
 from registry.robot_tools import RobotTools, register_robot_tools
 from registry.settings import ServerSettings
@@ -43,20 +42,9 @@ def _mount_api_tools(
 
     policy = OutboundPolicy.model_validate(settings.outbound)
     router = api_tools_router(store_dir, service, policy, settings.secrets)
-    app.include_router(router, dependencies=[Depends(_operator(settings))])
-
-
-def _operator(settings: ServerSettings) -> Callable[[Request], None]:
-    """Saving or probing a bundle opens new outbound reach: with a token configured it is
-    an operator action that needs the token."""
-
-    def check(request: Request) -> None:
-        if settings.token is not None and not bearer_state(request, settings):
-            raise RegistryError(
-                "AUTH_REQUIRED", "API-tool bundles need the bearer token", status=401
-            )
-
-    return check
+    # Saving or probing a bundle opens outbound reach; with a token configured the
+    # transport guard already requires it on these routes as on every other.
+    app.include_router(router)
 
 
 def build_app(

@@ -15,6 +15,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from doraforge.wire.tokens import TokenError, load_token
+
 ROBOT_GRANTS = frozenset({"robot.read", "robot.write"})
 _GRANT_PATTERN = r"^[a-z][a-z0-9_.-]{0,63}$"
 
@@ -32,7 +34,9 @@ class ServerSettings(BaseModel):
     The MCP endpoint is off until ``mcp_enabled`` is set (``--mcp`` or the config file);
     the agent manifest stays readable either way.
     ``approvals`` are tool names approved for high/critical risk; ``"*"`` approves every
-    registered tool. ``token`` (when set) is required for writes over HTTP and MCP.
+    registered tool. ``token`` (when set) is required on every route, reads included.
+    ``server_names`` and ``allowed_origins`` widen the transport guard's Host and Origin
+    checks; ``insecure`` lets a non-loopback bind run without a token (lab networks only).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -42,6 +46,9 @@ class ServerSettings(BaseModel):
     grants: frozenset[str] = frozenset()
     approvals: frozenset[str] = frozenset()
     token: str | None = Field(None, min_length=16, repr=False)
+    server_names: frozenset[str] = frozenset()
+    allowed_origins: frozenset[str] = frozenset()
+    insecure: bool = False
     mcp_enabled: bool = False
     max_result_chars: int = Field(20_000, ge=256, le=1_000_000)
     max_result_items: int = Field(25, ge=1, le=10_000)
@@ -70,6 +77,10 @@ class _ConfigFile(BaseModel):
     grants: list[str] | None = None
     approvals: list[str] | None = None
     token_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    token_file: str | None = Field(None, min_length=1, max_length=4096)
+    server_names: list[str] | None = None
+    allowed_origins: list[str] | None = None
+    insecure: bool | None = None
     mcp_enabled: bool | None = None
     max_result_chars: int | None = None
     max_result_items: int | None = None
@@ -103,6 +114,20 @@ def _first_problem(exc: ValidationError) -> str:
     return f"{field}: {error['msg']}"
 
 
+def _token(
+    file: _ConfigFile, env: Mapping[str, str], token_env: str | None, token_file: Path | None
+) -> str | None:
+    """The bearer token: options win over the config file; never from a command line."""
+    if token_env is not None or token_file is not None:
+        sources = (token_env, token_file)
+    else:
+        sources = (file.token_env, file.token_file)
+    try:
+        return load_token(env=sources[0], file=sources[1], environ=env)
+    except TokenError as exc:
+        raise SettingsError(str(exc)) from exc
+
+
 def load_settings(
     *,
     config: Path | None = None,
@@ -113,6 +138,8 @@ def load_settings(
     approvals: list[str] | None = None,
     mcp: bool = False,
     token_env: str | None = None,
+    token_file: Path | None = None,
+    insecure: bool = False,
 ) -> ServerSettings:
     """Settings from ``config`` overridden by explicit options (grants and approvals add up;
     ``mcp`` turns the MCP endpoint on whatever the file says).
@@ -124,7 +151,7 @@ def load_settings(
     values: dict[str, Any] = {
         k: v
         for k, v in file.model_dump(
-            exclude={"grants", "approvals", "token_env", "secret_env"}
+            exclude={"grants", "approvals", "token_env", "token_file", "secret_env"}
         ).items()
         if v is not None
     }
@@ -143,12 +170,9 @@ def load_settings(
     values["secrets"] = secrets
     if mcp:
         values["mcp_enabled"] = True
-    variable = token_env or file.token_env
-    if variable is not None:
-        token = env.get(variable)
-        if not token:
-            raise SettingsError(f"token_env: the environment variable {variable} is not set")
-        values["token"] = token
+    if insecure:
+        values["insecure"] = True
+    values["token"] = _token(file, env, token_env, token_file)
     try:
         return ServerSettings.model_validate(values)
     except ValidationError as exc:

@@ -50,7 +50,7 @@ _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _JSON_KEY = "doraforge.json_body"
 _EMPTY: Any = object()
 
-type Render = Callable[[WireError], tuple[int, dict[str, str], bytes]]
+type Render = Callable[[WireError, Scope], tuple[int, dict[str, str], bytes]]
 
 
 class BindRefused(ValueError):
@@ -302,7 +302,7 @@ class TransportGuard:
     # ----------------------------------------------------------------- answers
 
     async def _refuse(self, scope: Scope, send: Send, error: WireError) -> None:
-        status, headers, body = self.render(error)
+        status, headers, body = self.render(error, scope)
         raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
         raw.append((b"content-type", b"application/json"))
         raw.append((b"content-length", str(len(body)).encode()))
@@ -318,7 +318,7 @@ class TransportGuard:
         await send({"type": "websocket.close", "code": 1008})
 
 
-def default_render(error: WireError) -> tuple[int, dict[str, str], bytes]:
+def default_render(error: WireError, _scope: Scope) -> tuple[int, dict[str, str], bytes]:
     """``{"ok": false, "error": {code, message, retryable, details}}`` with its status."""
     body = json.dumps({"ok": False, "error": error.to_payload()}, separators=(",", ":"))
     return error.status, error.headers, body.encode()

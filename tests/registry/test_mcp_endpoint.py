@@ -90,10 +90,14 @@ def test_an_accept_without_event_stream_is_406(base: str) -> None:
     assert answer.status_code == 406
 
 
-def test_a_non_loopback_origin_is_403_and_a_loopback_one_passes(base: str) -> None:
+def test_only_the_servers_own_origin_passes(base: str) -> None:
+    port = base.rsplit(":", 1)[1]
     assert _post(base, _rpc("ping"), origin="https://evil.example").status_code == 403
-    assert _post(base, _rpc("ping"), origin="http://localhost:3000").status_code == 200
-    assert _post(base, _rpc("ping"), origin="http://[::1]:3000").status_code == 200
+    # Another loopback port is another origin: any local web page could be hostile.
+    assert _post(base, _rpc("ping"), origin="http://localhost:3000").status_code == 403
+    assert _post(base, _rpc("ping"), origin="http://[::1]:3000").status_code == 403
+    assert _post(base, _rpc("ping"), origin=f"http://localhost:{port}").status_code == 200
+    assert _post(base, _rpc("ping"), origin=f"http://127.0.0.1:{port}").status_code == 200
 
 
 def test_forwarding_headers_do_not_make_a_caller_loopback(base: str) -> None:
@@ -207,17 +211,22 @@ def test_without_grants_nothing_is_listed() -> None:
     assert listed["result"]["tools"] == []
 
 
-def test_a_configured_token_is_needed_for_writes_but_not_reads() -> None:
+def test_a_configured_token_is_needed_for_every_mcp_request_and_the_manifest() -> None:
     tools = DemoTools()
-    settings = ServerSettings(grants=BOTH, token=TOKEN)
+    settings = ServerSettings(grants=BOTH, token=TOKEN, mcp_enabled=True)
     with running(demo_app(settings, tools)) as url:
-        anonymous = _call(url, "demo_write", {"value": 1})
-        assert anonymous["result"]["isError"] is True
-        assert _call(url, "demo_echo", {"text": "r"})["result"]["isError"] is False
+        write = _rpc("tools/call", {"name": "demo_write", "arguments": {"value": 1}})
+        anonymous = _post(url, write)
+        assert anonymous.status_code == 401
+        assert anonymous.json()["error"]["data"]["code"] == "AUTH_REQUIRED"
+        read = _post(url, _rpc("tools/call", {"name": "demo_echo", "arguments": {"text": "r"}}))
+        assert read.status_code == 401
+        assert httpx.get(f"{url}/api/agent-context/manifest", timeout=10).status_code == 401
         bearer = {"authorization": f"Bearer {TOKEN}"}
         assert _call(url, "demo_write", {"value": 1}, **bearer)["result"]["isError"] is False
         wrong = _post(url, _rpc("ping"), authorization="Bearer wrong-token")
         assert wrong.status_code == 401
+        assert wrong.json()["error"]["data"]["code"] == "AUTH_INVALID"
     assert len(tools.writes) == 1
 
 

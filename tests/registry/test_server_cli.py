@@ -52,11 +52,16 @@ def test_serve_listens_where_it_says_with_the_granted_robot_tools(tmp_path: Path
     )
     try:
         base = _wait_for_address(process, timeout_s=30)
-        catalog = httpx.get(f"{base}/api/tools", timeout=10).json()
-        manifest = httpx.get(f"{base}/api/agent-context/manifest", timeout=10).json()
+        bearer = {"authorization": "Bearer serve-test-token-0123456789"}
+        anonymous = httpx.get(f"{base}/api/tools", timeout=10)
+        catalog = httpx.get(f"{base}/api/tools", headers=bearer, timeout=10).json()
+        manifest = httpx.get(
+            f"{base}/api/agent-context/manifest", headers=bearer, timeout=10
+        ).json()
     finally:
         process.terminate()
         _out, err = process.communicate(timeout=20)
+    assert anonymous.status_code == 401
     names = {tool["name"] for tool in catalog["tools"]}
     assert {"forge.task_create", "forge.tool_start_action", "forge.skills.installed"} <= names
     assert manifest["grants"] == ["robot.read"]

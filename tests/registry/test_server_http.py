@@ -25,8 +25,23 @@ def base(tools: DemoTools) -> Any:
         yield url
 
 
+AUTH = {"authorization": f"Bearer {TOKEN}"}
+
+
 def _call(base: str, body: dict[str, Any], **headers: str) -> httpx.Response:
-    return httpx.post(f"{base}/api/tools/call", json=body, headers=headers, timeout=10)
+    headers = {**AUTH, **headers}
+    return _post(f"{base}/api/tools/call", json=body, headers=headers, timeout=10)
+
+
+def _get(url: str, **kwargs: Any) -> httpx.Response:
+    """A GET with the server's bearer token (every route needs it when one is set)."""
+    kwargs["headers"] = {**AUTH, **kwargs.get("headers", {})}
+    return httpx.get(url, **kwargs)
+
+
+def _post(url: str, **kwargs: Any) -> httpx.Response:
+    kwargs["headers"] = {**AUTH, **kwargs.get("headers", {})}
+    return httpx.post(url, **kwargs)
 
 
 def _envelope(request_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -39,22 +54,22 @@ def _envelope(request_id: str, name: str, arguments: dict[str, Any]) -> dict[str
 
 
 def test_the_catalog_has_an_etag_private_no_cache_and_answers_304(base: str) -> None:
-    first = httpx.get(f"{base}/api/tools", timeout=10)
+    first = _get(f"{base}/api/tools", timeout=10)
     assert first.status_code == 200
     assert first.headers["cache-control"] == "private, no-cache"
     etag = first.headers["etag"]
     assert etag.startswith('"')
     assert etag.endswith('"')
-    again = httpx.get(f"{base}/api/tools", headers={"if-none-match": etag}, timeout=10)
+    again = _get(f"{base}/api/tools", headers={"if-none-match": etag}, timeout=10)
     assert again.status_code == 304
     assert again.headers["etag"] == etag
-    other = httpx.get(f"{base}/api/tools?format=openai", headers={"if-none-match": etag})
+    other = _get(f"{base}/api/tools?format=openai", headers={"if-none-match": etag})
     assert other.status_code == 200
     assert other.headers["etag"] != etag
 
 
 def test_the_catalog_projects_every_format_and_never_leaks_an_adapter(base: str) -> None:
-    portos = httpx.get(f"{base}/api/tools", params={"format": "portos"}).json()
+    portos = _get(f"{base}/api/tools", params={"format": "portos"}).json()
     assert {t["name"] for t in portos["tools"]} == {
         "demo.echo",
         "demo.big",
@@ -62,22 +77,22 @@ def test_the_catalog_projects_every_format_and_never_leaks_an_adapter(base: str)
         "demo.fail",
     }
     assert all("adapter" not in t for t in portos["tools"])
-    openai = httpx.get(f"{base}/api/tools", params={"format": "openai"}).json()
+    openai = _get(f"{base}/api/tools", params={"format": "openai"}).json()
     assert openai["tools"][0]["type"] == "function"
     assert "parameters" in openai["tools"][0]["function"]
-    anthropic = httpx.get(f"{base}/api/tools", params={"format": "anthropic"}).json()
+    anthropic = _get(f"{base}/api/tools", params={"format": "anthropic"}).json()
     assert "input_schema" in anthropic["tools"][0]
-    mcp = httpx.get(f"{base}/api/tools", params={"format": "mcp"}).json()
+    mcp = _get(f"{base}/api/tools", params={"format": "mcp"}).json()
     write = next(t for t in mcp["tools"] if t["name"] == "demo_write")
     assert write["annotations"]["readOnlyHint"] is False
 
 
 def test_scope_and_intent_only_narrow_the_catalog(base: str) -> None:
-    agent = httpx.get(f"{base}/api/tools", params={"scope": "agent"}).json()["tools"]
-    voice = httpx.get(f"{base}/api/tools", params={"scope": "voice"}).json()["tools"]
+    agent = _get(f"{base}/api/tools", params={"scope": "agent"}).json()["tools"]
+    voice = _get(f"{base}/api/tools", params={"scope": "voice"}).json()["tools"]
     assert len(agent) == 4
     assert voice == []
-    narrowed = httpx.get(f"{base}/api/tools", params={"intent": "  echo  "}).json()["tools"]
+    narrowed = _get(f"{base}/api/tools", params={"intent": "  echo  "}).json()["tools"]
     assert 0 < len(narrowed) <= 4
 
 
@@ -92,7 +107,7 @@ def test_scope_and_intent_only_narrow_the_catalog(base: str) -> None:
     ],
 )
 def test_catalog_queries_are_strict(base: str, query: Any) -> None:
-    answer = httpx.get(f"{base}/api/tools", params=query, timeout=10)
+    answer = _get(f"{base}/api/tools", params=query, timeout=10)
     assert answer.status_code == 400
     body = answer.json()
     assert body["ok"] is False
@@ -105,20 +120,28 @@ def test_a_read_call_completes_and_is_retained(base: str) -> None:
     result = answer.json()
     assert result["state"] == "completed"
     assert result["result"] == {"text": "hello"}
-    retained = httpx.get(f"{base}/api/tools/calls/http-read-1", timeout=10)
+    retained = _get(f"{base}/api/tools/calls/http-read-1", timeout=10)
     assert retained.json()["requestId"] == "http-read-1"
-    missing = httpx.get(f"{base}/api/tools/calls/never-made", timeout=10)
+    missing = _get(f"{base}/api/tools/calls/never-made", timeout=10)
     assert missing.status_code == 404
     assert missing.json()["error"]["code"] == "TOOL_CALL_NOT_FOUND"
 
 
-def test_writes_need_the_bearer_token_and_a_wrong_token_is_401(base: str, tools: DemoTools) -> None:
-    anonymous = _call(base, _envelope("w-anon", "demo.write", {"value": 1}))
-    assert anonymous.status_code == 403
-    assert anonymous.json()["state"] == "denied"
+def test_every_route_needs_the_bearer_token_and_a_wrong_token_is_401(
+    base: str, tools: DemoTools
+) -> None:
+    anonymous = httpx.post(
+        f"{base}/api/tools/call", json=_envelope("w-anon", "demo.write", {"value": 1})
+    )
+    assert anonymous.status_code == 401
+    assert anonymous.json()["error"]["code"] == "AUTH_REQUIRED"
+    assert anonymous.headers["www-authenticate"] == "Bearer"
+    read = httpx.get(f"{base}/api/tools", timeout=10)
+    assert read.status_code == 401
     wrong = _call(base, _envelope("w-wrong", "demo.write", {"value": 1}), authorization="Bearer x")
     assert wrong.status_code == 401
-    assert wrong.json()["error"]["code"] == "AUTH_INVALID_TOKEN"
+    assert wrong.json()["error"]["code"] == "AUTH_INVALID"
+    assert tools.writes == []
     good = _call(
         base, _envelope("w-good", "demo.write", {"value": 1}), authorization=f"Bearer {TOKEN}"
     )
@@ -149,12 +172,13 @@ def test_a_failing_tool_is_a_failed_result_and_not_a_server_error(base: str) -> 
 
 
 def test_malformed_bodies_are_structured_400s(base: str) -> None:
-    raw = httpx.post(f"{base}/api/tools/call", content=b"[1,", timeout=10)
+    json_type = {"content-type": "application/json"}
+    raw = _post(f"{base}/api/tools/call", content=b"[1,", headers=json_type, timeout=10)
     assert raw.status_code == 400
     assert raw.json()["error"]["code"] == "INVALID_JSON"
-    listed = httpx.post(f"{base}/api/tools/call", json=[1, 2], timeout=10)
+    listed = _post(f"{base}/api/tools/call", json=[1, 2], timeout=10)
     assert listed.status_code == 400
-    unknown_route = httpx.get(f"{base}/api/nothing", timeout=10)
+    unknown_route = _get(f"{base}/api/nothing", timeout=10)
     assert unknown_route.status_code == 404
     assert unknown_route.json()["ok"] is False
 
@@ -162,23 +186,31 @@ def test_malformed_bodies_are_structured_400s(base: str) -> None:
 def test_an_oversized_body_is_413() -> None:
     settings = ServerSettings(max_body_bytes=1024)
     with running(demo_app(settings)) as url:
-        answer = httpx.post(f"{url}/api/tools/call", content=b"x" * 5000, timeout=10)
+        json_type = {"content-type": "application/json"}
+        answer = httpx.post(
+            f"{url}/api/tools/call", content=b"x" * 5000, headers=json_type, timeout=10
+        )
     assert answer.status_code == 413
+    assert answer.json()["error"]["code"] == "BODY_TOO_LARGE"
 
 
 def test_a_rebound_host_or_foreign_origin_is_refused_on_a_loopback_server(base: str) -> None:
-    rebound = httpx.get(f"{base}/api/tools", headers={"host": "evil.example"}, timeout=10)
+    rebound = _get(f"{base}/api/tools", headers={"host": "evil.example"}, timeout=10)
     assert rebound.status_code == 403
-    assert rebound.json()["error"]["code"] == "HOST_REJECTED"
+    assert rebound.json()["error"]["code"] == "HOST_NOT_ALLOWED"
     foreign = _call(
         base, _envelope("o-1", "demo.echo", {"text": "a"}), origin="https://evil.example"
     )
     assert foreign.status_code == 403
     port = base.rsplit(":", 1)[1]
-    local = httpx.get(
+    other_port = _get(
         f"{base}/api/tools", headers={"host": f"localhost:{port}", "origin": "http://[::1]:3000"}
     )
-    assert local.status_code == 200
+    assert other_port.status_code == 403
+    own = _get(
+        f"{base}/api/tools", headers={"host": f"[::1]:{port}", "origin": f"http://[::1]:{port}"}
+    )
+    assert own.status_code == 200
 
 
 def test_api_tool_bundles_need_the_token_when_one_is_configured(tmp_path: Any) -> None:
@@ -200,4 +232,5 @@ def test_api_tool_bundles_need_the_token_when_one_is_configured(tmp_path: Any) -
         operator = {"Authorization": f"Bearer {TOKEN}"}
         saved = client.put("/api/api-tools/shop", json=bundle, headers=operator)
         assert saved.status_code == 201
-        assert client.get("/api/tools", params={"scope": "ui"}).status_code == 200
+        assert client.get("/api/tools", params={"scope": "ui"}).status_code == 401
+        assert client.get("/api/tools", headers=operator).status_code == 200
