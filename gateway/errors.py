@@ -70,6 +70,10 @@ class Unavailable(GatewayError):
     retryable_default = True
 
 
+class JournalUnavailable(Unavailable):
+    """The journal could not record an admission, so nothing was dispatched; retry later."""
+
+
 class QueryTimeout(GatewayError, TimeoutError):
     """A Query did not answer before its deadline; its outcome is unknown."""
 

@@ -27,6 +27,7 @@ from gateway.errors import (
     GatewayError,
     Gone,
     InvalidRequest,
+    JournalUnavailable,
     NotFound,
     ProviderProtocolError,
     QueryTimeout,
@@ -44,6 +45,7 @@ STATUS_FOR_ERROR: dict[type[GatewayError], int] = {
     Gone: 410,
     Unprocessable: 422,
     ProviderProtocolError: 502,
+    JournalUnavailable: 503,  # retryable, Retry-After: the admission was never dispatched
     Unavailable: 503,
     QueryTimeout: 504,
 }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import uuid
 from collections import Counter
 from typing import Any
@@ -21,10 +22,17 @@ from gateway.canonical import sha256_hex
 from gateway.catalog import Catalog, ToolSpec
 from gateway.clock import Clock
 from gateway.config import GatewayConfig
-from gateway.errors import Conflict, Gone, NotFound, ProviderProtocolError, Unavailable
+from gateway.errors import (
+    Conflict,
+    Gone,
+    JournalUnavailable,
+    NotFound,
+    ProviderProtocolError,
+    Unavailable,
+)
 from gateway.exchange import Exchanges, InstanceLost
 from gateway.invocation import TERMINAL_PHASES, Invocation
-from gateway.journal import Journal
+from gateway.journal import Journal, JournalHealth
 from gateway.registry import EndpointRecord, EndpointRegistry
 from gateway.store import InvocationStore
 
@@ -32,13 +40,18 @@ log = logging.getLogger(__name__)
 
 _TERMINAL_EVENTS = frozenset({"executor_completed", "executor_failed", "cancelled", "stopped"})
 _CONTROL_FOR = {"action": "cancel", "session": "stop"}
+_SKIPS_LOGGED = 20  # one line each; a wholly garbled journal must not flood the log
+# A record that cannot be encoded is a bug, but after dispatch it must cost the caller
+# nothing but durability, exactly like a full disk.
+_WRITE_FAULTS = (OSError, ValueError, TypeError)
 
 
 class ToolRuntime:
     """Admission, reconciliation and control of Action and Session invocations.
 
     ``queries_in_flight`` is the Query invoker's live count, so that one operation's
-    concurrency is reported as one number whatever its semantics.
+    concurrency is reported as one number whatever its semantics. ``journal_health``
+    counts skipped journal records and failed writes.
     """
 
     def __init__(
@@ -64,6 +77,7 @@ class ToolRuntime:
         self._tasks: set[asyncio.Task[None]] = set()
         self._orphans: list[Invocation] = []
         self.dispatch_counts: Counter[str] = Counter()  # invokes sent per tool, ever
+        self.journal_health = JournalHealth()
 
     # ------------------------------------------------------------------ actions, sessions
 
@@ -132,7 +146,7 @@ class ToolRuntime:
             endpoint_instance_id=record.instance_id,
             last_contact_mono=self._clock.monotonic(),
         )
-        self._journal.append(recovery.admit_record(invocation))
+        self._journal_admission(invocation)
         self.store.add(invocation)
         self._take_slot(invocation)
         if len(self.store) > self._config.retention.max_invocations:
@@ -317,8 +331,8 @@ class ToolRuntime:
         """Apply retention bounds and compact the journal when it has grown."""
         evicted = self.store.evict(self._clock.wall_ms())
         appended = getattr(self._journal, "appended", 0)
-        if appended > 4 * self._config.retention.max_invocations:
-            self._journal.compact(recovery.snapshot(self.store))
+        if self.journal_health.degraded or appended > 4 * self._config.retention.max_invocations:
+            self._compact()
         return evicted
 
     def _deadline_exceeded(self, invocation: Invocation) -> None:
@@ -407,9 +421,69 @@ class ToolRuntime:
     def _finish(self, invocation: Invocation, result: dict[str, Any]) -> None:
         if not invocation.finish(result, self._clock.wall_ms()):
             return
-        self._journal.append(recovery.terminal_record(invocation))
+        self._journal_terminal(invocation)
         if result["status"] != "unknown":
             self._release_slot(invocation)
+
+    # ------------------------------------------------------------------ journal faults
+
+    def _journal_admission(self, invocation: Invocation) -> None:
+        """Write the admit line or refuse the admission (503) before anything is sent."""
+        try:
+            self._journal.append(recovery.admit_record(invocation))
+        except OSError as exc:
+            reason = _reason(exc)
+            self._journal_fault(f"admit of {invocation.invocation_id}", reason)
+            raise JournalUnavailable(
+                "FORGE_TOOL_JOURNAL_UNAVAILABLE",
+                f"the invocation journal cannot be written ({reason}); nothing was dispatched",
+                details={"reason": reason, "tool_id": invocation.tool_id},
+            ) from exc
+
+    def _journal_terminal(self, invocation: Invocation) -> None:
+        # After dispatch the caller is told the outcome from memory whatever the disk
+        # does. Without this line a restarted Gateway reads the invocation as ``unknown``
+        # (its admit line has no outcome), never as another outcome; the next
+        # compaction rewrites the file from memory and heals it.
+        try:
+            self._journal.append(recovery.terminal_record(invocation))
+        except _WRITE_FAULTS as exc:
+            self._journal_fault(f"outcome of {invocation.invocation_id}", _reason(exc))
+            self._degrade()
+
+    def _journal_fault(self, what: str, reason: str, *, loud: bool = True) -> None:
+        self.journal_health.write_failures += 1
+        self.journal_health.last_error = reason
+        if loud:
+            log.error("journal write failed (%s): %s", what, reason)
+
+    def _degrade(self) -> None:
+        if not self.journal_health.degraded:
+            log.error("journal degraded: a restart would read affected invocations as unknown")
+        self.journal_health.degraded = True
+
+    def _compact(self) -> None:
+        """Rewrite the journal from memory; on failure the old file stays and is degraded."""
+        try:
+            self._journal.compact(recovery.snapshot(self.store))
+        except _WRITE_FAULTS as exc:
+            # Retried on every eviction tick while degraded: said once, counted always.
+            self._journal_fault("compaction", _reason(exc), loud=not self.journal_health.degraded)
+            self._degrade()
+            return
+        if self.journal_health.degraded:
+            log.warning("journal healed: rewritten from the invocations in memory")
+        self.journal_health.degraded = False
+
+    def _report_skipped(self, skipped: list[recovery.SkippedRecord]) -> None:
+        self.journal_health.skipped_records += len(skipped)
+        for skip in skipped[:_SKIPS_LOGGED]:
+            named = skip.invocation_id and f"invocation {skip.invocation_id} reads unknown"
+            log.warning(
+                "journal line %d skipped: %s; %s", skip.line, skip.problem, named or "no id legible"
+            )
+        if len(skipped) > _SKIPS_LOGGED:
+            log.warning("journal: %d more lines skipped", len(skipped) - _SKIPS_LOGGED)
 
     def _finish_unknown(
         self, invocation: Invocation, code: str, message: str, **details: Any
@@ -450,19 +524,25 @@ class ToolRuntime:
     # ------------------------------------------------------------------ restart
 
     def restore(self) -> int:
-        """Rebuild retained invocations from the journal; in-flight ones become unknown."""
+        """Rebuild retained invocations from the journal; in-flight ones become unknown.
+
+        Unreadable lines are skipped, logged and counted, and the invocations they name
+        read ``unknown``. A journal that cannot be rewritten (full disk) leaves the
+        runtime serving with a degraded journal rather than not starting.
+        """
         restored = recovery.replay(
             self._journal,
             now_ms=self._clock.wall_ms(),
             now_mono=self._clock.monotonic(),
             max_events=self._config.retention.max_events_per_invocation,
         )
-        for invocation, in_flight in restored:
+        self._report_skipped(restored.skipped)
+        for invocation, in_flight in restored.invocations:
             self.store.add(invocation)
             if in_flight and invocation.endpoint_instance_id:
                 self._orphans.append(invocation)
         self.store.evict(self._clock.wall_ms())
-        self._journal.compact(recovery.snapshot(self.store))
+        self._compact()
         return len(self.store)
 
     def on_registered(self, endpoint_id: str, instance_id: str) -> None:
@@ -482,3 +562,9 @@ class ToolRuntime:
             elif invocation.endpoint_id != endpoint_id:
                 keep.append(invocation)  # a different instance can never run it again
         self._orphans = keep
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return f"{os.strerror(exc.errno)} [errno {exc.errno}]"
+    return f"{type(exc).__name__}: {exc}"

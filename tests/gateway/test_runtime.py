@@ -384,7 +384,7 @@ async def test_gateway_restart_reads_in_flight_as_unknown_and_keeps_completed(tm
         first_journal.close()
 
 
-async def test_restart_survives_a_torn_last_journal_line(tmp_path: Path):
+async def test_a_torn_last_journal_line_reads_unknown_after_restart_not_404(tmp_path: Path):
     path = tmp_path / "journal.jsonl"
     journal = FileJournal(path)
     try:
@@ -399,7 +399,10 @@ async def test_restart_survives_a_torn_last_journal_line(tmp_path: Path):
     try:
         async with running_stack(journal=journal) as stack:
             assert (await read(stack, done["invocation_id"]))["phase"] == "completed"
-            assert_error(await stack.client.get("/invocations/inv_torn"), 404)
+            torn = await read(stack, "inv_torn")
+            assert (torn["phase"], torn["terminal"]) == ("unknown", True)
+            assert torn["result"]["error"]["code"] == "FORGE_TOOL_JOURNAL_RECORD_UNREADABLE"
+            assert stack.gateway.runtime.journal_health.skipped_records == 1
     finally:
         journal.close()
 
