@@ -26,7 +26,17 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--mcp", action="store_true", help="enable the MCP endpoint /mcp (off by default)"
     )
     serve.add_argument("--config", type=Path, default=None, help="a YAML or JSON config file")
-    serve.add_argument("--token-env", default=None, metavar="VAR", help="bearer token variable")
+    serve.add_argument(
+        "--token-env", default=None, metavar="VAR", help="environment variable with the token"
+    )
+    serve.add_argument(
+        "--token-file", type=Path, default=None, metavar="PATH", help="file (0600) with the token"
+    )
+    serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow a non-loopback bind without a token (lab networks only; logged loudly)",
+    )
     serve.set_defaults(handler=_serve)
 
 
@@ -44,6 +54,8 @@ def _serve(ctx: Context, args: argparse.Namespace) -> int:
         approvals=args.approve,
         mcp=args.mcp,
         token_env=args.token_env,
+        token_file=args.token_file,
+        insecure=args.insecure,
     )
     robot = RobotTools(ctx.home, ctx.service, ctx.runtime)
     app = build_app(
