@@ -3,6 +3,7 @@ never from a command line, never logged."""
 
 from __future__ import annotations
 
+import os
 import secrets
 import stat
 from collections.abc import Mapping
@@ -40,15 +41,11 @@ def write_token(path: Path) -> str:
     token = secrets.token_urlsafe(32)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)
-    with path.open("x", encoding="utf-8", opener=_private_opener) as handle:
+    # Created 0600 from the first byte: never a moment in which others could read it.
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
         handle.write(token + "\n")
     return token
-
-
-def _private_opener(name: str, flags: int) -> int:
-    import os
-
-    return os.open(name, flags, 0o600)
 
 
 def _read_private(path: Path) -> str:
