@@ -63,6 +63,7 @@ class TransportPolicy:
 
     allowed_hosts: frozenset[str]
     allowed_origins: frozenset[str] = frozenset()
+    cors_origins: tuple[str, ...] = ()
     token: str | None = field(default=None, repr=False)
     max_body_bytes: int = 1_048_576
     max_json_depth: int = strict_json.MAX_DEPTH
@@ -115,6 +116,7 @@ def policy_for_bind(
             "drive this server",
             bind or "*",
         )
+    origins = list(allowed_origins)
     hosts = {_bare(name) for name in server_names}
     if is_loopback(bind) or _bare(bind) in WILDCARD_BINDS:
         hosts |= LOOPBACK_NAMES
@@ -122,7 +124,8 @@ def policy_for_bind(
         hosts.add(_bare(bind))
     return TransportPolicy(
         allowed_hosts=frozenset(hosts),
-        allowed_origins=frozenset(_origin_key(origin) for origin in allowed_origins),
+        allowed_origins=frozenset(_origin_key(origin) for origin in origins),
+        cors_origins=tuple(origin.rstrip("/") for origin in origins),
         token=token,
         max_body_bytes=max_body_bytes,
         code_prefix=code_prefix,
@@ -145,9 +148,11 @@ class TransportGuard:
     """The ASGI middleware applying a :class:`TransportPolicy` (see the module text)."""
 
     def __init__(self, app: ASGIApp, *, policy: TransportPolicy, render: Render) -> None:
-        self.app = app
         self.policy = policy
         self.render = render
+        # A configured cross-origin client (a console served elsewhere) needs CORS answers;
+        # Starlette's middleware gives them, and only for origins the guard already allowed.
+        self.app = _with_cors(app, policy.cors_origins) if policy.cors_origins else app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -158,6 +163,8 @@ class TransportGuard:
             self._check_peer(scope, headers)
             if scope["type"] == "websocket":
                 send = self._authorised_socket(headers, send)
+            elif _is_preflight(scope, headers):
+                pass  # a CORS preflight carries no credentials by design; it runs nothing
             else:
                 self._check_token(headers)
                 if scope["method"] in _BODY_METHODS:
@@ -316,6 +323,26 @@ class TransportGuard:
             await send({"type": "websocket.http.response.body", "body": body})
             return
         await send({"type": "websocket.close", "code": 1008})
+
+
+def _is_preflight(scope: Scope, headers: Mapping[str, str]) -> bool:
+    return (
+        scope["method"] == "OPTIONS"
+        and "origin" in headers
+        and "access-control-request-method" in headers
+    )
+
+
+def _with_cors(app: ASGIApp, origins: tuple[str, ...]) -> ASGIApp:
+    from starlette.middleware.cors import CORSMiddleware
+
+    return CORSMiddleware(
+        app,
+        allow_origins=list(origins),
+        allow_methods=["GET", "POST", "PUT", "DELETE"],
+        allow_headers=["authorization", "content-type", "idempotency-key", "last-event-id"],
+        max_age=600,
+    )
 
 
 def default_render(error: WireError, _scope: Scope) -> tuple[int, dict[str, str], bytes]:

@@ -137,6 +137,30 @@ async def test_the_servers_own_origin_and_configured_origins_pass() -> None:
     assert len(recorder.bodies) == 2
 
 
+async def test_a_configured_origin_gets_cors_answers_and_a_preflight_needs_no_token() -> None:
+    policy = policy_for_bind("127.0.0.1", token=TOKEN, allowed_origins=["https://console.lab"])
+    http, recorder = client(policy)
+    preflight_headers = {
+        "origin": "https://console.lab",
+        "access-control-request-method": "POST",
+        "access-control-request-headers": "authorization, content-type",
+    }
+    async with http:
+        preflight = await http.options("/echo", headers=preflight_headers)
+        call = await http.post(
+            "/echo", json={}, headers={**BEARER, "origin": "https://console.lab"}
+        )
+        foreign = await http.options(
+            "/echo", headers={**preflight_headers, "origin": "https://x.y"}
+        )
+    assert preflight.status_code == 200
+    assert preflight.headers["access-control-allow-origin"] == "https://console.lab"
+    assert call.status_code == 200
+    assert call.headers["access-control-allow-origin"] == "https://console.lab"
+    assert foreign.status_code == 403
+    assert recorder.bodies == [{}]
+
+
 async def test_a_cross_site_fetch_without_origin_is_refused() -> None:
     http, _ = client(LOOPBACK)
     async with http:
