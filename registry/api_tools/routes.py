@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from doraforge.wire.guard import json_body
 from registry.api_tools.bundle import Bundle, parse_bundle
 from registry.api_tools.client import ApiClient
 from registry.api_tools.errors import RegistryError, ToolFailure
@@ -21,7 +21,6 @@ from registry.api_tools.tools import build_tools, check_saveable, probe, tool_na
 if TYPE_CHECKING:
     from registry.service import RegistryService
 
-MAX_BODY_BYTES = 256 * 1024
 _NAME = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
 
 
@@ -40,15 +39,12 @@ async def _guarded(action: Callable[[], Awaitable[Any]]) -> Any:
 
 
 async def _json_body(request: Request) -> Any:
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise RegistryError(
-            "API_BODY_TOO_LARGE", f"body exceeds {MAX_BODY_BYTES} bytes", status=413
-        )
-    try:
-        return json.loads(raw)
-    except ValueError:
-        raise RegistryError("API_BODY_INVALID", "body is not valid JSON", status=400) from None
+    """The body the transport guard read with the server's streamed limit and parsed as
+    strict JSON (duplicate keys, huge integers and deep nesting are refused there)."""
+    body = json_body(request)
+    if body is None:
+        raise RegistryError("API_BODY_INVALID", "a JSON body is required", status=400)
+    return body
 
 
 def _check_name(name: str) -> None:

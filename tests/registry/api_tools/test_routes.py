@@ -9,6 +9,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from doraforge.wire.guard import TransportGuard, default_render, policy_for_bind
 from registry.api_tools.bundle import parse_bundle
 from registry.api_tools.outbound import OutboundPolicy
 from registry.api_tools.routes import api_tools_router
@@ -16,10 +17,11 @@ from registry.api_tools.tools import build_tools
 from registry.model import Principal
 from registry.service import RegistryService
 
-from .conftest import LOCAL_POLICY, Upstream, tool
+from .conftest import Upstream, tool
 
 SECRETS = {"TOKEN": "s3cr3t-token-value"}
 DENY = OutboundPolicy(default="deny", external=["api.example.com"])
+BODY = 256 * 1024
 
 
 def _bundle(name: str = "shop", base: str = "https://api.example.com") -> dict[str, Any]:
@@ -70,6 +72,9 @@ def _client(store: Path, policy: OutboundPolicy = DENY) -> tuple[TestClient, Reg
     service = RegistryService()
     app = FastAPI()
     app.include_router(api_tools_router(store, service, policy, SECRETS))
+    # As in the server: bodies reach the routes only through the transport guard.
+    guard = policy_for_bind("127.0.0.1", token=None, server_names=["test"], max_body_bytes=BODY)
+    app.add_middleware(TransportGuard, policy=guard, render=default_render)
     return TestClient(app), service
 
 
@@ -98,7 +103,7 @@ def test_put_under_deny_default_with_an_unlisted_host_is_409(tmp_path: Path) -> 
     assert answer.status_code == 409
     body = answer.json()
     assert body["ok"] is False
-    assert body["error"]["code"] == "API_BUNDLE_HOST_DENIED"
+    assert body["error"]["code"] == "API_TOOL_HOST_NOT_ALLOWED"
     assert body["error"]["details"]["host"] == "evil.example"
     assert set(body["error"]) == {"code", "message", "retryable", "details"}
     assert not list(tmp_path.iterdir())
@@ -124,11 +129,20 @@ def test_put_errors_are_structured(
 
 def test_put_rejects_non_json_and_oversized_bodies(tmp_path: Path) -> None:
     client, _ = _client(tmp_path)
-    assert client.put("/api/api-tools/shop", content=b"{").json()["error"]["code"] == (
-        "API_BODY_INVALID"
-    )
-    big = client.put("/api/api-tools/shop", content=b" " * (300 * 1024))
+    json_type = {"content-type": "application/json"}
+    broken = client.put("/api/api-tools/shop", content=b"{", headers=json_type)
+    assert broken.status_code == 400
+    assert broken.json()["error"]["code"] == "INVALID_JSON"
+    undeclared = client.put("/api/api-tools/shop", content=b"{}")
+    assert undeclared.status_code == 415
+    big = client.put("/api/api-tools/shop", content=b" " * (300 * 1024), headers=json_type)
     assert big.status_code == 413
+    nested = client.put(
+        "/api/api-tools/shop", content=b"[" * 100_000 + b"]" * 100_000, headers=json_type
+    )
+    assert nested.status_code == 400
+    assert nested.json()["error"]["code"] == "JSON_TOO_DEEP"
+    assert not list(tmp_path.iterdir())
 
 
 def test_replacing_a_live_service_swaps_its_tools(tmp_path: Path) -> None:
@@ -180,13 +194,14 @@ def test_a_saved_bundle_can_reach_its_vetted_host_and_no_other(
 ) -> None:
     # The service starts with an empty egress allowlist: only saving the bundle (which
     # passed the outbound policy) lets its tools reach their host.
-    client, service = _client(tmp_path, LOCAL_POLICY)
+    client, service = _client(tmp_path, upstream.policy)
     document = _bundle(name="svc", base=upstream.base)
     document["tools"] = [tool("text", "/text", response={"type": "text"})]
     assert client.put("/api/api-tools/svc", json=document).status_code == 201
     principal = Principal(id="t", scope="agent", grants=frozenset({"api.read"}))
     other = RegistryService()
-    entry, adapter = build_tools(parse_bundle(document), secrets=SECRETS, policy=LOCAL_POLICY)[0]
+    bundle = parse_bundle(document)
+    entry, adapter = build_tools(bundle, secrets=SECRETS, policy=upstream.policy)[0]
     other.register(entry, adapter)
 
     async def calls() -> tuple[dict[str, Any], dict[str, Any]]:
