@@ -2,11 +2,15 @@
 
 Transport-free: the semantic registry (and MCP) can expose these later. Every tool answers
 ``{"ok": true, "data": ...}`` or ``{"ok": false, "error": {type, code, message, retryable,
-invocation_id?, remote_state?}}`` and never raises for a caller mistake.
+invocation_id?, record_id?, remote_state?}}`` and never raises for a caller mistake, nor
+lets a raw ``sqlite3`` or ``OSError`` out: one that no layer classified reads
+``remote_state: "unknown"`` (it may have struck after a request was sent).
 """
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -17,6 +21,8 @@ from paos import finalize as finishing
 from paos.binding import BindingCandidate
 from paos.errors import PaosError
 from paos.tasks import TaskService
+
+log = logging.getLogger(__name__)
 
 type Handler = Callable[[TaskService, dict[str, Any]], Awaitable[Any]]
 type SideEffect = Literal["read", "write"]
@@ -69,6 +75,9 @@ class AgentTool:
             return {"ok": True, "data": await self.handler(service, arguments)}
         except PaosError as exc:
             return {"ok": False, "error": _error_of(exc)}
+        except (sqlite3.Error, OSError) as exc:
+            log.error("agent tool %s: unclassified %r", self.name, exc)
+            return {"ok": False, "error": _unclassified(exc)}
 
 
 def _failure(kind: str, code: str, message: str, *, retryable: bool) -> dict[str, Any]:
@@ -88,10 +97,22 @@ def _error_of(exc: PaosError) -> dict[str, Any]:
     remote_state = getattr(exc, "remote_state", None)
     if remote_state is not None:
         error["remote_state"] = remote_state
-    invocation_id = exc.details.get("invocation_id")
-    if invocation_id is not None:
-        error["invocation_id"] = invocation_id
+    for name in ("invocation_id", "record_id"):
+        if exc.details.get(name) is not None:
+            error[name] = exc.details[name]
     return error
+
+
+def _unclassified(exc: sqlite3.Error | OSError) -> dict[str, Any]:
+    # Where it struck is not known, so a request may already have reached the robot:
+    # reported as unknown and not retryable, never as a plain failure worth repeating.
+    return {
+        "type": "UnclassifiedFault",
+        "code": "PAOS_UNCLASSIFIED_FAULT",
+        "message": f"{type(exc).__name__}: {exc}; the outcome is unknown: reconcile, do not retry",
+        "retryable": False,
+        "remote_state": "unknown",
+    }
 
 
 async def _context(service: TaskService, a: dict[str, Any]) -> Any:

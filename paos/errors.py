@@ -101,3 +101,16 @@ class ForgeProtocolError(PaosError):
         super().__init__(code, message, retryable=False, details=details)
         self.status_code = status_code
         self.payload = payload
+
+
+class RecordIndeterminate(PaosError):
+    """A request was sent but PAOS could not record what came of it: remote state unknown.
+
+    Raised when the AgentTask store fails after an intent was committed (disk full, lock,
+    I/O error): the robot may have moved. Never re-send the request; once the store is
+    readable again, ``TaskService.reconcile`` finds the invocation by the record's
+    ``caller_id``. ``details`` holds ``record_id``, ``caller_id``, ``tool_id``, the
+    ``invocation_id`` when the Gateway's answer arrived, and the ``store_error``.
+    """
+
+    remote_state: RemoteState = "unknown"

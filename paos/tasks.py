@@ -4,6 +4,12 @@ Every governed call follows the same order: recheck the frozen binding (nothing 
 when it drifted), persist the intent and its ``caller_id``, POST, persist the Gateway's
 ids. A timeout or transport error leaves the record ``indeterminate``: the remote state is
 unknown and the same request is never sent again; :meth:`TaskService.reconcile` only reads.
+
+A store failure before the intent commit is a plain retryable ``StoreUnavailable``: nothing
+was sent. After it, the request may have reached the robot, so the caller gets
+:class:`~paos.errors.RecordIndeterminate` (remote state unknown, not retryable) and the
+record stays as last committed (``intent`` or ``indeterminate``) until reconcile finds the
+invocation by ``caller_id``.
 """
 
 from __future__ import annotations
@@ -12,16 +18,23 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from paos import binding as bindings
 from paos.binding import BindingCandidate, BindingError
 from paos.client import ForgeToolClient
-from paos.errors import ForgeHttpError, ForgeTimeout, ForgeTransportError, PaosError
+from paos.errors import (
+    ForgeHttpError,
+    ForgeTimeout,
+    ForgeTransportError,
+    PaosError,
+    RecordIndeterminate,
+)
 from paos.evidence import capture
-from paos.store import AgentTaskStore, NewRecord, RecordRow, TaskRow
+from paos.store import AgentTaskStore, NewRecord, RecordRow, StoreUnavailable, TaskRow
 from paos.store.models import RESULT_TO_STATE, TERMINAL_RECORD_STATES
 
 ACTIVE_TASK_STATES = frozenset({"executing", "awaiting_replan", "cancelling"})
@@ -154,25 +167,26 @@ class TaskService:
         await bindings.recheck(client, binding, tool_id, "query")
         record = self._intent(task, binding, tool_id, "query", arguments)
         bound = binding["tools"][tool_id]
-        try:
-            data = await client.query(
-                bound["endpoint_id"],
-                bound["operation"],
-                arguments,
-                caller_id=record.caller_id,
-                timeout_ms=timeout_ms,
+        with self._after_intent(record):
+            try:
+                data = await client.query(
+                    bound["endpoint_id"],
+                    bound["operation"],
+                    arguments,
+                    caller_id=record.caller_id,
+                    timeout_ms=timeout_ms,
+                )
+            except ForgeHttpError as exc:
+                self.store.record_terminal(record.record_id, "failed", error=exc.to_payload())
+                raise
+            except (ForgeTimeout, ForgeTransportError) as exc:
+                # A Query has no side effect, but its answer is lost: the record says so.
+                self.store.record_terminal(record.record_id, "unknown", error=exc.to_payload())
+                raise
+            result = data["response"]["result"]
+            self.store.record_terminal(
+                record.record_id, RESULT_TO_STATE[result["status"]], result=result
             )
-        except ForgeHttpError as exc:
-            self.store.record_terminal(record.record_id, "failed", error=exc.to_payload())
-            raise
-        except (ForgeTimeout, ForgeTransportError) as exc:
-            # A Query has no side effect, but its answer is lost: the record says so.
-            self.store.record_terminal(record.record_id, "unknown", error=exc.to_payload())
-            raise
-        result = data["response"]["result"]
-        self.store.record_terminal(
-            record.record_id, RESULT_TO_STATE[result["status"]], result=result
-        )
         return data
 
     # ------------------------------------------------------------------ actions and sessions
@@ -217,30 +231,73 @@ class TaskService:
         if semantics == "action":
             await self._before_evidence(task, client)
         record = self._intent(task, binding, tool_id, semantics, arguments, ownership)
-        try:
-            admitted = await client.invoke(
-                tool_id, arguments, caller_id=record.caller_id, timeout_ms=timeout_ms
+        answer: dict[str, Any] = {}
+        with self._after_intent(record, answer):
+            try:
+                admitted = await client.invoke(
+                    tool_id, arguments, caller_id=record.caller_id, timeout_ms=timeout_ms
+                )
+            except (ForgeTimeout, ForgeTransportError) as exc:
+                self.store.record_indeterminate(record.record_id, exc.to_payload())
+                raise
+            except ForgeHttpError as exc:
+                # The Gateway decided: not admitted, or rejected before any side effect.
+                self.store.record_terminal(record.record_id, "failed", error=exc.to_payload())
+                raise
+            answer.update(admitted)
+            record = self.store.record_admitted(
+                record.record_id,
+                admitted["invocation_id"],
+                admitted["attempt_id"],
+                admitted["phase"],
             )
-        except (ForgeTimeout, ForgeTransportError) as exc:
-            self.store.record_indeterminate(record.record_id, exc.to_payload())
-            raise
-        except ForgeHttpError as exc:
-            # The Gateway decided: not admitted, or rejected before any side effect.
-            self.store.record_terminal(record.record_id, "failed", error=exc.to_payload())
-            raise
-        record = self.store.record_admitted(
-            record.record_id, admitted["invocation_id"], admitted["attempt_id"], admitted["phase"]
-        )
-        if admitted["phase"] in TERMINAL_RECORD_STATES:
-            record = await self._settle(task, record, client)
+            if admitted["phase"] in TERMINAL_RECORD_STATES:
+                record = await self._settle(task, record, client)
         return record.public()
 
+    @contextmanager
+    def _after_intent(
+        self, record: RecordRow, answer: dict[str, Any] | None = None
+    ) -> Iterator[None]:
+        """Store faults once ``record``'s intent is committed become indeterminate.
+
+        The request may have been sent, so a retryable error here could make a caller
+        move the robot twice. ``answer`` is the Gateway's admission once it arrived.
+        """
+        try:
+            yield
+        except StoreUnavailable as exc:
+            # Nothing more is written: the store has just failed, and the last committed
+            # state (intent or indeterminate) already tells reconcile to look by caller_id.
+            invocation_id = (answer or {}).get("invocation_id")
+            raise RecordIndeterminate(
+                "PAOS_RECORD_INDETERMINATE",
+                "the request was sent but its outcome could not be recorded "
+                f"({exc.message}); the remote state is unknown: reconcile, do not retry",
+                details={
+                    "record_id": record.record_id,
+                    "caller_id": record.caller_id,
+                    "tool_id": record.tool_id,
+                    "invocation_id": invocation_id,
+                    "store_error": exc.to_payload(),
+                },
+            ) from exc
+
     async def status(self, task_id: str, record_id: str) -> dict[str, Any]:
-        """Read the Gateway's status of a record's invocation and account for it."""
+        """Read the Gateway's status of a record's invocation and account for it.
+
+        A record without an invocation id yet (``intent``, ``indeterminate``) is looked up
+        by its ``caller_id``, read-only; finding nothing changes nothing here.
+        """
         task, record, client = self._record(task_id, record_id)
-        if record.terminal or record.invocation_id is None:
+        if record.terminal:
             return {"record": record.public(), "invocation": None}
-        invocation = await client.invocation(record.invocation_id)
+        if record.invocation_id is None:
+            record, invocation = await self._found_by_caller(record, client)
+            if invocation is None:
+                return {"record": record.public(), "invocation": None}
+        else:
+            invocation = await client.invocation(record.invocation_id)
         record = await self._observe(task, record, client, invocation)
         return {"record": record.public(), "invocation": invocation}
 
@@ -301,24 +358,34 @@ class TaskService:
         self, task: TaskRow, record: RecordRow, client: ForgeToolClient
     ) -> RecordRow:
         if record.invocation_id is None:
-            found = await client.lookup_caller(record.caller_id)
-            if not found:
+            record, found = await self._found_by_caller(record, client)
+            if found is None:
                 # Nothing reached the Gateway under this caller_id: nothing ran.
                 error = {
                     "code": "PAOS_NEVER_ADMITTED",
                     "message": "the Gateway has no invocation for this caller_id",
                 }
                 return self.store.record_terminal(record.record_id, "unknown", error=error)
-            invocation = found[-1]
-            record = self.store.record_admitted(
-                record.record_id,
-                invocation["invocation_id"],
-                invocation["attempt_id"],
-                invocation["phase"],
-            )
+            invocation = found
         else:
             invocation = await client.invocation(record.invocation_id)
         return await self._observe(task, record, client, invocation)
+
+    async def _found_by_caller(
+        self, record: RecordRow, client: ForgeToolClient
+    ) -> tuple[RecordRow, dict[str, Any] | None]:
+        """The invocation admitted under the record's ``caller_id``, its ids then kept."""
+        found = await client.lookup_caller(record.caller_id)
+        if not found:
+            return record, None
+        invocation = found[-1]
+        record = self.store.record_admitted(
+            record.record_id,
+            invocation["invocation_id"],
+            invocation["attempt_id"],
+            invocation["phase"],
+        )
+        return record, invocation
 
     async def _observe(
         self, task: TaskRow, record: RecordRow, client: ForgeToolClient, invocation: dict

@@ -1,7 +1,13 @@
 """The PAOS AgentTask store (SQLite, WAL, ``BEGIN IMMEDIATE``)."""
 
 from paos.store.models import NewRecord, RecordRow, RevisionRow, TaskRow
-from paos.store.store import AgentTaskStore, NotFound, StoreError, TaskSlotTaken
+from paos.store.store import (
+    AgentTaskStore,
+    NotFound,
+    StoreError,
+    StoreUnavailable,
+    TaskSlotTaken,
+)
 
 __all__ = [
     "AgentTaskStore",
@@ -10,6 +16,7 @@ __all__ = [
     "RecordRow",
     "RevisionRow",
     "StoreError",
+    "StoreUnavailable",
     "TaskRow",
     "TaskSlotTaken",
 ]

@@ -3,6 +3,8 @@
 One store file is shared by every PAOS process on the machine. Invariants that must hold
 across processes (one non-terminal task, immutable terminal records and bindings) are
 enforced by the schema itself; this module turns their violations into typed errors.
+A database that cannot be read or written (disk full, locked past the busy timeout, I/O
+error) is :class:`StoreUnavailable`: no ``sqlite3`` exception leaves this module.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,39 @@ class NotFound(StoreError, LookupError):
     """No row with that identity."""
 
 
+class StoreUnavailable(StoreError):
+    """The database could not be read or written; the failed call changed nothing.
+
+    Retryable as far as the store is concerned. A caller that already sent something on
+    the strength of an earlier write must not retry that (see ``paos.tasks``).
+    """
+
+
+def _unavailable(exc: sqlite3.Error) -> bool:
+    # Constraint violations and misuse stay exceptions of their own; only faults of the
+    # database file and its locks mean "not now".
+    return isinstance(exc, sqlite3.OperationalError | sqlite3.InternalError) or (
+        type(exc) is sqlite3.DatabaseError  # e.g. a malformed database image
+    )
+
+
+@contextmanager
+def _translated(what: str) -> Iterator[None]:
+    """Turn a database fault inside the block into :class:`StoreUnavailable`."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        if not _unavailable(exc):
+            raise
+        name = getattr(exc, "sqlite_errorname", None)
+        raise StoreUnavailable(
+            "PAOS_STORE_UNAVAILABLE",
+            f"the task store cannot {what}: {exc}",
+            retryable=True,
+            details={"sqlite_error": name} if name else None,
+        ) from exc
+
+
 def _json(value: Any) -> str | None:
     if value is None:
         return None
@@ -54,18 +89,31 @@ def _load(text: str | None) -> Any:
 class AgentTaskStore:
     """Tasks, revisions, tool records, evidence index, verdicts and episodes."""
 
-    def __init__(self, path: str | Path, *, clock_ms: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        clock_ms: Callable[[], int] | None = None,
+        busy_timeout_ms: int = _BUSY_TIMEOUT_MS,
+    ) -> None:
+        """Open (creating if needed) the store; :class:`StoreUnavailable` if it cannot."""
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._now = clock_ms or (lambda: time.time_ns() // 1_000_000)
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-        self._db.execute("PRAGMA journal_mode = WAL")
-        self._db.execute("PRAGMA synchronous = NORMAL")
-        self._db.execute("PRAGMA foreign_keys = ON")
-        # Idempotent DDL; executescript manages its own transaction.
-        self._db.executescript(_SCHEMA.read_text(encoding="utf-8"))
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreUnavailable(
+                "PAOS_STORE_UNAVAILABLE", f"the task store cannot open: {exc}", retryable=True
+            ) from exc
+        with _translated("open"):
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._db.row_factory = sqlite3.Row
+            self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute("PRAGMA synchronous = NORMAL")
+            self._db.execute("PRAGMA foreign_keys = ON")
+            # Idempotent DDL; executescript manages its own transaction.
+            self._db.executescript(_SCHEMA.read_text(encoding="utf-8"))
 
     def close(self) -> None:
         """Close this process's connection."""
@@ -75,17 +123,33 @@ class AgentTaskStore:
     def _write(self) -> Iterator[sqlite3.Connection]:
         # BEGIN IMMEDIATE takes the write lock up front, so two writers never both read a
         # state and then both act on it.
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        else:
-            self._db.execute("COMMIT")
+        with _translated("write"):
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+
+    def _rollback(self) -> None:
+        # A failed COMMIT may leave the transaction open (SQLITE_BUSY) or SQLite may have
+        # rolled it back already (SQLITE_FULL, SQLITE_IOERR). Either way the connection must
+        # be usable again, and a failing ROLLBACK must not hide the error that caused it.
+        if self._db.in_transaction:
+            with suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
+
+    def _rows(self, sql: str, *args: Any) -> list[sqlite3.Row]:
+        with _translated("read"):
+            return self._db.execute(sql, args).fetchall()
+
+    def _first(self, sql: str, *args: Any) -> sqlite3.Row | None:
+        with _translated("read"):
+            return self._db.execute(sql, args).fetchone()
 
     def _one(self, sql: str, *args: Any) -> sqlite3.Row:
-        row = self._db.execute(sql, args).fetchone()
+        row = self._first(sql, *args)
         if row is None:
             raise NotFound("PAOS_NOT_FOUND", f"nothing matches {args!r}")
         return row
@@ -145,16 +209,16 @@ class AgentTaskStore:
 
     def tasks(self, limit: int = 50) -> list[TaskRow]:
         """The most recent tasks, newest first."""
-        rows = self._db.execute(
-            "SELECT * FROM tasks ORDER BY created_at_ms DESC, rowid DESC LIMIT ?", (limit,)
+        rows = self._rows(
+            "SELECT * FROM tasks ORDER BY created_at_ms DESC, rowid DESC LIMIT ?", limit
         )
         return [TaskRow.of(row) for row in rows]
 
     def active_task(self) -> TaskRow | None:
         """The one non-terminal task, if any."""
-        row = self._db.execute(
+        row = self._first(
             "SELECT * FROM tasks WHERE state NOT IN ('succeeded', 'failed', 'cancelled')"
-        ).fetchone()
+        )
         return None if row is None else TaskRow.of(row)
 
     def transition(
@@ -190,9 +254,7 @@ class AgentTaskStore:
 
     def revisions(self, task_id: str) -> list[RevisionRow]:
         """The task's revisions, oldest first."""
-        rows = self._db.execute(
-            "SELECT * FROM revisions WHERE task_id = ? ORDER BY ordinal", (task_id,)
-        )
+        rows = self._rows("SELECT * FROM revisions WHERE task_id = ? ORDER BY ordinal", task_id)
         return [RevisionRow.of(row) for row in rows]
 
     def current_revision(self, task_id: str) -> RevisionRow:
@@ -318,7 +380,7 @@ class AgentTaskStore:
 
     def record_by_caller(self, caller_id: str) -> RecordRow | None:
         """The record admitted under ``caller_id``, if any."""
-        row = self._db.execute("SELECT * FROM records WHERE caller_id = ?", (caller_id,)).fetchone()
+        row = self._first("SELECT * FROM records WHERE caller_id = ?", caller_id)
         return None if row is None else RecordRow.of(row)
 
     def records(self, task_id: str, revision_id: str | None = None) -> list[RecordRow]:
@@ -328,7 +390,7 @@ class AgentTaskStore:
         if revision_id is not None:
             sql += " AND revision_id = ?"
             args = (task_id, revision_id)
-        rows = self._db.execute(sql + " ORDER BY created_at_ms, rowid", args)
+        rows = self._rows(sql + " ORDER BY created_at_ms, rowid", *args)
         return [RecordRow.of(row) for row in rows]
 
     # ------------------------------------------------------------------ evidence, verdicts
@@ -350,9 +412,9 @@ class AgentTaskStore:
 
     def evidence(self, task_id: str) -> list[dict[str, Any]]:
         """Every artifact of the task, in capture order."""
-        rows = self._db.execute(
+        rows = self._rows(
             "SELECT document_json FROM evidence WHERE task_id = ? ORDER BY created_at_ms, rowid",
-            (task_id,),
+            task_id,
         )
         return [_load(row[0]) for row in rows]
 
@@ -368,9 +430,8 @@ class AgentTaskStore:
 
     def verifications(self, task_id: str) -> list[dict[str, Any]]:
         """Every verification attempt of the task."""
-        rows = self._db.execute(
-            "SELECT document_json FROM verifications WHERE task_id = ? ORDER BY rowid",
-            (task_id,),
+        rows = self._rows(
+            "SELECT document_json FROM verifications WHERE task_id = ? ORDER BY rowid", task_id
         )
         return [_load(row[0]) for row in rows]
 
@@ -384,8 +445,9 @@ class AgentTaskStore:
 
     def episodes(self, skill: str, version: str) -> list[dict[str, Any]]:
         """Episodes of one skill version, oldest first."""
-        rows = self._db.execute(
+        rows = self._rows(
             "SELECT document_json FROM episodes WHERE skill = ? AND version = ? ORDER BY rowid",
-            (skill, version),
+            skill,
+            version,
         )
         return [_load(row[0]) for row in rows]
