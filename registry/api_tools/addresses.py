@@ -3,7 +3,8 @@
 Every numeric spelling an OS resolver or URL parser might accept (decimal ``2130706433``,
 octal ``0177.0.0.1``, short ``127.1``, hex ``0x7f.1``) is parsed to one address, and IPv6
 forms that embed IPv4 (mapped, compatible, 6to4, NAT64, Teredo) are unwrapped before
-classification.
+classification. :func:`canonical_host` names the one spelling a saved bundle may use, and
+:func:`split_port` reads the ``host:port`` form of rules and URLs.
 """
 
 from __future__ import annotations
@@ -96,3 +97,47 @@ def parse_address(text: str) -> IPAddress:
     if isinstance(parsed, str):
         raise invalid(text, "resolver returned a non-address")
     return parsed
+
+
+def parse_port(text: str) -> int:
+    """A port written as 1-5 ASCII digits in 1-65535; ``ValueError`` otherwise."""
+    if not (text.isascii() and text.isdigit() and len(text) <= 5) or not 0 < int(text) < 65536:
+        raise ValueError(f"port {text[:16]!r} is not a number in 1-65535")
+    return int(text)
+
+
+def split_port(text: str) -> tuple[str, int | None]:
+    """``(host, port)`` from ``host``, ``host:port``, ``[v6]`` or ``[v6]:port``.
+
+    A bare IPv6 address (more than one colon, no brackets) carries no port. Raises
+    ``ValueError`` for an unclosed bracket, text after it, or a bad port.
+    """
+    if text.startswith("["):
+        end = text.find("]")
+        if end < 0:
+            raise ValueError("unclosed '[' in host")
+        rest = text[end + 1 :]
+        if rest and not rest.startswith(":"):
+            raise ValueError("unexpected text after ']'")
+        return text[: end + 1], parse_port(rest[1:]) if rest else None
+    if text.count(":") == 1:
+        host, _, port = text.partition(":")
+        return host, parse_port(port)
+    return text, None
+
+
+def canonical_host(host: str) -> str:
+    """The one spelling of ``host`` a saved bundle may use: lower case, dotted-quad IPv4,
+    compressed IPv6 in brackets, no trailing dot.
+
+    Upper-case letters are folded (names are case-insensitive); any other difference -
+    octal, hex, zero-padded or short IPv4, IPv4 hidden in an IPv6 form, a trailing dot -
+    raises ``ValueError`` naming the canonical form, and an unparsable host raises
+    :class:`OutboundDenied`.
+    """
+    written = host.lower()
+    parsed = parse_host(written)
+    canonical = f"[{parsed}]" if isinstance(parsed, ipaddress.IPv6Address) else str(parsed)
+    if written != canonical:
+        raise ValueError(f"host {host[:80]!r} is not in canonical form; write it as {canonical}")
+    return canonical

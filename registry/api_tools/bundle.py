@@ -1,14 +1,23 @@
-"""The versioned JSON service bundle (``schemaVersion: 1``) and its strict validation."""
+"""The versioned JSON service bundle (``schemaVersion: 1``) and its strict validation.
+
+A bundle is refused at save, not at its first call, when its ``baseUrl`` could be read two
+ways: whitespace or control characters anywhere, a port outside 1-65535 or not numeric, or
+a host not in canonical form (octal, hex, zero-padded or short IPv4, IPv4 inside an IPv6
+form, a trailing dot). Upper case in the host is folded to lower case, so the saved
+``baseUrl`` carries the one spelling that outbound rules and the egress allowlist compare.
+"""
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from registry.api_tools.errors import RegistryError
+from registry.api_tools.addresses import canonical_host, split_port
+from registry.api_tools.errors import OutboundDenied, RegistryError
 
 SECRET_SLOT = re.compile(r"\{\{secret:([A-Za-z_][A-Za-z0-9_]*)\}\}")
 PATH_SLOT = re.compile(r"\{([^{}]*)\}")
@@ -113,12 +122,16 @@ class Bundle(_Strict):
     @field_validator("baseUrl")
     @classmethod
     def _base_url(cls, url: str) -> str:
+        # urlsplit silently drops TAB, CR and LF, so a URL holding them would be checked in
+        # one spelling and stored (and later sent) in another.
+        if any(unicodedata.category(ch)[0] in "CZ" for ch in url):
+            raise ValueError("must not contain whitespace or control characters")
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("must be an absolute http or https URL with a host")
         if parts.username or parts.password or parts.query or parts.fragment or "{" in url:
             raise ValueError("must not carry credentials, query, fragment or template slots")
-        return url.rstrip("/")
+        return urlunsplit((parts.scheme, _canonical_netloc(parts), parts.path, "", "")).rstrip("/")
 
     @field_validator("credentials")
     @classmethod
@@ -152,7 +165,17 @@ class Bundle(_Strict):
 
     @property
     def host(self) -> str:
+        """The canonical host (IPv6 without brackets)."""
         return urlsplit(self.baseUrl).hostname or ""
+
+    @property
+    def scheme(self) -> Literal["http", "https"]:
+        return "https" if urlsplit(self.baseUrl).scheme == "https" else "http"
+
+    @property
+    def port(self) -> int:
+        """The port dialled: the explicit one, else the scheme's default."""
+        return urlsplit(self.baseUrl).port or (443 if self.scheme == "https" else 80)
 
     def tool(self, name: str) -> Tool:
         for tool in self.tools:
@@ -161,6 +184,16 @@ class Bundle(_Strict):
         raise RegistryError(
             "API_TOOL_NOT_FOUND", f"service {self.name!r} has no tool {name!r}", status=404
         )
+
+
+def _canonical_netloc(parts: SplitResult) -> str:
+    """``host[:port]`` in canonical form; ``ValueError`` for a bad port or host spelling."""
+    host, port = split_port(parts.netloc)
+    try:
+        host = canonical_host(host)
+    except OutboundDenied as exc:
+        raise ValueError(exc.message) from None
+    return host if port is None else f"{host}:{port}"
 
 
 def _field(loc: tuple[Any, ...]) -> str:

@@ -13,7 +13,7 @@ import httpx
 
 from registry.api_tools.bundle import Bundle, Tool
 from registry.api_tools.errors import ToolFailure
-from registry.api_tools.outbound import OutboundPolicy, Resolver
+from registry.api_tools.outbound import DEFAULT_PORTS, OutboundPolicy, Resolver, Scheme
 from registry.api_tools.render import RenderedRequest, render
 from registry.api_tools.response import RAW_READ_CAP, RawResponse, interpret
 
@@ -69,9 +69,12 @@ class ApiClient:
         self.transport, self.read_cap, self.verify = transport, read_cap, verify
 
     async def send(self, request: RenderedRequest, timeout_s: float) -> RawResponse:
+        """Vet the target (host and port) and send; raises :class:`OutboundDenied` when the
+        policy refuses it and ``ValueError`` for a URL with no usable host or port."""
         parts = urlsplit(request.url)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        address = await self.policy.vet(parts.hostname or "", port, self.resolver)
+        scheme: Scheme = "https" if parts.scheme == "https" else "http"
+        port = parts.port or DEFAULT_PORTS[scheme]
+        address = await self.policy.vet(parts.hostname or "", port, self.resolver, scheme=scheme)
         url, headers, extensions = _pinned(request, str(address))
         async with httpx.AsyncClient(
             transport=self.transport,
@@ -114,6 +117,13 @@ async def execute(
     except httpx.HTTPError as exc:
         message = redact(f"{type(exc).__name__}: {exc}", secrets)
         raise _io_failure("API_IO_ERROR", message, started) from None
+    except (httpx.InvalidURL, ValueError) as exc:
+        # A target no saved bundle can produce (bundles are validated at save); still a
+        # tool error naming the kind of fault, never a crash or an echo of internals.
+        raise ToolFailure(
+            "API_REQUEST_INVALID",
+            f"the request could not be sent to this target ({type(exc).__name__})",
+        ) from None
 
 
 def _elapsed_ms(started: float) -> int:

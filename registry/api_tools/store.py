@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 from pathlib import Path
 
 from registry.api_tools.bundle import Bundle, parse_bundle
+from registry.api_tools.errors import RegistryError
+
+logger = logging.getLogger(__name__)
 
 
 class BundleStore:
@@ -32,7 +36,15 @@ class BundleStore:
             raise
 
     def load_all(self) -> list[Bundle]:
+        """Every stored bundle that is valid today. A file that no longer passes validation
+        (e.g. saved before a rule was tightened) is skipped with a warning: its tools stay
+        unregistered rather than keeping the server from starting."""
         if not self.directory.is_dir():
             return []
-        paths = sorted(self.directory.glob("*.json"))
-        return [parse_bundle(json.loads(path.read_text(encoding="utf-8"))) for path in paths]
+        bundles = []
+        for path in sorted(self.directory.glob("*.json")):
+            try:
+                bundles.append(parse_bundle(json.loads(path.read_text(encoding="utf-8"))))
+            except (OSError, ValueError, RegistryError) as exc:
+                logger.warning("API bundle %s skipped: %s", path.name, exc)
+        return bundles

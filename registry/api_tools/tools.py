@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -15,6 +16,8 @@ from registry.api_tools.render import render
 from registry.api_tools.response import RawResponse, interpret
 
 Adapter = Callable[[dict[str, Any]], Awaitable[Any]]
+
+logger = logging.getLogger(__name__)
 
 OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -96,20 +99,24 @@ def build_tools(
 
 
 def check_saveable(bundle: Bundle, policy: OutboundPolicy) -> None:
-    """Refuse (409) a bundle whose host can never be dialed under ``policy``."""
+    """Refuse (409 ``API_TOOL_HOST_NOT_ALLOWED``) a bundle whose host and port can never be
+    dialed under ``policy``: a link-local or metadata target in every mode, and under
+    ``deny`` a host and port no rule names."""
     try:
         parsed = parse_host(bundle.host)
     except OutboundDenied as exc:
         raise RegistryError("API_BUNDLE_INVALID", exc.message, status=422) from None
     blocked = parsed in METADATA_HOSTS if isinstance(parsed, str) else hard_denied(parsed)
-    if blocked or (policy.default == "deny" and not policy.names_host(bundle.host)):
+    listed = policy.names_host(bundle.host, bundle.port, scheme=bundle.scheme)
+    if blocked or (policy.default == "deny" and not listed):
         why = "is a link-local or metadata target" if blocked else "matches no outbound rule"
         raise RegistryError(
-            "API_BUNDLE_HOST_DENIED",
-            f"host {bundle.host!r} {why}; the outbound policy default is {policy.default!r}. "
-            "An administrator must add the host to the internal or external list.",
+            "API_TOOL_HOST_NOT_ALLOWED",
+            f"host {bundle.host!r} port {bundle.port} {why}; the outbound policy default is "
+            f"{policy.default!r}. An administrator must add the host to the internal or "
+            "external list (as host:port for a port other than the scheme's default).",
             status=409,
-            details={"host": bundle.host, "default": policy.default},
+            details={"host": bundle.host, "port": bundle.port, "default": policy.default},
         )
 
 
@@ -175,9 +182,24 @@ async def probe(
         "preview": {kind: preview(tool, *chosen[kind]) for kind in ("success", "failure")},
     }
     if client is not None:
-        try:
-            result = await execute(bundle, tool, arguments, secrets=secrets, client=client)
-            report["live"] = {"ok": True, "result": result}
-        except ToolFailure as failure:
-            report["live"] = {"ok": False, "error": failure.to_dict()}
+        report["live"] = await _live(bundle, tool, arguments, secrets, client)
     return redact(report, secrets)
+
+
+async def _live(
+    bundle: Bundle,
+    tool: Tool,
+    arguments: Mapping[str, Any],
+    secrets: Mapping[str, str],
+    client: ApiClient,
+) -> dict[str, Any]:
+    """The live outcome of one probe; every failure is reported, none escapes as a 500."""
+    try:
+        result = await execute(bundle, tool, arguments, secrets=secrets, client=client)
+    except ToolFailure as failure:
+        return {"ok": False, "error": failure.to_dict()}
+    except Exception as exc:  # the probe is a diagnosis: report an unforeseen fault
+        logger.warning("live probe of %s failed", tool_name(bundle, tool), exc_info=exc)
+        failure = ToolFailure("API_PROBE_FAILED", f"the live request failed ({type(exc).__name__})")
+        return {"ok": False, "error": failure.to_dict()}
+    return {"ok": True, "result": result}

@@ -16,7 +16,12 @@ from registry.api_tools.bundle import Bundle, parse_bundle
 from registry.api_tools.outbound import OutboundPolicy
 
 BIG_BYTES = 5 * 1024 * 1024
-LOCAL_POLICY = OutboundPolicy(default="deny", internal=["127.0.0.1", "api.test"])
+
+
+def local_policy(port: int) -> OutboundPolicy:
+    """Deny by default; only ``127.0.0.1`` and ``api.test`` on ``port`` may be dialled (a
+    rule without a port would open only the scheme's default port)."""
+    return OutboundPolicy(default="deny", internal=[f"127.0.0.1:{port}", f"api.test:{port}"])
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -106,6 +111,10 @@ class Upstream:
     @property
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def policy(self) -> OutboundPolicy:
+        return local_policy(self.port)
 
 
 @pytest.fixture(scope="module")

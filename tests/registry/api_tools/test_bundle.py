@@ -40,6 +40,26 @@ def test_valid_bundle_parses() -> None:
     assert bundle.tools[0].response.type == "json"
 
 
+BAD_PORTS = ["65536", "99999", "0", "abc", "", "+80", "8080x"]
+ODD_HOSTS = [
+    "0177.0.0.1",  # octal
+    "127.000.000.001",  # zero-padded
+    "127.1",  # short
+    "2130706433",  # one decimal number
+    "0x7f.0.0.1",  # hex
+    "[::ffff:127.0.0.1]",  # IPv4 inside IPv6
+    "[0:0:0:0:0:0:0:1]",  # uncompressed IPv6
+    "api.example.com.",  # trailing dot
+]
+CONTROL_URLS = [
+    "http://127.0.0.1\t:8080",
+    "http://api.example.com\t/v1",
+    "http://api.example.com/v1\n",
+    "http://api.exa mple.com",
+    "http://api.example.com\u00a0/v1",
+    "http://api.example.com/\u202ev1",
+]
+
 INVALID = [
     (_doc(schemaVersion=2), "schemaVersion"),
     (_doc(extra=1), "extra"),
@@ -49,6 +69,11 @@ INVALID = [
     (_doc(baseUrl="https://user:pw@x.example"), "baseUrl"),
     (_doc(baseUrl="https://x.example/?q=1"), "baseUrl"),
     (_doc(baseUrl="https://{{secret:TOKEN}}.example"), "baseUrl"),
+    *((_doc(baseUrl=f"http://127.0.0.1:{port}/"), "1-65535") for port in BAD_PORTS),
+    *((_doc(baseUrl=f"http://{host}:8080/v1"), "canonical form") for host in ODD_HOSTS),
+    *((_doc(baseUrl=url), "control characters") for url in CONTROL_URLS),
+    (_doc(baseUrl="http://bücher.example"), "non-ASCII"),
+    (_doc(baseUrl="http://[::1/"), "baseUrl"),
     (_doc(tools=[]), "tools"),
     (_doc(headers={"X-Key": "{{secret:OTHER}}"}), "not in credentials"),
     (_doc(headers={"Bad Header": "v"}), "headers"),
@@ -117,3 +142,12 @@ def test_loose_success_values_accepted() -> None:
     }
     bundle = parse_bundle(_doc(tools=[_tool(response={"type": "json", "envelope": envelope})]))
     assert bundle.tools[0].response.envelope is not None
+
+
+def test_upper_case_in_the_host_is_folded_to_the_one_saved_spelling() -> None:
+    bundle = parse_bundle(_doc(baseUrl="HTTPS://API.Example.COM:8443/V1/"))
+    assert bundle.baseUrl == "https://api.example.com:8443/V1"
+    assert (bundle.scheme, bundle.host, bundle.port) == ("https", "api.example.com", 8443)
+    ipv6 = parse_bundle(_doc(baseUrl="http://[FD00::1]/"))
+    assert ipv6.baseUrl == "http://[fd00::1]"
+    assert (ipv6.host, ipv6.port) == ("fd00::1", 80)

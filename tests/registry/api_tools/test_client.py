@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -12,7 +14,7 @@ from registry.api_tools.errors import ToolFailure
 from registry.api_tools.outbound import OutboundPolicy
 from registry.api_tools.response import RAW_READ_CAP
 
-from .conftest import LOCAL_POLICY, Upstream, make_bundle, tool
+from .conftest import Upstream, local_policy, make_bundle, tool
 
 SECRET = "s3cr3t-token-value"
 SECRETS = {"TOKEN": SECRET}
@@ -26,7 +28,7 @@ ENVELOPE = {
 
 def _run(base: str, spec: dict[str, Any], arguments: dict[str, Any] | None = None, **kw: Any):
     bundle = make_bundle(base, spec)
-    client = kw.pop("client", None) or ApiClient(LOCAL_POLICY)
+    client = kw.pop("client", None) or ApiClient(local_policy(urlsplit(base).port or 80))
     return asyncio.run(
         execute(bundle, bundle.tools[0], arguments or {}, secrets=SECRETS, client=client)
     )
@@ -115,7 +117,7 @@ def test_connects_to_the_vetted_address_and_keeps_the_host_header(upstream: Upst
         calls.append(host)
         return next(answers)
 
-    client = ApiClient(LOCAL_POLICY, resolver=rebinding)
+    client = ApiClient(upstream.policy, resolver=rebinding)
     base = f"http://api.test:{upstream.port}"
     result = _run(base, tool("echo", "/echo"), client=client)
     echoed = json.loads(result["content"])
@@ -132,6 +134,48 @@ def test_policy_denies_loopback_without_a_rule(upstream: Upstream) -> None:
 
 
 def test_connection_refused_is_an_io_tool_error() -> None:
-    failure = _failure("http://127.0.0.1:9", tool("echo", "/echo"))
+    # Bound but never listening: connecting is refused, and no other process can take it.
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        failure = _failure(f"http://127.0.0.1:{port}", tool("echo", "/echo"))
     assert failure.code == "API_IO_ERROR"
     assert "durationMs" in failure.details
+
+
+def _accepted(listener: socket.socket) -> int:
+    """How many connections reached ``listener`` (drained without blocking)."""
+    listener.setblocking(False)
+    count = 0
+    while True:
+        try:
+            connection, _ = listener.accept()
+        except BlockingIOError:
+            return count
+        connection.close()
+        count += 1
+
+
+def test_allowing_an_upstream_never_opens_another_port_on_the_same_address(
+    upstream: Upstream,
+) -> None:
+    # A second service on 127.0.0.1, like the Gateway beside an allowed local upstream.
+    with socket.socket() as gateway:
+        gateway.bind(("127.0.0.1", 0))
+        gateway.listen(8)
+        port = gateway.getsockname()[1]
+        named = ApiClient(upstream.policy)
+        portless = ApiClient(OutboundPolicy(default="deny", internal=["127.0.0.1"]))
+        for client in (named, portless):
+            failure = _failure(f"http://127.0.0.1:{port}", tool("echo", "/echo"), client=client)
+            assert failure.code == "API_EGRESS_DENIED"
+            assert failure.details["port"] == port
+        assert _accepted(gateway) == 0
+        # The listener does count a connection that is let through.
+        let_through = ApiClient(local_policy(port))
+        with pytest.raises(ToolFailure):
+            _run(
+                f"http://127.0.0.1:{port}", tool("echo", "/echo", timeoutMs=200), client=let_through
+            )
+        assert _accepted(gateway) == 1
+    assert _run(upstream.base, tool("echo", "/echo"), client=named)["status"] == 200

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from registry.api_tools.addresses import parse_host
 from registry.api_tools.errors import OutboundDenied
-from registry.api_tools.outbound import OutboundPolicy
+from registry.api_tools.outbound import OutboundPolicy, Scheme
 
 ALLOW = OutboundPolicy(
     default="allow",
@@ -96,7 +96,7 @@ SSRF_TABLE: list[tuple[str, list[str] | None, bool, bool]] = [
 
 def _allowed(policy: OutboundPolicy, host: str, answers: list[str] | None) -> bool:
     try:
-        asyncio.run(policy.vet(host, 443, _resolver(answers)))
+        asyncio.run(policy.vet(host, 443, _resolver(answers), scheme="https"))
     except OutboundDenied:
         return False
     return True
@@ -133,11 +133,11 @@ def test_vet_resolves_once_and_returns_the_checked_address() -> None:
         return next(answers)
 
     policy = OutboundPolicy(default="allow", internal=["127.0.0.0/8"])
-    first = asyncio.run(policy.vet("rebind.example", 80, rebinding))
+    first = asyncio.run(policy.vet("rebind.example", 80, rebinding, scheme="http"))
     assert str(first) == "8.8.8.8"
     assert calls == ["rebind.example"]
     with pytest.raises(OutboundDenied) as info:
-        asyncio.run(policy.vet("rebind.example", 80, rebinding))
+        asyncio.run(policy.vet("rebind.example", 80, rebinding, scheme="http"))
     assert info.value.code == "API_EGRESS_DENIED"
     assert "127.0.0.1" in info.value.message
 
@@ -150,10 +150,12 @@ def test_invalid_rules_are_rejected() -> None:
 
 
 def test_names_host_for_save() -> None:
-    assert DENY.names_host("api.example.com")
-    assert DENY.names_host("a.good.example")
-    assert DENY.names_host("93.184.216.34")
-    assert not DENY.names_host("unlisted.example")
+    assert DENY.names_host("api.example.com", 443, scheme="https")
+    assert DENY.names_host("a.good.example", 443, scheme="https")
+    assert DENY.names_host("93.184.216.34", 80, scheme="http")
+    assert not DENY.names_host("unlisted.example", 443, scheme="https")
+    assert not DENY.names_host("api.example.com", 8443, scheme="https")
+    assert not DENY.names_host("api.example.com", 443, scheme="http")
 
 
 @settings(deadline=None)
@@ -179,7 +181,73 @@ def test_address_parsing_fuzz_raises_only_outbound_denied(host: str) -> None:
     codes = {"API_TARGET_INVALID", "API_EGRESS_DENIED", "API_DNS_FAILED"}
     code = "allowed"
     try:
-        asyncio.run(DENY.vet(host, 80, _resolver(["8.8.8.8"])))
+        asyncio.run(DENY.vet(host, 80, _resolver(["8.8.8.8"]), scheme="http"))
     except OutboundDenied as exc:
         code = exc.code
     assert code in codes | {"allowed"}
+
+
+PORTED = OutboundPolicy(
+    default="deny",
+    internal=["127.0.0.1:9000", "[::1]:9000", "10.0.0.0/8:8080", "db.internal"],
+    external=["api.example.com:8443", "*.cdn.example:7000", "93.184.216.34"],
+)
+
+# (host, resolver answers, port, scheme, allowed under PORTED)
+PORT_TABLE: list[tuple[str, list[str] | None, int, Scheme, bool]] = [
+    ("127.0.0.1", None, 9000, "http", True),  # the named port
+    ("127.0.0.1", None, 8080, "http", False),  # another service on the same address
+    ("127.0.0.1", None, 80, "http", False),  # a rule with a port opens nothing else
+    ("::1", None, 9000, "http", True),
+    ("::1", None, 9001, "http", False),
+    ("10.2.3.4", None, 8080, "https", True),  # a range with a port
+    ("10.2.3.4", None, 443, "https", False),
+    ("db.internal", ["10.9.9.9"], 80, "http", True),  # no port: http's default only
+    ("db.internal", ["10.9.9.9"], 443, "https", True),  # no port: https's default only
+    ("db.internal", ["10.9.9.9"], 5432, "http", False),
+    ("db.internal", ["10.9.9.9"], 443, "http", False),  # 443 is not http's default
+    ("api.example.com", ["1.1.1.1"], 8443, "https", True),
+    ("api.example.com", ["1.1.1.1"], 443, "https", False),
+    ("x.cdn.example", ["8.8.8.8"], 7000, "https", True),  # a wildcard with a port
+    ("x.cdn.example", ["8.8.8.8"], 443, "https", False),
+    ("93.184.216.34", None, 443, "https", True),
+    ("93.184.216.34", None, 8443, "https", False),
+]
+
+
+@pytest.mark.parametrize(("host", "answers", "port", "scheme", "allowed"), PORT_TABLE)
+def test_a_rule_that_names_a_port_allows_only_that_port_and_one_without_the_default(
+    host: str, answers: list[str] | None, port: int, scheme: Scheme, allowed: bool
+) -> None:
+    vetted = PORTED.vet(host, port, _resolver(answers), scheme=scheme)
+    if allowed:
+        asyncio.run(vetted)
+        return
+    with pytest.raises(OutboundDenied) as info:
+        asyncio.run(vetted)
+    assert info.value.code == "API_EGRESS_DENIED"
+    assert info.value.details["port"] == port
+
+
+def test_a_blacklist_rule_without_a_port_closes_every_port_and_one_with_a_port_only_it() -> None:
+    policy = OutboundPolicy(default="allow", external=["evil.example", "8.8.8.8:53"])
+    for port in (80, 443, 8080):
+        assert not _allowed_on(policy, "evil.example", ["8.8.4.4"], port)
+    assert not _allowed_on(policy, "8.8.8.8", None, 53)
+    assert _allowed_on(policy, "8.8.8.8", None, 443)
+
+
+def _allowed_on(policy: OutboundPolicy, host: str, answers: list[str] | None, port: int) -> bool:
+    try:
+        asyncio.run(policy.vet(host, port, _resolver(answers), scheme="https"))
+    except OutboundDenied:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    "rule", ["a.example:0", "a.example:65536", "a.example:abc", "a.example:", "[::1]x", "[::1"]
+)
+def test_rules_with_a_bad_port_are_rejected(rule: str) -> None:
+    with pytest.raises(ValueError, match="rule"):
+        OutboundPolicy(internal=[rule])

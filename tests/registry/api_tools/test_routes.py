@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from registry.api_tools.tools import build_tools
 from registry.model import Principal
 from registry.service import RegistryService
 
-from .conftest import Upstream, tool
+from .conftest import Upstream, local_policy, tool
 
 SECRETS = {"TOKEN": "s3cr3t-token-value"}
 DENY = OutboundPolicy(default="deny", external=["api.example.com"])
@@ -214,3 +215,93 @@ def test_a_saved_bundle_can_reach_its_vetted_host_and_no_other(
     assert saved["result"]["content"] == "plain hello"
     assert unsaved["state"] == "denied"
     assert unsaved["error"]["code"] == "TOOL_EGRESS_DENIED"
+
+
+ODD_BASES = [
+    "http://127.0.0.1:65536",
+    "http://127.0.0.1:abc",
+    "http://127.0.0.1:0",
+    "http://0177.0.0.1:8080",
+    "http://127.000.000.001:8080",
+    "http://127.1:8080",
+    "http://[::ffff:127.0.0.1]:8080",
+    "http://127.0.0.1\t:8080",
+    "http://api.example.com\t/v1",
+]
+
+
+@pytest.mark.parametrize("base", ODD_BASES)
+def test_a_bad_port_or_an_odd_host_spelling_is_refused_at_save(tmp_path: Path, base: str) -> None:
+    # Under ``allow`` any host saves, so only the spelling can be the reason.
+    client, service = _client(tmp_path, OutboundPolicy(default="allow"))
+    answer = client.put("/api/api-tools/shop", json=_bundle(base=base))
+    assert answer.status_code == 422
+    error = answer.json()["error"]
+    assert error["code"] == "API_BUNDLE_INVALID"
+    assert [e["field"] for e in error["details"]["errors"]] == ["baseUrl"]
+    assert not list(tmp_path.iterdir())
+    assert service.resolve("api__shop__get_item") is None
+
+
+def test_under_deny_a_listed_host_on_a_port_its_rule_does_not_name_is_409(tmp_path: Path) -> None:
+    policy = OutboundPolicy(default="deny", internal=["127.0.0.1:9000", "localhost"])
+    client, service = _client(tmp_path, policy)
+    for base, port in [("http://127.0.0.1:9001", 9001), ("http://127.0.0.1", 80)]:
+        refused = client.put("/api/api-tools/shop", json=_bundle(base=base))
+        assert refused.status_code == 409
+        error = refused.json()["error"]
+        assert error["code"] == "API_TOOL_HOST_NOT_ALLOWED"
+        assert (error["details"]["host"], error["details"]["port"]) == ("127.0.0.1", port)
+    assert client.put(
+        "/api/api-tools/shop", json=_bundle(base="http://localhost:8080")
+    ).status_code == (409)
+    assert service.resolve("api__shop__get_item") is None
+    saved = client.put("/api/api-tools/shop", json=_bundle(base="http://127.0.0.1:9000"))
+    assert saved.status_code == 201
+
+
+def test_the_saved_base_url_carries_the_host_in_lower_case(tmp_path: Path) -> None:
+    client, _ = _client(tmp_path)
+    assert (
+        client.put("/api/api-tools/shop", json=_bundle(base="https://API.Example.COM/")).status_code
+        == 201
+    )
+    downloaded = client.get("/api/api-tools/shop").json()["bundle"]
+    assert downloaded["baseUrl"] == "https://api.example.com"
+    stored = json.loads((tmp_path / "shop.json").read_text())
+    assert stored["baseUrl"] == "https://api.example.com"
+
+
+def test_a_stored_bundle_no_longer_valid_is_skipped_at_start_and_probing_it_is_404(
+    tmp_path: Path,
+) -> None:
+    # Written before host spellings were checked at save, and a torn file beside it.
+    (tmp_path / "shop.json").write_text(json.dumps(_bundle(base="http://127.1:8080")))
+    (tmp_path / "torn.json").write_text("{")
+    client, service = _client(tmp_path, OutboundPolicy(default="allow"))
+    assert service.resolve("api__shop__get_item") is None
+    probe = {"tool": "get_item", "arguments": {"id": "1"}, "live": True}
+    answer = client.post("/api/api-tools/shop/probe", json=probe)
+    assert answer.status_code == 404
+    assert answer.json()["error"]["code"] == "API_BUNDLE_NOT_FOUND"
+
+
+def test_a_live_probe_that_is_refused_or_cannot_connect_is_a_structured_answer(
+    tmp_path: Path,
+) -> None:
+    probe = {"tool": "get_item", "arguments": {"id": "1"}, "live": True}
+    # Bound, never listening: a connection is refused and no other process can take it.
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        base = f"http://127.0.0.1:{port}"
+        reachable, _ = _client(tmp_path / "a", local_policy(port))
+        blacklisted, _ = _client(tmp_path / "b", OutboundPolicy(internal=["127.0.0.0/8"]))
+        answers = []
+        for client in (reachable, blacklisted):
+            assert client.put("/api/api-tools/shop", json=_bundle(base=base)).status_code == 201
+            answers.append(client.post("/api/api-tools/shop/probe", json=probe))
+    assert [a.status_code for a in answers] == [200, 200]
+    lives = [a.json()["live"] for a in answers]
+    assert [live["ok"] for live in lives] == [False, False]
+    assert [live["error"]["code"] for live in lives] == ["API_IO_ERROR", "API_EGRESS_DENIED"]

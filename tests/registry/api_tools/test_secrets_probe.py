@@ -3,7 +3,9 @@ from __future__ import annotations
 import asyncio
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
+import httpx
 import pytest
 
 from registry.api_tools.client import ApiClient, execute
@@ -13,7 +15,7 @@ from registry.api_tools.tools import build_tools, check_saveable, probe
 from registry.model import Principal, ToolEntry
 from registry.service import RegistryService
 
-from .conftest import LOCAL_POLICY, Upstream, make_bundle, tool
+from .conftest import Upstream, local_policy, make_bundle, tool
 
 SECRET = "s3cr3t-token-value"
 SECRETS = {"TOKEN": SECRET}
@@ -34,7 +36,7 @@ EVERYWHERE = {"id": SLOT, "q": SLOT, "X-Trace": SLOT, "note": SLOT}
 
 def _execute(base: str, spec: dict[str, Any], arguments: dict[str, Any], **kw: Any) -> Any:
     bundle = make_bundle(base, spec)
-    client = ApiClient(LOCAL_POLICY)
+    client = ApiClient(local_policy(urlsplit(base).port or 80))
     secrets = kw.get("secrets", SECRETS)
     return asyncio.run(execute(bundle, bundle.tools[0], arguments, secrets=secrets, client=client))
 
@@ -115,7 +117,7 @@ def test_probe_previews_given_samples() -> None:
 
 def test_probe_live_runs_the_request(upstream: Upstream) -> None:
     bundle = make_bundle(upstream.base, tool("text", "/text", response={"type": "text"}))
-    client = ApiClient(LOCAL_POLICY)
+    client = ApiClient(upstream.policy)
     report = asyncio.run(probe(bundle, "text", {}, secrets=SECRETS, client=client))
     assert report["live"] == {
         "ok": True,
@@ -123,9 +125,42 @@ def test_probe_live_runs_the_request(upstream: Upstream) -> None:
     }
 
 
+class _BrokenTransport(httpx.AsyncBaseTransport):
+    """A transport failing in a way no httpx error describes; counts what it was asked."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.requests += 1
+        raise RuntimeError("/internal/path/secret-state")
+
+
+def test_a_live_probe_fault_no_one_foresaw_is_reported_without_its_text() -> None:
+    bundle = make_bundle("http://127.0.0.1:8080", tool("text", "/text"))
+    transport = _BrokenTransport()
+    client = ApiClient(local_policy(8080), transport=transport)
+    report = asyncio.run(probe(bundle, "text", {}, secrets=SECRETS, client=client))
+    assert transport.requests == 1
+    assert report["live"]["ok"] is False
+    assert report["live"]["error"]["code"] == "API_PROBE_FAILED"
+    assert "/internal/path" not in json.dumps(report)
+
+
+def test_a_live_probe_of_a_bundle_with_an_impossible_port_is_a_tool_error() -> None:
+    # Such a bundle cannot be saved; one built around validation still never crashes.
+    valid = make_bundle("http://127.0.0.1:8080", tool("text", "/text"))
+    broken = valid.model_copy(update={"baseUrl": "http://127.0.0.1:65536"})
+    transport = _BrokenTransport()
+    client = ApiClient(OutboundPolicy(default="allow"), transport=transport)
+    report = asyncio.run(probe(broken, "text", {}, secrets=SECRETS, client=client))
+    assert report["live"]["error"]["code"] == "API_REQUEST_INVALID"
+    assert transport.requests == 0
+
+
 def test_entries_are_valid_tool_entries() -> None:
     bundle = make_bundle("https://api.example.com", ECHO, tool("get", "/x"))
-    pairs = build_tools(bundle, secrets=SECRETS, policy=LOCAL_POLICY)
+    pairs = build_tools(bundle, secrets=SECRETS, policy=local_policy(443))
     entries = [ToolEntry.model_validate(entry) for entry, _ in pairs]
     write, read = entries
     assert read.name == read.providerName == "api__svc__get"
@@ -144,7 +179,7 @@ def test_tools_run_through_the_registry_service(upstream: Upstream) -> None:
         upstream.base, tool("text", "/text", response={"type": "text"}), tool("html", "/html")
     )
     service = RegistryService(egress_allowlist=frozenset({"127.0.0.1"}))
-    for entry, adapter in build_tools(bundle, secrets=SECRETS, policy=LOCAL_POLICY):
+    for entry, adapter in build_tools(bundle, secrets=SECRETS, policy=upstream.policy):
         service.register(entry, adapter)
     principal = Principal(id="t", scope="agent", grants=frozenset({"api.read"}))
 
@@ -172,4 +207,4 @@ def test_check_saveable() -> None:
         with pytest.raises(RegistryError) as info:
             check_saveable(make_bundle(base, tool("get", "/x")), policy)
         assert info.value.status == 409
-        assert info.value.code == "API_BUNDLE_HOST_DENIED"
+        assert info.value.code == "API_TOOL_HOST_NOT_ALLOWED"

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -73,7 +74,7 @@ async def _loopback(host: str, port: int) -> list[str]:
 def _call(base: str, cert: Path, host: str = "api.test") -> Any:
     bundle = make_bundle(base, tool("hello", "/", response={"type": "text"}))
     client = ApiClient(
-        OutboundPolicy(default="deny", internal=[host]),
+        OutboundPolicy(default="deny", internal=[f"{host}:{urlsplit(base).port}"]),
         resolver=_loopback,
         verify=ssl.create_default_context(cafile=cert),
     )
