@@ -214,8 +214,19 @@ def advertised_tools(service: RegistryService, settings: ServerSettings) -> list
     return [service.project(entry, "mcp") for entry in entries]
 
 
+# Said in the text an agent reads, not only in structured content it may ignore: a call
+# whose effect is unknown must never be repeated to "make sure".
+_OUTCOME_UNKNOWN = (
+    " (outcome unknown: the call may have taken effect. Do not retry it; reconcile by "
+    "reading its status first.)"
+)
+
+
 def _tool_error(error: dict[str, Any], request_id: str) -> dict[str, Any]:
     text = f"{error.get('code')}: {error.get('message')}"
+    details = error.get("details")
+    if isinstance(details, dict) and details.get("remoteState") == "unknown":
+        text += _OUTCOME_UNKNOWN
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)],
         structuredContent={"ok": False, "error": error},

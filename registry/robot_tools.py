@@ -90,17 +90,33 @@ class RobotTools:
             service.store.close()
 
     def agent_adapter(self, tool: AgentTool) -> Callable[[dict[str, Any]], Awaitable[Any]]:
+        """The registry adapter of one agent tool: ``{ok: false}`` becomes a ToolFailure.
+
+        A failure whose remote state is unknown (the request may have reached the robot)
+        stays state ``failed`` as the spec has no other, but carries
+        ``remoteState: "unknown"`` and is never retryable, exactly like a write that timed
+        out in the gates: an agent must reconcile by reading, never call again.
+        """
+
+        def failure(error: dict[str, Any]) -> ToolFailure:
+            skip = ("code", "message", "remote_state")
+            details = {k: v for k, v in error.items() if k not in skip}
+            unknown = error.get("remote_state") == "unknown"
+            if unknown:
+                details.update(remoteState="unknown", retryable=False)
+            retryable = bool(error.get("retryable")) and not unknown
+            return ToolFailure(
+                error["code"], error["message"], retryable=retryable, details=details
+            )
+
         async def adapter(arguments: dict[str, Any]) -> Any:
-            answer = await tool(self.task_service(), arguments)
+            try:
+                service = self.task_service()
+            except PaosError as exc:  # the store did not open: nothing was sent anywhere
+                raise ToolFailure(exc.code, exc.message, retryable=exc.retryable) from exc
+            answer = await tool(service, arguments)
             if not answer["ok"]:
-                error = answer["error"]
-                details = {k: v for k, v in error.items() if k not in ("code", "message")}
-                raise ToolFailure(
-                    error["code"],
-                    error["message"],
-                    retryable=bool(error.get("retryable")),
-                    details=details,
-                )
+                raise failure(answer["error"])
             return _as_object(answer["data"])
 
         return adapter
