@@ -30,6 +30,7 @@ from paos.errors import RecordIndeterminate
 from paos.store import AgentTaskStore, NewRecord, StoreUnavailable
 from paos.tasks import TaskService
 from tests.gateway.harness import mock_config, mock_handler
+from tests.paos.store_support import WriteLock
 
 pytestmark = pytest.mark.anyio
 
@@ -38,24 +39,6 @@ QUICK = {"duration_s": 0, "behaviour": "succeed"}
 OFF = {"mode": "off", "goal": "move the mock"}
 BUSY_TIMEOUT_MS = 50
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class WriteLock:
-    """Another process's connection holding the store's write lock (readers still read)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._db: sqlite3.Connection | None = None
-
-    def hold(self) -> None:
-        self._db = sqlite3.connect(self.path, isolation_level=None)
-        self._db.execute("BEGIN IMMEDIATE")
-
-    def release(self) -> None:
-        if self._db is not None:
-            self._db.execute("ROLLBACK")
-            self._db.close()
-            self._db = None
 
 
 class Hooked(httpx.AsyncBaseTransport):
@@ -101,7 +84,7 @@ class Cell:
         """Take the write lock as soon as the answer to a matching request is back."""
 
         def take(request: httpx.Request) -> None:
-            if which(request) and self.lock._db is None:
+            if which(request) and not self.lock.held:
                 self.lock.hold()
 
         self.transport.on_answer = take
