@@ -26,6 +26,7 @@ from typing import Any
 from paos import binding as bindings
 from paos.binding import BindingCandidate, BindingError
 from paos.client import ForgeToolClient
+from paos.client_cache import GatewayClients
 from paos.errors import (
     ForgeHttpError,
     ForgeTimeout,
@@ -72,22 +73,17 @@ class TaskService:
         self.store = store
         # ``name -> SkillActivation`` (candidate + contract template) of a running skill.
         self.activate_skill = activate_skill
-        self._client_for = client_for
         self.workspace = workspace
         self._evidence_timeout_s = evidence_timeout_s
-        self._clients: dict[str, ForgeToolClient] = {}
+        self._clients = GatewayClients(client_for)
 
     def client(self, gateway_url: str) -> ForgeToolClient:
-        """One shared client per Gateway URL."""
-        if gateway_url not in self._clients:
-            self._clients[gateway_url] = self._client_for(gateway_url)
-        return self._clients[gateway_url]
+        """One shared client per Gateway URL, from a bounded set (see ``GatewayClients``)."""
+        return self._clients.get(gateway_url)
 
     async def aclose(self) -> None:
         """Close every client."""
-        for client in self._clients.values():
-            await client.aclose()
-        self._clients.clear()
+        await self._clients.aclose()
 
     # ------------------------------------------------------------------ binding and tasks
 
