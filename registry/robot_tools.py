@@ -7,6 +7,11 @@ anything that moves the robot (starting an Action or a Session) is ``high`` risk
 an explicit approval. Three context reads join them: installed skills, runtime status and a
 running skill's tool contexts. An agent tool's ``{ok: false}`` answer becomes a
 :class:`~registry.errors.ToolFailure`; the registry never sees a PAOS exception.
+
+No tool takes a URL: where PAOS accepts ``gateway_url`` the registry offers ``skill``
+(:mod:`registry.robot_schemas`) and resolves the installed, running skill's Gateway itself
+(:mod:`registry.skill_gateway`). Every Gateway is reached through the TaskService's one
+bounded set of clients, and failures reach agents without internal exception text.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from paos.agent_tools import TOOLS, AgentTool, Risk, SideEffect
 from paos.errors import PaosError
 from paos.home import PaosHome
 from registry.errors import ToolFailure
+from registry.model import Adapter
+from registry.robot_schemas import SKILL, SKILL_ROUTED, agent_form
+from registry.skill_gateway import SkillGateways, agent_safe
 
 if TYPE_CHECKING:
     from registry.service import RegistryService
@@ -29,7 +37,6 @@ WRITE = "robot.write"
 SCOPES = ["agent", "ui"]
 _OUTPUT = {"type": "object"}
 _TIMEOUTS_MS = {"forge_task_finalize": 180_000, "forge_task_cancel": 120_000}
-_SKILL = {"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,63}$"}
 
 type TaskServiceFactory = Callable[[], Any]
 
@@ -67,6 +74,18 @@ def _as_object(data: Any) -> dict[str, Any]:
     return data if isinstance(data, dict) else {"value": data}
 
 
+def _agent_safe(adapter: Adapter) -> Adapter:
+    """``adapter`` whose failures carry no internal exception text (see ``agent_safe``)."""
+
+    async def safe(arguments: dict[str, Any]) -> Any:
+        try:
+            return await adapter(arguments)
+        except ToolFailure as failure:
+            raise agent_safe(failure) from failure
+
+    return safe
+
+
 @dataclass
 class RobotTools:
     """The adapters' shared state: the PAOS home and one lazily opened TaskService."""
@@ -75,6 +94,12 @@ class RobotTools:
     task_service_factory: TaskServiceFactory
     runtime_factory: Callable[[], Any] | None = None
     _task_service: Any = field(default=None, repr=False)
+    #: Resolves a ``skill`` argument to its installed, running Gateway (never a caller's URL).
+    gateways: SkillGateways = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        runtime = self.runtime_factory or _default_runtime(self.home)
+        self.gateways = SkillGateways(self.home, runtime)
 
     def task_service(self) -> Any:
         """The TaskService, opened on first use (inside the server's event loop)."""
@@ -121,6 +146,21 @@ class RobotTools:
 
         return adapter
 
+    def skill_adapter(self, tool: AgentTool) -> Adapter:
+        """The adapter of a PAOS tool whose diagnostic form needs a Gateway: a ``skill``
+        argument becomes the ``gateway_url`` of that installed, running skill, resolved
+        here before anything is dialled; a ``task_id`` call passes through unchanged."""
+        bound = self.agent_adapter(tool)
+
+        async def adapter(arguments: dict[str, Any]) -> Any:
+            if "skill" not in arguments:
+                return await bound(arguments)
+            rest = {k: v for k, v in arguments.items() if k != "skill"}
+            gateway_url = await self.gateways.url(arguments["skill"])
+            return await bound({**rest, "gateway_url": gateway_url})
+
+        return adapter
+
     async def installed_skills(self, _arguments: dict[str, Any]) -> dict[str, Any]:
         return {"skills": await asyncio.to_thread(_installed, self.home)}
 
@@ -142,27 +182,24 @@ class RobotTools:
         return [s.model_dump(mode="json") for s in states if s is not None]
 
     async def tool_contexts(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        from paos.client import ForgeToolClient
-        from paos.skills.manifest import load_manifest
-
+        """Every tool of the running skill's Gateway, through its one shared client."""
+        gateway_url = await self.gateways.url(arguments["skill"])
         try:
-            bundle = self.home.skills_dir / arguments["skill"] / "current"
-            manifest = await asyncio.to_thread(load_manifest, bundle)
-            async with ForgeToolClient(manifest.gateway_url) as client:
-                listing = await client.list_tools()
-                tools = [
-                    {
-                        "tool_id": tool["tool_id"],
-                        "semantics": tool.get("semantics"),
-                        "description": tool.get("description"),
-                        "context": await client.context(tool["tool_id"]),
-                    }
-                    for tool in listing.get("tools", [])
-                ]
+            client = self.task_service().client(gateway_url)
+            listing = await client.list_tools()
+            tools = [
+                {
+                    "tool_id": tool["tool_id"],
+                    "semantics": tool.get("semantics"),
+                    "description": tool.get("description"),
+                    "context": await client.context(tool["tool_id"]),
+                }
+                for tool in listing.get("tools", [])
+            ]
         except PaosError as exc:
             raise ToolFailure(exc.code, exc.message, retryable=exc.retryable) from exc
         # Schemas are left out to stay within the result budget; forge.tool_context has them.
-        return {"gateway_url": manifest.gateway_url, "tools": tools}
+        return {"gateway_url": gateway_url, "tools": tools}
 
 
 def _default_runtime(home: PaosHome) -> Callable[[], Any]:
@@ -218,7 +255,7 @@ def _context_entries(tools: RobotTools) -> list[tuple[dict[str, Any], Any]]:
                 "forge.runtime.status",
                 "forge_runtime_status",
                 "Runtime state of one installed skill (or all recorded ones), live-checked.",
-                {**closed, "properties": {"skill": _SKILL}},
+                {**closed, "properties": {"skill": SKILL}},
                 "read",
                 "low",
             ),
@@ -229,7 +266,7 @@ def _context_entries(tools: RobotTools) -> list[tuple[dict[str, Any], Any]]:
                 "forge.tool_contexts",
                 "forge_tool_contexts",
                 "Every tool of a running skill's Gateway: id, kind, description, live context.",
-                {**closed, "required": ["skill"], "properties": {"skill": _SKILL}},
+                {**closed, "required": ["skill"], "properties": {"skill": SKILL}},
                 "read",
                 "low",
             ),
@@ -239,14 +276,18 @@ def _context_entries(tools: RobotTools) -> list[tuple[dict[str, Any], Any]]:
 
 
 def register_robot_tools(service: RegistryService, tools: RobotTools) -> list[str]:
-    """Register every ``forge.*`` tool on ``service``; returns the canonical names."""
+    """Register every ``forge.*`` tool on ``service``; returns the canonical names.
+
+    Raises ``ValueError`` when a PAOS tool's agent-facing schema would take a URL.
+    """
     names = []
     for provider, tool in TOOLS.items():
         canonical = "forge." + provider.removeprefix("forge_")
-        entry = _entry(
-            canonical, provider, tool.description, tool.input_schema, tool.side_effect, tool.risk
-        )
-        names.append(service.register(entry, tools.agent_adapter(tool)).name)
+        description, schema = agent_form(provider, tool.description, tool.input_schema)
+        entry = _entry(canonical, provider, description, schema, tool.side_effect, tool.risk)
+        routed = provider in SKILL_ROUTED
+        adapter = tools.skill_adapter(tool) if routed else tools.agent_adapter(tool)
+        names.append(service.register(entry, _agent_safe(adapter)).name)
     for entry, adapter in _context_entries(tools):
-        names.append(service.register(entry, adapter).name)
+        names.append(service.register(entry, _agent_safe(adapter)).name)
     return names
