@@ -20,8 +20,10 @@ class SkillActivation:
 def activate_skill(home: PaosHome, name: str, runtime: Any) -> SkillActivation:
     """Preview the running skill ``name``: installed manifest plus live runtime state.
 
-    Raises the runtime's error when the skill is not running or its Gateway does not
-    answer with the identity recorded at start.
+    The Gateway URL is the one the runtime recorded at start (the manifest's, as it was
+    then): that is where the running instance listens and whose identity was just checked,
+    even if the installed manifest changed since. Raises the runtime's error when the skill
+    is not running or its Gateway does not answer with the identity recorded at start.
     """
     from paos.skills.manifest import load_manifest, manifest_sha256, skill_document_sha256
 
@@ -34,7 +36,7 @@ def activate_skill(home: PaosHome, name: str, runtime: Any) -> SkillActivation:
     candidate = BindingCandidate(
         skill=manifest.name,
         version=manifest.version,
-        gateway_url=manifest.gateway_url.rstrip("/"),
+        gateway_url=(state.gateway_url or manifest.gateway_url).rstrip("/"),
         required_tools=tuple(sorted(tools)),
         profile=state.profile,
         manifest_sha256=manifest_sha256(bundle),
