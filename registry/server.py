@@ -102,6 +102,9 @@ def serve(app: FastAPI, settings: ServerSettings, *, say: Say = print) -> None:
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((settings.host, settings.port))
+    # Listen before saying so: a client that dials the printed address at once is queued
+    # until uvicorn accepts, never refused.
+    sock.listen(uvicorn_config(app, settings.host, settings.port).backlog)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     grants = ", ".join(sorted(settings.grants)) or "none"
