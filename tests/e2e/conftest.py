@@ -35,13 +35,22 @@ LOG_TAIL_LINES = 80
 class MockStack:
     """One running mock dataflow: its HTTP client, log, journal and node processes."""
 
-    def __init__(self, dataflow: Dataflow, port: int, log_path: Path, journal: Path):
+    def __init__(
+        self,
+        dataflow: Dataflow,
+        port: int,
+        log_path: Path,
+        journal: Path,
+        token: str | None = None,
+    ):
         self.dataflow = dataflow
         self.port = port
         self.base_url = f"http://127.0.0.1:{port}"
         self.log_path = log_path
         self.journal = journal
-        self.http = httpx.Client(base_url=self.base_url, timeout=10.0)
+        self.token = token
+        headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+        self.http = httpx.Client(base_url=self.base_url, timeout=10.0, headers=headers)
 
     # ---------------------------------------------------------------- processes
 
@@ -252,8 +261,15 @@ class MockStack:
         assert not alive, f"processes outlived the dataflow: {alive}\n{self.tail()}"
 
 
-def _launch(directory: Path, attempt: int, dataflow: Path, env_extra: dict[str, str]) -> MockStack:
-    """Start one ``dora run`` with fresh ports; logs and journal go under ``directory``."""
+def _launch(
+    directory: Path,
+    attempt: int,
+    dataflow: Path,
+    env_extra: dict[str, str],
+    token: str | None = None,
+) -> MockStack:
+    """Start one ``dora run`` with fresh ports; logs and journal go under ``directory``.
+    With ``token`` the stack's client sends it (the Gateway must be given it too)."""
     port = free_port()
     journal = directory / "gateway.journal"
     log_path = directory / f"dora-run-{attempt}.log"
@@ -266,7 +282,7 @@ def _launch(directory: Path, attempt: int, dataflow: Path, env_extra: dict[str, 
     )
     with log_path.open("wb") as log:  # the child keeps its own descriptor
         running = Dataflow(dataflow, env, log=log).start()
-    return MockStack(running, port, log_path, journal)
+    return MockStack(running, port, log_path, journal, token)
 
 
 def _started(stack: MockStack, ready_tools: tuple[str, ...]) -> bool:
@@ -281,15 +297,19 @@ def dataflow_stack(
     ready_tools: tuple[str, ...] = ("mock.move",),
     env_extra: dict[str, str] | None = None,
     start_timeout_s: float = START_TIMEOUT_S,
+    token: str | None = None,
 ) -> Iterator[MockStack]:
     """Start ``dataflow``, wait until every tool in ``ready_tools`` is ready, always stop it.
+
+    ``token`` is the bearer token the stack's client presents; hand the Gateway the same
+    token through ``env_extra`` (``DORAFORGE_GATEWAY_TOKEN_FILE``).
 
     ``free_port`` cannot reserve a port, so another process on this machine may take it
     before the Gateway binds; such a start is stopped and retried on new ports.
     """
     directory.mkdir(parents=True, exist_ok=True)
     for attempt in range(1, START_ATTEMPTS + 1):
-        stack = _launch(directory, attempt, dataflow, env_extra or {})
+        stack = _launch(directory, attempt, dataflow, env_extra or {}, token)
         try:
             wait_until(
                 lambda s=stack: (
