@@ -11,6 +11,8 @@ Contract (``spec/forge-tool-api.md`` sections 2-5):
   both say the remote state is unknown.
 * The client never retries and never sends anything on its own (no cancel after a
   timeout): recovery is the caller's, by reading.
+* With a token, every request (observations included) carries ``Authorization: Bearer``;
+  the token is never logged and never part of the client's ``repr``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Self
@@ -30,6 +32,10 @@ from paos.errors import ForgeHttpError, ForgeProtocolError, ForgeTimeout, ForgeT
 
 type JsonObject = dict[str, Any]
 type ImageFormat = Literal["png", "jpeg"]
+#: The token to present, asked for on every request (a skill restart changes it).
+type TokenSource = Callable[[], str | None]
+#: Which token to present to a Gateway URL (``None``: send none).
+type TokenLookup = Callable[[str], str | None]
 
 DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 #: Extra read time beyond a Query's own ``timeout_ms`` so the Gateway's 504 arrives first.
@@ -88,6 +94,9 @@ class ForgeToolClient:
     :class:`ForgeProtocolError` (the answer broke the contract), :class:`ForgeTimeout` or
     :class:`ForgeTransportError` (remote state unknown). Use as ``async with`` or call
     :meth:`aclose`.
+
+    ``token`` is the Gateway's bearer token, or a callable asked before every request
+    (so one long-lived client follows a restarted skill's new token); ``None`` sends none.
     """
 
     def __init__(
@@ -97,10 +106,12 @@ class ForgeToolClient:
         timeout_s: float = 10.0,
         transport: httpx.AsyncBaseTransport | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        token: str | TokenSource | None = None,
     ) -> None:
         self.base_url = base_url
         self.timeout_s = timeout_s
         self.max_response_bytes = max_response_bytes
+        self._token = token
         self._http = httpx.AsyncClient(
             base_url=base_url,
             timeout=timeout_s,
@@ -108,6 +119,10 @@ class ForgeToolClient:
             transport=transport or httpx.AsyncHTTPTransport(retries=0),
             follow_redirects=False,
         )
+
+    def __repr__(self) -> str:
+        # Never the token itself: clients end up in logs, tracebacks and error details.
+        return f"ForgeToolClient({self.base_url!r}, token={'set' if self._token else None})"
 
     async def __aenter__(self) -> Self:
         return self
@@ -301,6 +316,7 @@ class ForgeToolClient:
             path,
             json=json_body,
             params=params,
+            headers=self._auth_headers(),
             timeout=timeout_s if timeout_s is not None else self.timeout_s,
         )
         where = {"method": method, "path": path}
@@ -328,6 +344,10 @@ class ForgeToolClient:
                 details=where,
             ) from exc
         return _Reply(response.status_code, response.headers, content)
+
+    def _auth_headers(self) -> dict[str, str]:
+        token = self._token() if callable(self._token) else self._token
+        return {"Authorization": f"Bearer {token}"} if token else {}
 
     async def _read_bounded(self, response: httpx.Response, where: dict[str, str]) -> bytes:
         chunks: list[bytes] = []

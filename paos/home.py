@@ -11,6 +11,7 @@ The home is ``--home DIR`` or ``$DORAFORGE_HOME`` (read by entry points only), e
     artifacts/<artifact_id>/<version>/  node artifacts, each with receipt.json
     runtime/<name>.json          runtime state (strict, versioned); <name>.lock
     runtime/logs/<name>.log      runtime logs
+    runtime/tokens/<name>.token  the running skill's Gateway bearer token (0600, per start)
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from paos.client import TokenLookup
     from paos.tasks import TaskService
 
 
@@ -73,15 +75,22 @@ class PaosHome:
         return cls(Path(env.get("HOME") or Path.home()) / ".doraforge")
 
 
-def open_service(home: PaosHome, *, timeout_s: float = 10.0) -> TaskService:
-    """A :class:`~paos.tasks.TaskService` on ``home`` talking to Gateways over HTTP."""
+def open_service(
+    home: PaosHome, *, timeout_s: float = 10.0, token_for: TokenLookup | None = None
+) -> TaskService:
+    """A :class:`~paos.tasks.TaskService` on ``home`` talking to Gateways over HTTP.
+
+    ``token_for`` names the bearer token for a Gateway URL; it is asked on every request,
+    so a client kept for a URL follows a restarted skill's new token. Without it no
+    token is sent (a Gateway that has one answers 401).
+    """
     from paos.client import ForgeToolClient
     from paos.store import AgentTaskStore
     from paos.tasks import TaskService
 
+    def client_for(url: str) -> ForgeToolClient:
+        token = None if token_for is None else (lambda: token_for(url))
+        return ForgeToolClient(url, timeout_s=timeout_s, token=token)
+
     home.workspace.mkdir(parents=True, exist_ok=True)
-    return TaskService(
-        AgentTaskStore(home.store_path),
-        lambda url: ForgeToolClient(url, timeout_s=timeout_s),
-        workspace=home.workspace,
-    )
+    return TaskService(AgentTaskStore(home.store_path), client_for, workspace=home.workspace)

@@ -9,6 +9,7 @@ import time
 import httpx
 import uvicorn
 
+from doraforge.wire.guard import TransportPolicy
 from gateway.core import Gateway
 from gateway.http import create_app
 from gateway.main import server_config
@@ -16,12 +17,17 @@ from paos.dataflow import free_port
 
 
 class LiveServer(httpx.Client):
-    """An ``httpx.Client`` bound to a live server for ``gateway``; stops on exit."""
+    """An ``httpx.Client`` bound to a live server for ``gateway``; stops on exit.
 
-    def __init__(self, gateway: Gateway) -> None:
+    ``policy`` is the transport policy (default: the config's, no token); the client
+    itself sends no token, so tests see exactly what an unauthenticated caller gets.
+    """
+
+    def __init__(self, gateway: Gateway, *, policy: TransportPolicy | None = None) -> None:
         self.port = free_port()
         super().__init__(base_url=f"http://127.0.0.1:{self.port}", timeout=10)
-        self._server = uvicorn.Server(server_config(create_app(gateway), "127.0.0.1", self.port))
+        app = create_app(gateway, policy)
+        self._server = uvicorn.Server(server_config(app, "127.0.0.1", self.port))
         self._gateway = gateway
         self._thread = threading.Thread(target=self._run, daemon=True)
 

@@ -6,11 +6,13 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 import pytest
 
-from gateway.http import create_app
+from doraforge.wire.guard import TransportPolicy
+from gateway.http import create_app, gateway_policy
 from paos.client import ForgeToolClient, spec_sha256
 from paos.errors import (
     ForgeHttpError,
@@ -19,12 +21,13 @@ from paos.errors import (
     ForgeTransportError,
     PaosError,
 )
-from tests.gateway.harness import Stack, running_stack
+from tests.gateway.harness import Stack, mock_config, running_stack
 
 pytestmark = pytest.mark.anyio
 
 BASE = "http://127.0.0.1"
 HANG = {"duration_s": 1, "behaviour": "hang"}
+TOKEN = "t" * 20 + "-client-test"
 
 type Handler = Callable[[httpx.Request], httpx.Response]
 
@@ -40,7 +43,7 @@ class Recorder:
         self.requests.append(request)
         return self.reply(request)
 
-    def client(self, **options: float) -> ForgeToolClient:
+    def client(self, **options: Any) -> ForgeToolClient:
         return ForgeToolClient(BASE, transport=httpx.MockTransport(self), **options)
 
 
@@ -54,11 +57,14 @@ def gateway_error(status: int, code: str, *, retryable: bool = False) -> dict:
 
 
 @asynccontextmanager
-async def gateway_client() -> AsyncIterator[tuple[Stack, ForgeToolClient]]:
-    """A real in-process Gateway with the mock provider, and a client over ASGI."""
+async def gateway_client(
+    *, policy: TransportPolicy | None = None, token: str | None = None
+) -> AsyncIterator[tuple[Stack, ForgeToolClient]]:
+    """A real in-process Gateway with the mock provider (behind ``policy``), and a client
+    over ASGI presenting ``token``."""
     async with running_stack() as stack:
-        transport = httpx.ASGITransport(app=create_app(stack.gateway))
-        async with ForgeToolClient(BASE, transport=transport) as client:
+        transport = httpx.ASGITransport(app=create_app(stack.gateway, policy))
+        async with ForgeToolClient(BASE, transport=transport, token=token) as client:
             yield stack, client
 
 
@@ -338,3 +344,83 @@ async def test_cancel_on_the_wrong_verb_is_a_conflict():
         await client.stop(admitted["invocation_id"])
         await poll_result(client, admitted["invocation_id"])
     assert caught.value.status_code == 409
+
+
+# ---------------------------------------------------------------- bearer token
+
+
+def _routes_answering_everything(request: httpx.Request) -> httpx.Response:
+    if request.url.path.endswith("/latest"):
+        headers = {f"x-frame-{n}": "1" for n in ("seq", "timestamp-ns", "received-ns")}
+        return httpx.Response(200, content=b"png", headers={**headers, "content-type": "image/png"})
+    data = {"invocation_id": "i", "attempt_id": "a", "sources": [], "invocations": []}
+    status = 202 if request.url.path.endswith(":invoke") else 200
+    return httpx.Response(status, json={"ok": True, "data": data})
+
+
+async def _every_route(client: ForgeToolClient) -> None:
+    await client.list_tools()
+    await client.context("mock.move")
+    await client.invoke("mock.move", {}, caller_id="paos:t:1")
+    await client.invocation("i")
+    await client.cancel("i")
+    await client.lookup_caller("paos:t:1")
+    await client.image_sources()
+    await client.latest_image("scene")
+
+
+async def test_every_request_presents_the_bearer_token_observations_included():
+    recorder = Recorder(_routes_answering_everything)
+    async with recorder.client(token=TOKEN) as client:
+        await _every_route(client)
+    assert len(recorder.requests) == 8
+    assert {r.headers.get("authorization") for r in recorder.requests} == {f"Bearer {TOKEN}"}
+    assert recorder.requests[-1].url.path == "/observations/images/scene/latest"
+
+
+async def test_without_a_token_no_authorization_header_is_sent():
+    recorder = Recorder(_routes_answering_everything)
+    async with recorder.client() as client:
+        await _every_route(client)
+    assert [r for r in recorder.requests if "authorization" in r.headers] == []
+
+
+async def test_a_token_source_is_asked_before_every_request():
+    tokens = iter(["first-token-0123456789", "second-token-0123456789"])
+    recorder = Recorder(answer(200, {"ok": True, "data": {"tools": []}}))
+    async with recorder.client(token=lambda: next(tokens)) as client:
+        await client.list_tools()
+        await client.list_tools()
+    sent = [r.headers["authorization"] for r in recorder.requests]
+    assert sent == ["Bearer first-token-0123456789", "Bearer second-token-0123456789"]
+
+
+async def test_the_token_never_appears_in_the_repr_or_in_a_transport_error():
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    async with Recorder(refuse).client(token=TOKEN) as client:
+        with pytest.raises(ForgeTransportError) as caught:
+            await client.list_tools()
+        shown = repr(client)
+    assert TOKEN not in shown
+    assert "token=set" in shown
+    assert TOKEN not in str(caught.value.to_payload())
+
+
+async def test_a_gateway_with_a_token_refuses_other_callers_and_serves_the_token():
+    policy = gateway_policy(mock_config(), TOKEN)
+    for presented, code in [
+        (None, "FORGE_TOOL_AUTH_REQUIRED"),
+        ("x" * 32, "FORGE_TOOL_AUTH_INVALID"),
+    ]:
+        async with gateway_client(policy=policy, token=presented) as (stack, client):
+            with pytest.raises(ForgeHttpError) as caught:
+                await client.invoke("mock.move", HANG, caller_id="paos:t5:r1")
+            assert (caught.value.status_code, caught.value.code) == (401, code)
+            assert stack.gateway.runtime.store.latest_for_caller("paos:t5:r1") is None
+    async with gateway_client(policy=policy, token=TOKEN) as (_stack, client):
+        data = await client.query("mock", "echo", {"message": "hi"}, caller_id="paos:diag")
+        sources = await client.image_sources()
+    assert data["response"]["result"]["outputs"] == {"message": "hi"}
+    assert isinstance(sources, list)

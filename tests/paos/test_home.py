@@ -1,6 +1,15 @@
+import asyncio
 from pathlib import Path
 
+import pytest
+
+from gateway.core import Gateway
+from gateway.http import gateway_policy
+from gateway.local import LocalCarrier
+from paos.errors import ForgeHttpError
 from paos.home import PaosHome, open_service
+from tests.gateway.harness import mock_config
+from tests.gateway.live_server import LiveServer
 
 
 def test_the_home_comes_from_the_flag_the_environment_or_the_default(tmp_path: Path):
@@ -20,3 +29,29 @@ def test_open_service_creates_the_store_and_workspace(tmp_path: Path):
         assert service.store.active_task() is None
     finally:
         service.store.close()
+
+
+def test_open_service_clients_ask_for_their_urls_token_on_every_request(tmp_path: Path):
+    token = "home-test-token-0123456789"
+    gateway = Gateway(mock_config(), send=LocalCarrier().send)
+    presented: dict[str, str] = {}
+    with LiveServer(gateway, policy=gateway_policy(mock_config(), token)) as server:
+        url = f"http://127.0.0.1:{server.port}"
+        presented[url] = token
+        service = open_service(PaosHome(tmp_path / "home"), token_for=presented.get)
+
+        async def list_twice() -> tuple[dict, ForgeHttpError]:
+            client = service.client(url)
+            listing = await client.list_tools()
+            presented[url] = "a-restarted-skill-has-another-token"
+            with pytest.raises(ForgeHttpError) as refused:
+                await service.client(url).list_tools()  # the same cached client
+            await service.aclose()
+            return listing, refused.value
+
+        try:
+            listing, refused = asyncio.run(list_twice())
+        finally:
+            service.store.close()
+    assert "mock.move" in {tool["tool_id"] for tool in listing["tools"]}
+    assert (refused.status_code, refused.code) == (401, "FORGE_TOOL_AUTH_INVALID")
