@@ -2,6 +2,11 @@
 
 Synchronous and short-timeout on purpose: lifecycle commands poll these in bounded loops,
 and one slow answer must cost a poll interval, not the whole startup budget.
+
+Every probe of a skill's own Gateway takes that runtime's bearer ``token`` (a skill-started
+Gateway refuses anything without it, reads included). :func:`gateway_answers` alone sends
+none: it asks whether *something* holds the port before a start, and a token must never
+be offered to whatever squats there.
 """
 
 from __future__ import annotations
@@ -43,23 +48,27 @@ def _data(client: httpx.Client, path: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _client(url: str) -> httpx.Client:
-    return httpx.Client(base_url=url.rstrip("/"), timeout=PROBE_TIMEOUT_S)
+def _client(url: str, token: str | None) -> httpx.Client:
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    return httpx.Client(base_url=url.rstrip("/"), timeout=PROBE_TIMEOUT_S, headers=headers)
 
 
-def listing(url: str) -> dict[str, Any] | None:
-    """``GET /tools`` data (``gateway_identity``, ``tools``...), or ``None``."""
-    with _client(url) as client:
+def listing(url: str, *, token: str | None = None) -> dict[str, Any] | None:
+    """``GET /tools`` data (``gateway_identity``, ``tools``...), or ``None`` (also for a
+    refused token)."""
+    with _client(url, token) as client:
         return _data(client, "/tools")
 
 
-def readiness(url: str, required: Iterable[str]) -> tuple[dict[str, Any] | None, list[str]]:
+def readiness(
+    url: str, required: Iterable[str], *, token: str | None = None
+) -> tuple[dict[str, Any] | None, list[str]]:
     """``GET /tools`` data and the required tools that are missing or not ready.
 
-    ``(None, [...all required])`` while the Gateway does not answer.
+    ``(None, [...all required])`` while the Gateway does not answer (or refuses ``token``).
     """
     wanted = sorted(set(required))
-    with _client(url) as client:
+    with _client(url, token) as client:
         tools = _data(client, "/tools")
         if tools is None:
             return None, wanted
@@ -72,9 +81,9 @@ def readiness(url: str, required: Iterable[str]) -> tuple[dict[str, Any] | None,
         return tools, waiting
 
 
-def active_invocations(url: str) -> dict[str, int]:
+def active_invocations(url: str, *, token: str | None = None) -> dict[str, int]:
     """Per tool, the Gateway's count of non-terminal invocations (only tools with some)."""
-    with _client(url) as client:
+    with _client(url, token) as client:
         tools = _data(client, "/tools")
         if tools is None:
             return {}
@@ -90,7 +99,9 @@ def active_invocations(url: str) -> dict[str, int]:
         return active
 
 
-def request_stop(url: str, invocation_id: str, command: str) -> dict[str, Any]:
+def request_stop(
+    url: str, invocation_id: str, command: str, *, token: str | None = None
+) -> dict[str, Any]:
     """POST ``/invocations/{id}/{cancel|stop}`` once; the outcome as plain data.
 
     Best effort by design: acceptance does not prove the motion stopped, and a failure
@@ -98,7 +109,7 @@ def request_stop(url: str, invocation_id: str, command: str) -> dict[str, Any]:
     """
     path = f"/invocations/{path_segment(invocation_id)}/{command}"
     try:
-        with _client(url) as client:
+        with _client(url, token) as client:
             response = client.post(path, json={})
     except httpx.HTTPError as exc:
         return {"invocation_id": invocation_id, "command": command, "error": type(exc).__name__}

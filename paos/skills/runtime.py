@@ -8,6 +8,12 @@ manager waits for the dataflow to run and for every required tool to be ready. O
 is ``running`` persisted with the Gateway identity. Any failure on the way stops the
 dataflow, checks that no node process is left, and persists ``failed`` with the error.
 
+Every start writes a fresh Gateway bearer token (``runtime/tokens/<name>.token``, 0600)
+and hands the dataflow its path in ``DORAFORGE_GATEWAY_TOKEN_FILE``, so a skill's Gateway
+is authenticated even on loopback; every probe of it presents the token, and a stop or a
+failed start removes the file. The operator's own ``DORAFORGE_GATEWAY_TOKEN*`` variables
+never reach Dora's processes.
+
 Every lifecycle command holds the skill's lock (``SKILL_RUNTIME_BUSY`` when taken). The
 coordinator belongs to the home: its ports are chosen once and kept in
 ``runtime/dora.json``, and it is torn down when no skill of the home runs any more.
@@ -34,6 +40,12 @@ from paos.home import PaosHome
 from paos.skills import gateway_probe, stop_guards
 from paos.skills.dora import SHARED_DEFAULT_PORT, DoraControl, dora_version
 from paos.skills.errors import RuntimeStateError
+from paos.skills.gateway_tokens import (
+    TOKEN_FILE_ENV,
+    create_token_file,
+    remove_token_file,
+    runtime_token,
+)
 from paos.skills.launch import (
     environment_digest,
     placeholder_values,
@@ -65,6 +77,8 @@ STOP_GRACE_S = 10.0
 #: Seconds this home's coordinator and daemon get to come up.
 SERVICES_TIMEOUT_S = 20.0
 POLL_S = 0.1
+#: The operator's token variables: meant for PAOS's own clients, never for Dora's processes.
+_OPERATOR_TOKEN_VARIABLES = ("DORAFORGE_GATEWAY_TOKEN", TOKEN_FILE_ENV)
 
 
 class _Services(BaseModel):
@@ -155,7 +169,7 @@ class RuntimeManager:
                 raise RuntimeStateError("SKILL_NOT_RUNNING", f"{name!r} has never been started")
             if not state.live and not self._dataflow_running(state):
                 self._down_if_idle()  # e.g. after a lost dataflow left the coordinator up
-                return state
+                return self._forget_token(state)
             with self._store() as store:
                 self._guard_stop(state, store, force)
             stopping = write_state(self.runtime_dir, state.moved("stopping"))
@@ -165,7 +179,11 @@ class RuntimeManager:
             except PaosError as exc:
                 write_state(self.runtime_dir, stopping.moved("failed", error=_recorded(exc)))
                 raise
-            stopped = write_state(self.runtime_dir, stopping.moved("stopped", error=None))
+            remove_token_file(stopping.gateway_token_file)
+            stopped = write_state(
+                self.runtime_dir,
+                stopping.moved("stopped", error=None, gateway_token_file=None),
+            )
             self._log(name, "stopped")
             self._down_if_idle()
             return stopped
@@ -184,7 +202,7 @@ class RuntimeManager:
             return state
         if not self._dataflow_running(state):
             return self._mark_lost(state)
-        live = gateway_probe.listing(state.gateway_url)
+        live = gateway_probe.listing(state.gateway_url, token=runtime_token(state))
         seen = live.get("gateway_identity") if live else None
         if seen != state.gateway_identity:
             problem = "does not answer" if live is None else "answers with another identity"
@@ -305,9 +323,16 @@ class RuntimeManager:
         launch_dir = self.runtime_dir / "launch" / state.name
         launch = write_launch_copy(bundle / profile.dataflow, launch_dir, values)
         digest = environment_digest(bundle, profile.dataflow, state.profile)
+        # Recorded before it is written, so a failure from here on always removes it.
+        token_file = str(create_token_file(self.runtime_dir, state.name))
         state = write_state(
             self.runtime_dir,
-            state.moved("starting", launch_dataflow=str(launch), environment_digest=digest),
+            state.moved(
+                "starting",
+                launch_dataflow=str(launch),
+                environment_digest=digest,
+                gateway_token_file=token_file,
+            ),
         )
         dora = self._ensure_services()
         state = write_state(self.runtime_dir, state.moved("starting", coordinator_port=dora.port))
@@ -362,6 +387,7 @@ class RuntimeManager:
         """Poll until the dataflow runs and every required tool is ready; the identity."""
         assert state.dataflow_uuid is not None
         waiting: list[str] = sorted(tools)
+        token = runtime_token(state)
         while True:
             elapsed = time.monotonic() - started
             status = dora.dataflow_status(state.dataflow_uuid)
@@ -371,7 +397,7 @@ class RuntimeManager:
                     f"the dataflow is {status} before it became ready",
                     details={"dataflow_uuid": state.dataflow_uuid, "dora_status": status},
                 )
-            listed, waiting = gateway_probe.readiness(state.gateway_url, tools)
+            listed, waiting = gateway_probe.readiness(state.gateway_url, tools, token=token)
             if status == "Running" and listed is not None and not waiting:
                 return dict(listed.get("gateway_identity") or {})
             if elapsed > timeout_s:
@@ -407,14 +433,17 @@ class RuntimeManager:
         try:
             self._stop_dataflow(state)
         finally:
-            write_state(self.runtime_dir, state.moved("failed", error=recorded))
+            remove_token_file(state.gateway_token_file)
+            failed = state.moved("failed", error=recorded, gateway_token_file=None)
+            write_state(self.runtime_dir, failed)
             self._down_if_idle()
         return raised
 
     # ------------------------------------------------------------------ stop helpers
 
     def _guard_stop(self, state: RuntimeState, store: AgentTaskStore | None, force: bool) -> None:
-        found = stop_guards.blockers(store, state.name, state.gateway_url)
+        token = runtime_token(state)
+        found = stop_guards.blockers(store, state.name, state.gateway_url, token=token)
         if found and not force:
             raise RuntimeStateError(
                 "SKILL_RUNTIME_IN_USE",
@@ -422,7 +451,7 @@ class RuntimeManager:
                 details={"blockers": found},
             )
         if force:
-            requests = stop_guards.request_stops(store, state.name, state.gateway_url)
+            requests = stop_guards.request_stops(store, state.name, state.gateway_url, token=token)
             append_audit(
                 self.runtime_dir,
                 {
@@ -451,6 +480,13 @@ class RuntimeManager:
         for dataflow_uuid in uuids:
             dora.stop(dataflow_uuid, grace_s=self.stop_grace_s)
 
+    def _forget_token(self, state: RuntimeState) -> RuntimeState:
+        """Remove the token file a failed stop kept (its dataflow is gone by now)."""
+        if state.gateway_token_file is None:
+            return state
+        remove_token_file(state.gateway_token_file)
+        return write_state(self.runtime_dir, state.model_copy(update={"gateway_token_file": None}))
+
     def _dataflow_running(self, state: RuntimeState) -> bool:
         if state.dataflow_uuid is None:
             return False
@@ -464,11 +500,12 @@ class RuntimeManager:
             message="the dataflow is no longer running",
             details={"dataflow_uuid": state.dataflow_uuid},
         )
-        failed = state.moved("failed", error=error)
+        failed = state.moved("failed", error=error, gateway_token_file=None)
         try:
             with skill_lock(self.runtime_dir, state.name):
                 current = read_state(self.runtime_dir, state.name)
                 if current is not None and current.runtime_instance_id == state.runtime_instance_id:
+                    remove_token_file(current.gateway_token_file)
                     write_state(self.runtime_dir, failed)
                     self._down_if_idle()
         except RuntimeStateError:
@@ -534,8 +571,12 @@ class RuntimeManager:
     # ------------------------------------------------------------------ environments
 
     def _project_env(self) -> dict[str, str]:
-        """The caller's environment plus the project settings every Dora process needs."""
-        env = dict(self.environ)
+        """The caller's environment plus the project settings every Dora process needs.
+
+        The operator's token variables are dropped: the daemon passes its environment to
+        every node of every skill, and each skill's Gateway gets its own token instead.
+        """
+        env = {k: v for k, v in self.environ.items() if k not in _OPERATOR_TOKEN_VARIABLES}
         env["PATH"] = os.pathsep.join(p for p in (str(self.runtime_bin), env.get("PATH")) if p)
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH")) if p
@@ -558,6 +599,9 @@ class RuntimeManager:
         env.update(_skill_variables(state, bundle))
         for key, value in profile.environment.items():
             env[key] = render_placeholders(value, values, source=f"profile {state.profile}")
+        # Last, so a profile cannot point the Gateway at another token than the runtime's.
+        if state.gateway_token_file is not None:
+            env[TOKEN_FILE_ENV] = state.gateway_token_file
         return env
 
     # ------------------------------------------------------------------ bookkeeping

@@ -50,6 +50,9 @@ class RuntimeState(BaseModel):
     ``runtime_instance_id`` is new for every start; ``dataflow_uuid`` is Dora's id of the
     dataflow started for it (``None`` before ``dora start`` answered). ``gateway_identity``
     is ``GET /tools``'s ``gateway_identity`` seen when the runtime became ``running``.
+    ``gateway_token_file`` is the 0600 file holding this start's Gateway bearer token
+    (``None`` once removed, and in records written before Gateways had tokens: the field
+    is optional, so those still read as version 1).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -65,6 +68,7 @@ class RuntimeState(BaseModel):
     coordinator_port: int = Field(gt=0, lt=65536)
     gateway_url: str
     gateway_identity: dict[str, Any] | None = None
+    gateway_token_file: str | None = None
     environment_digest: str | None = None
     launch_dataflow: str | None = None
     started_at: datetime

@@ -27,8 +27,14 @@ def bound_task(store: AgentTaskStore, skill: str) -> tuple[str, list[RecordRow]]
     return task.task_id, live
 
 
-def blockers(store: AgentTaskStore | None, skill: str, gateway_url: str) -> list[dict[str, Any]]:
-    """Every reason not to stop ``skill`` now (empty when a normal stop may proceed)."""
+def blockers(
+    store: AgentTaskStore | None, skill: str, gateway_url: str, *, token: str | None = None
+) -> list[dict[str, Any]]:
+    """Every reason not to stop ``skill`` now (empty when a normal stop may proceed).
+
+    ``token`` is the runtime's Gateway token: without the right one the Gateway's count
+    of live invocations cannot be read and would look like none.
+    """
     found: list[dict[str, Any]] = []
     bound = bound_task(store, skill) if store is not None else None
     if bound is not None:
@@ -43,19 +49,24 @@ def blockers(store: AgentTaskStore | None, skill: str, gateway_url: str) -> list
             }
             for r in live
         ]
-    for tool_id, count in gateway_probe.active_invocations(gateway_url).items():
+    for tool_id, count in gateway_probe.active_invocations(gateway_url, token=token).items():
         found.append({"kind": "gateway_invocations", "tool_id": tool_id, "active": count})
     return found
 
 
-def request_stops(store: AgentTaskStore | None, skill: str, gateway_url: str) -> list[Any]:
+def request_stops(
+    store: AgentTaskStore | None, skill: str, gateway_url: str, *, token: str | None = None
+) -> list[Any]:
     """Ask the Gateway to cancel (Actions) or stop (Sessions) every known live invocation."""
     bound = bound_task(store, skill) if store is not None else None
     if bound is None:
         return []
     return [
         gateway_probe.request_stop(
-            gateway_url, r.invocation_id, "stop" if r.semantics == "session" else "cancel"
+            gateway_url,
+            r.invocation_id,
+            "stop" if r.semantics == "session" else "cancel",
+            token=token,
         )
         for r in bound[1]
         if r.invocation_id

@@ -80,8 +80,10 @@ def _started_sim(tmp_path: Path) -> Iterator[tuple[PaosHome, Any]]:
 
 def _task_service(home: PaosHome, runtime: Any) -> Any:
     from paos.skills.activation import activate_skill
+    from paos.skills.gateway_tokens import GatewayTokens
 
-    service = open_service(home)
+    # The skill's Gateway takes only its runtime's token, as `doraforge serve` wires it.
+    service = open_service(home, token_for=GatewayTokens(home.runtime_dir))
     service.activate_skill = lambda name: activate_skill(home, name, runtime)
     return service
 

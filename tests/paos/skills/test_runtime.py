@@ -3,14 +3,17 @@
 The e2e tests run the project's Gateway and mock provider under this home's own Dora
 coordinator (a free port, never 6013). Every test home is torn down by the ``home``
 fixture: dataflows stopped, the coordinator brought down, and no node, coordinator or
-daemon process may outlive the test.
+daemon process may outlive the test. A started skill's Gateway takes only its runtime's
+token, so every request here presents it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
+import stat
 import threading
 import uuid
 from collections.abc import Iterator
@@ -24,9 +27,12 @@ import pytest
 import yaml
 
 from paos.dataflow import DATAFLOWS, dora_binary, free_port, wait_until
-from paos.home import PaosHome
+from paos.gateway_auth import bearer
+from paos.home import PaosHome, open_service
+from paos.skills.activation import activate_skill
 from paos.skills.dora import DoraControl, node_pids
 from paos.skills.errors import RuntimeStateError
+from paos.skills.gateway_tokens import GatewayTokens, runtime_token, token_path
 from paos.skills.launch import environment_digest, render_placeholders, write_launch_copy
 from paos.skills.runtime import RuntimeManager
 from paos.skills.runtime_state import all_states, read_state, skill_lock
@@ -34,6 +40,7 @@ from paos.store import AgentTaskStore, NewRecord
 
 SKILL = "mock-skill"
 TOOLS = ["mock.echo", "mock.move", "mock.stream"]
+OPERATOR_TOKEN = "operator-token-0123456789"
 
 # ---------------------------------------------------------------------- builders
 
@@ -175,11 +182,12 @@ def test_start_runs_the_skill_until_its_tools_are_ready_and_stop_leaves_nothing(
 
     assert state.state == "running"
     assert (state.name, state.version, state.profile) == (SKILL, "1.2.3", "mock")
-    listing = httpx.get(f"http://127.0.0.1:{port}/tools").json()["data"]
+    auth = bearer(runtime_token(state))
+    listing = httpx.get(f"http://127.0.0.1:{port}/tools", headers=auth).json()["data"]
     assert state.gateway_identity == listing["gateway_identity"]
     for tool_id in TOOLS:
-        context = httpx.get(f"http://127.0.0.1:{port}/tools/{tool_id}/context").json()["data"]
-        assert context["ready"] is True
+        context = httpx.get(f"http://127.0.0.1:{port}/tools/{tool_id}/context", headers=auth)
+        assert context.json()["data"]["ready"] is True
     assert state.coordinator_port != 6013
     assert state.environment_digest == environment_digest(
         bundle.resolve(), "profiles/mock/dataflow.yml", "mock"
@@ -219,6 +227,54 @@ def test_start_runs_the_skill_until_its_tools_are_ready_and_stop_leaves_nothing(
     assert unhealthy.value.code == "SKILL_NOT_RUNNING"
 
 
+async def _preview(home: PaosHome, runtime: RuntimeManager) -> dict[str, Any]:
+    """What binding a task to the running skill reads, through PAOS's own client."""
+    tokens = GatewayTokens(home.runtime_dir, operator=OPERATOR_TOKEN)
+    service = open_service(home, token_for=tokens)
+    try:
+        return await service.activate(activate_skill(home, SKILL, runtime).candidate)
+    finally:
+        await service.aclose()
+        service.store.close()
+
+
+@pytest.mark.e2e
+def test_a_started_skill_gateway_answers_only_its_runtime_token_which_stop_removes(
+    home: PaosHome,
+):
+    port = free_port()
+    # Neither the profile nor the operator's own token may decide the skill's token.
+    environment = {"DORAFORGE_GATEWAY_TOKEN_FILE": "/nonexistent/token"}
+    make_bundle(home, gateway_port=port, profile={"environment": environment})
+    runtime = manager(home, environ={**os.environ, "DORAFORGE_GATEWAY_TOKEN": OPERATOR_TOKEN})
+
+    state = runtime.start(SKILL)
+
+    assert state.gateway_token_file == str(token_path(home.runtime_dir, SKILL))
+    token_file = Path(state.gateway_token_file)
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    token = runtime_token(state)
+    assert token is not None
+    tools = f"{state.gateway_url}/tools"
+    for refused in ({}, bearer(OPERATOR_TOKEN), bearer(token + "x")):
+        assert httpx.get(tools, headers=refused).status_code == 401
+    answered = httpx.get(tools, headers=bearer(token))
+    assert answered.status_code == 200
+    assert answered.json()["data"]["gateway_identity"] == state.gateway_identity
+    assert runtime.healthy_runtime(SKILL) == state  # the runtime's own probe presents it
+    # A task bound to the skill reaches its Gateway with the runtime's token, not the
+    # operator's.
+    preview = asyncio.run(_preview(home, runtime))
+    assert preview["gateway_identity"] == state.gateway_identity
+    assert set(preview["tools"]) == set(TOOLS)
+
+    stopped = runtime.stop(SKILL)
+
+    assert stopped.gateway_token_file is None
+    assert not token_file.exists()
+    assert_nothing_runs(home, state.dataflow_uuid)
+
+
 @pytest.mark.e2e
 def test_a_dataflow_that_dies_during_startup_is_recorded_failed_with_nothing_left(
     home: PaosHome,
@@ -235,6 +291,8 @@ def test_a_dataflow_that_dies_during_startup_is_recorded_failed_with_nothing_lef
     assert state.state == "failed"
     assert state.error is not None
     assert state.error.code == "SKILL_DATAFLOW_FAILED"
+    assert state.gateway_token_file is None
+    assert not token_path(home.runtime_dir, SKILL).exists()
     assert_nothing_runs(home, state.dataflow_uuid)
 
 
@@ -253,10 +311,13 @@ def test_a_required_tool_that_never_becomes_ready_times_out_and_stops_the_datafl
         manager(home).start(SKILL)
 
     assert raised.value.code == "SKILL_START_TIMEOUT"
+    # Only the unknown tool is waiting: the readiness probe's token was accepted.
     assert raised.value.details["tools_waiting"] == ["mock.not_in_the_catalog"]
     state = read_state(home.runtime_dir, SKILL)
     assert state is not None
     assert state.state == "failed"
+    assert state.gateway_token_file is None
+    assert not token_path(home.runtime_dir, SKILL).exists()
     assert state.dataflow_uuid
     assert_nothing_runs(home, state.dataflow_uuid)
 
@@ -299,6 +360,8 @@ def test_a_running_record_whose_dataflow_vanished_reads_as_failed(home: PaosHome
     assert observed.error is not None
     assert observed.error.code == "SKILL_DATAFLOW_LOST"
     assert read_state(home.runtime_dir, SKILL) == observed
+    assert observed.gateway_token_file is None
+    assert not token_path(home.runtime_dir, SKILL).exists()
     with pytest.raises(RuntimeStateError) as raised:
         runtime.healthy_runtime(SKILL)
     assert raised.value.code == "SKILL_NOT_RUNNING"
@@ -323,7 +386,9 @@ def _bind_task(store: AgentTaskStore, skill: str) -> str:
     return task_id
 
 
-def _admit_hanging_move(store: AgentTaskStore, task_id: str, gateway_url: str) -> str:
+def _admit_hanging_move(
+    store: AgentTaskStore, task_id: str, gateway_url: str, token: str | None
+) -> str:
     """A real Action that never ends on its own, recorded as PAOS would record it."""
     caller_id = f"paos:{task_id}:move"
     record = store.record_intent(
@@ -341,6 +406,7 @@ def _admit_hanging_move(store: AgentTaskStore, task_id: str, gateway_url: str) -
     admitted = httpx.post(
         f"{gateway_url}/tools/mock.move:invoke",
         json={"arguments": {"duration_s": 600, "behaviour": "hang"}, "caller_id": caller_id},
+        headers=bearer(token),
     )
     assert admitted.status_code == 202, admitted.text
     data = admitted.json()["data"]
@@ -357,13 +423,14 @@ def test_stop_is_refused_while_a_task_is_bound_and_force_stops_with_an_audit_eve
     runtime = manager(home, store=store)
     state = runtime.start(SKILL)
     task_id = _bind_task(store, SKILL)
-    invocation_id = _admit_hanging_move(store, task_id, state.gateway_url)
+    invocation_id = _admit_hanging_move(store, task_id, state.gateway_url, runtime_token(state))
 
     with pytest.raises(RuntimeStateError) as refused:
         runtime.stop(SKILL)
 
     assert refused.value.code == "SKILL_RUNTIME_IN_USE"
     kinds = {blocker["kind"] for blocker in refused.value.details["blockers"]}
+    # gateway_invocations: the Gateway's live count was read with the runtime's token.
     assert {"task_binding", "invocation", "gateway_invocations"} <= kinds
     assert runtime.healthy_runtime(SKILL).state == "running"
 
@@ -378,7 +445,7 @@ def test_stop_is_refused_while_a_task_is_bound_and_force_stops_with_an_audit_eve
     [request] = events[0]["stop_requests"]
     assert request["invocation_id"] == invocation_id
     assert request["command"] == "cancel"
-    assert request["http_status"] in (200, 202)
+    assert request["http_status"] in (200, 202)  # not 401: the cancel carried the token
     # Force does not change execution truth: the record is still what PAOS last knew.
     assert store.record("rec-move").state == "accepted"
     store.close()
@@ -405,6 +472,30 @@ def test_a_failing_start_hook_aborts_cleanly_before_dora_starts(home: PaosHome):
     assert state.error.code == "SKILL_START_HOOK_FAILED"
     assert (bundle.parent / "hook-seen").read_text().split()[:2] == [SKILL, "1.2.3"]
     assert_nothing_runs(home, None)
+
+
+def test_the_operators_token_variables_reach_no_process_the_runtime_starts(
+    home: PaosHome, tmp_path: Path
+):
+    token_file = tmp_path / "operator.token"
+    token_file.write_text(OPERATOR_TOKEN)
+    hook = (
+        'printf "%s %s" "${DORAFORGE_GATEWAY_TOKEN:-unset}" '
+        '"${DORAFORGE_GATEWAY_TOKEN_FILE:-unset}" > "$PAOS_SKILL_ROOT/../hook-env"\nexit 1\n'
+    )
+    bundle = make_bundle(home, gateway_port=free_port(), hook=hook)
+    environ = {
+        **os.environ,
+        "DORAFORGE_GATEWAY_TOKEN": OPERATOR_TOKEN,
+        "DORAFORGE_GATEWAY_TOKEN_FILE": str(token_file),
+    }
+
+    with pytest.raises(RuntimeStateError):
+        manager(home, environ=environ).start(SKILL)
+
+    # The hook gets the same environment as this home's Dora daemon, whose environment
+    # every node of every skill inherits.
+    assert (bundle.parent / "hook-env").read_text() == "unset unset"
 
 
 @pytest.mark.parametrize(
