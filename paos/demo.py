@@ -4,7 +4,8 @@ Pack ``skills/pick-place``, install it into a fresh PAOS home, start its ``sim``
 on Dora, let a scripted agent run the pick-and-place as a governed AgentTask through the
 ``forge_*`` agent tools (enforce mode: state and vision verifiers), stop the runtime, and
 report the verdict with the before and after frames and an HTML report. Exit 0 only for a
-verified success.
+verified success. The skill's Gateway has its own per-start token (the Skill Runtime's),
+which the agent's client and the scenario reset present.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from paos.gateway_auth import http_client
 from paos.home import PaosHome
 from paos.report import evidence_pair, write_report
 
@@ -27,6 +27,7 @@ SKILL_SOURCE = Path(__file__).resolve().parents[1] / "skills" / SKILL
 def run_demo(ctx: Any, *, out_dir: Path, seed: int = 0) -> int:
     """Run the whole demo; returns the process exit status."""
     from paos.skills.archive import pack
+    from paos.skills.gateway_tokens import runtime_token
     from paos.skills.installer import Installer
     from paos.skills.runtime import RuntimeManager
 
@@ -45,10 +46,10 @@ def run_demo(ctx: Any, *, out_dir: Path, seed: int = 0) -> int:
         runtime = RuntimeManager(home, progress=update)
         state = runtime.start(SKILL, "sim")
     ctx._runtime = runtime
-    out.say(f"3. runtime {state.state}: Gateway {state.gateway_url}")
+    out.say(f"3. runtime {state.state}: Gateway {state.gateway_url} (bearer token, per start)")
     try:
         if seed:
-            _reset(state.gateway_url, seed)
+            _reset(state.gateway_url, runtime_token(state), seed)
         out.say("4. the agent runs the task through the forge_* agent tools:")
         described = asyncio.run(_agent(ctx))
     finally:
@@ -60,7 +61,8 @@ def run_demo(ctx: Any, *, out_dir: Path, seed: int = 0) -> int:
 async def _agent(ctx: Any) -> dict[str, Any]:
     from paos.agent_demo import run_pick_place
 
-    service = ctx.service()
+    # Only the skill's own Gateway is called: its runtime token, never the operator's.
+    service = ctx.service(ctx.gateway_tokens(operator=False))
     try:
         return await run_pick_place(service, SKILL, say=ctx.out.say)
     finally:
@@ -68,9 +70,9 @@ async def _agent(ctx: Any) -> dict[str, Any]:
         service.store.close()
 
 
-def _reset(gateway_url: str, seed: int) -> None:
+def _reset(gateway_url: str, token: str | None, seed: int) -> None:
     # Operator setup before the task: the scenario's cube placement for this seed.
-    with httpx.Client(base_url=gateway_url, timeout=30) as client:
+    with http_client(gateway_url, token, timeout_s=30) as client:
         admitted = client.post("/tools/world.reset:invoke", json={"arguments": {"seed": seed}})
         admitted.raise_for_status()
         invocation = admitted.json()["data"]["invocation_id"]

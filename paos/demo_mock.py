@@ -2,23 +2,24 @@
 
 It starts ``dataflows/mock.yml`` (Gateway + mock provider) under ``dora run``, then makes
 one Query, one Action that completes, one Action that is cancelled mid-motion and one
-Session that is stopped, printing what happened at each step.
+Session that is stopped, printing what happened at each step. The Gateway runs with a
+token generated for the run (secure by default), which every request presents.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from paos.dataflow import DATAFLOWS, Dataflow, dora_environment, free_port, wait_until
+from paos.gateway_auth import bearer, dataflow_auth, http_client
 
 _STARTUP_TIMEOUT_S = 90.0
 _STEP_TIMEOUT_S = 30.0
@@ -33,13 +34,17 @@ def say(text: str) -> None:
     print(text, flush=True)
 
 
-def run_mock_demo(port: int | None = None) -> int:
-    """Run the whole demo; return a process exit status."""
+def run_mock_demo(port: int | None = None, *, environ: Mapping[str, str]) -> int:
+    """Run the whole demo on ``environ`` (the caller's environment); return a process exit
+    status."""
     port = port or free_port()
-    with tempfile.TemporaryDirectory(prefix="doraforge-demo-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="doraforge-demo-") as tmp,
+        dataflow_auth(environ, generate=True) as auth,
+    ):
         log_path = Path(tmp) / "dataflow.log"
         env = dora_environment(
-            os.environ,
+            auth.environment(environ),
             DORAFORGE_GATEWAY_PORT=str(port),
             DORAFORGE_GATEWAY_JOURNAL=str(Path(tmp) / "gateway.journal"),
             DORAFORGE_LOG_LEVEL="WARNING",
@@ -47,8 +52,10 @@ def run_mock_demo(port: int | None = None) -> int:
         with log_path.open("wb") as log, Dataflow(DATAFLOWS / "mock.yml", env, log):
             base = f"http://127.0.0.1:{port}"
             try:
-                _wait_for_gateway(base)
-                with httpx.Client(base_url=base, timeout=10) as client:
+                _wait_for_gateway(base, auth.token)
+                say(f"  Gateway authentication: {auth.mode}")
+                with http_client(base, auth.token) as client:
+                    _refuses_no_token(base)
                     _walk_through(client)
             except (DemoFailure, httpx.HTTPError, TimeoutError) as exc:
                 say(f"\nDEMO FAILED: {exc}")
@@ -59,12 +66,14 @@ def run_mock_demo(port: int | None = None) -> int:
     return 0
 
 
-def _wait_for_gateway(base: str) -> None:
+def _wait_for_gateway(base: str, token: str | None) -> None:
     say(f"starting dataflows/mock.yml with `dora run` (Gateway on {base}) ...")
 
     def ready() -> bool:
         try:
-            response = httpx.get(f"{base}/tools/mock.move/context", timeout=1)
+            response = httpx.get(
+                f"{base}/tools/mock.move/context", headers=bearer(token), timeout=1
+            )
         except httpx.HTTPError:
             return False
         return response.status_code == 200 and response.json()["data"]["ready"]
@@ -76,6 +85,14 @@ def _wait_for_gateway(base: str) -> None:
     if not wait_until(ready, _STARTUP_TIMEOUT_S, interval_s=0.2, on_wait=progress):
         raise TimeoutError(f"the mock endpoint was not ready within {_STARTUP_TIMEOUT_S:.0f} s")
     say("\r  Gateway up, mock endpoint registered and ready.                ")
+
+
+def _refuses_no_token(base: str) -> None:
+    # Shown, not assumed: the same request without the token is turned away.
+    status = httpx.get(f"{base}/tools", timeout=5).status_code
+    say(f"  GET /tools without the token -> HTTP {status}")
+    if status != 401:
+        raise DemoFailure(f"the Gateway answered {status} without a token, expected 401")
 
 
 def _walk_through(client: httpx.Client) -> None:

@@ -121,7 +121,11 @@ def grasp_yaw(orientation_wxyz: list[float]) -> float:
 def pick_and_place(
     client: httpx.Client, out_dir: Path, *, source: str = "scene", say: Say = print
 ) -> PickPlaceReport:
-    """Run the whole task; raise :class:`PickPlaceError` when a step fails."""
+    """Run the whole task; raise :class:`PickPlaceError` when a step fails.
+
+    ``client`` carries the Gateway's base URL and, when it has one, its bearer token
+    (:func:`paos.gateway_auth.http_client` builds such a client).
+    """
     api = ToolApi(client)
     report = PickPlaceReport()
     started = time.monotonic()

@@ -2,12 +2,16 @@
 
 Global options: ``--home DIR`` (else ``$DORAFORGE_HOME``, else ``~/.doraforge``) and
 ``--json`` for scripts. Failures print one line on stderr and exit non-zero.
+
+Gateway tokens: a skill started here has its own per-start token, which every command
+presents to it. For other Gateways the operator's token comes from
+``$DORAFORGE_GATEWAY_TOKEN`` (a value) or ``$DORAFORGE_GATEWAY_TOKEN_FILE`` (a 0600
+file); ``doraforge run`` hands the same token to the dataflow's Gateway.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -17,28 +21,31 @@ from paos.cli import serve_command, skill_commands, task_commands
 from paos.cli.context import Context
 from paos.dataflow import Dataflow, dora_environment
 from paos.errors import PaosError
+from paos.gateway_auth import dataflow_auth
 
 
 def _run(ctx: Context, args: argparse.Namespace) -> int:
-    env = dora_environment(os.environ)
-    dataflow = Dataflow(args.dataflow, env)
-    ctx.out.say(f"running {dataflow.path} (Ctrl-C stops it)")
-    dataflow.start()
+    with dataflow_auth(ctx.environ) as auth:
+        dataflow = Dataflow(args.dataflow, dora_environment(auth.environment(ctx.environ)))
+        ctx.out.say(f"running {dataflow.path} (Ctrl-C stops it)")
+        ctx.out.say(f"Gateway authentication: {auth.mode}")
+        dataflow.start()
 
-    def forward(signum: int, _frame: object) -> None:
-        ctx.out.say(f"stopping the dataflow ({signal.Signals(signum).name})")
-        dataflow.stop()
+        def forward(signum: int, _frame: object) -> None:
+            ctx.out.say(f"stopping the dataflow ({signal.Signals(signum).name})")
+            dataflow.stop()
 
-    signal.signal(signal.SIGINT, forward)
-    signal.signal(signal.SIGTERM, forward)
-    return dataflow.wait()
+        signal.signal(signal.SIGINT, forward)
+        signal.signal(signal.SIGTERM, forward)
+        # The token file (for a $DORAFORGE_GATEWAY_TOKEN value) lives until Dora exits.
+        return dataflow.wait()
 
 
 def _demo(ctx: Context, args: argparse.Namespace) -> int:
     if args.mock:
         from paos.demo_mock import run_mock_demo
 
-        return run_mock_demo(port=args.port)
+        return run_mock_demo(port=args.port, environ=ctx.environ)
     from paos.demo import run_demo
 
     return run_demo(ctx, out_dir=args.out, seed=args.seed)
@@ -50,7 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--home", type=Path, default=None, help="PAOS home (default ~/.doraforge)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="run a development dataflow in the foreground")
+    run = commands.add_parser(
+        "run",
+        help="run a development dataflow in the foreground",
+        description="Run a dataflow under `dora run`. Its Gateway requires the bearer token "
+        "in $DORAFORGE_GATEWAY_TOKEN or the file $DORAFORGE_GATEWAY_TOKEN_FILE when set.",
+    )
     run.add_argument("dataflow", help="a dataflow YAML file, e.g. dataflows/sim.yml")
     run.set_defaults(handler=_run)
     demo = commands.add_parser("demo", help="the main job: pack, install, start, run, verify")

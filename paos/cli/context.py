@@ -4,25 +4,37 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from paos.cli.output import Output
 from paos.home import PaosHome
 
+if TYPE_CHECKING:
+    from paos.client import TokenLookup
+
 
 @dataclass
 class Context:
-    """The parsed global options and the objects built from them on demand."""
+    """The parsed global options and the objects built from them on demand.
+
+    ``environ`` is the process environment as the entry point read it; nothing below the
+    CLI reads the environment itself.
+    """
 
     home: PaosHome
     out: Output
+    environ: Mapping[str, str] = field(default_factory=dict, repr=False)
     _runtime: Any = field(default=None, repr=False)
+    _operator_token: tuple[str | None] | None = field(default=None, repr=False)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Context:
         return cls(
-            PaosHome.from_environment(os.environ, explicit=args.home), Output(as_json=args.json)
+            PaosHome.from_environment(os.environ, explicit=args.home),
+            Output(as_json=args.json),
+            dict(os.environ),
         )
 
     def runtime(self) -> Any:
@@ -33,11 +45,30 @@ class Context:
             self._runtime = RuntimeManager(self.home)
         return self._runtime
 
-    def service(self) -> Any:
-        """A TaskService on the home whose tasks can bind to running skills."""
+    def operator_token(self) -> str | None:
+        """The operator's token for ad-hoc Gateways (``DORAFORGE_GATEWAY_TOKEN`` or the file
+        ``DORAFORGE_GATEWAY_TOKEN_FILE`` names), read and checked on first use, so commands
+        that talk to no Gateway never fail over it."""
+        if self._operator_token is None:
+            from paos.gateway_auth import operator_token
+
+            self._operator_token = (operator_token(self.environ),)
+        return self._operator_token[0]
+
+    def gateway_tokens(self, *, operator: bool = True) -> TokenLookup:
+        """Which token to present to a Gateway URL: a running skill's own, else (with
+        ``operator``) the operator's."""
+        from paos.skills.gateway_tokens import GatewayTokens
+
+        token = self.operator_token() if operator else None
+        return GatewayTokens(self.home.runtime_dir, operator=token)
+
+    def service(self, tokens: TokenLookup | None = None) -> Any:
+        """A TaskService on the home whose tasks can bind to running skills; its clients
+        present ``tokens`` (default :meth:`gateway_tokens`)."""
         from paos.home import open_service
         from paos.skills.activation import activate_skill
 
-        service = open_service(self.home)
+        service = open_service(self.home, token_for=tokens or self.gateway_tokens())
         service.activate_skill = lambda name: activate_skill(self.home, name, self.runtime())
         return service

@@ -57,7 +57,10 @@ def _serve(ctx: Context, args: argparse.Namespace) -> int:
         token_file=args.token_file,
         insecure=args.insecure,
     )
-    robot = RobotTools(ctx.home, ctx.service, ctx.runtime)
+    # The registry reaches only running skills' Gateways: their runtime tokens, never the
+    # operator's ad-hoc one.
+    tokens = ctx.gateway_tokens(operator=False)
+    robot = RobotTools(ctx.home, lambda: ctx.service(tokens), ctx.runtime)
     app = build_app(
         new_service(settings), settings, robot=robot, api_tools_dir=ctx.home.root / "api-tools"
     )

@@ -37,7 +37,9 @@ def register(commands: argparse._SubParsersAction) -> None:
             command.add_argument("--args", default="{}", help="the Query arguments as JSON")
         where = command.add_mutually_exclusive_group(required=True)
         where.add_argument("--skill", help="an installed skill (its manifest names the Gateway)")
-        where.add_argument("--gateway", help="a Gateway URL")
+        where.add_argument(
+            "--gateway", help="a Gateway URL (sent $DORAFORGE_GATEWAY_TOKEN[_FILE] when set)"
+        )
         command.set_defaults(handler=handler)
 
 
@@ -110,8 +112,12 @@ def _gateway(ctx: Context, args: argparse.Namespace) -> str:
 def _client_call(ctx: Context, args: argparse.Namespace, call: Any) -> Any:
     from paos.client import ForgeToolClient
 
+    url = _gateway(ctx, args)
+    # A running skill's Gateway gets that runtime's token, any other the operator's.
+    token = ctx.gateway_tokens()(url)
+
     async def run() -> Any:
-        async with ForgeToolClient(_gateway(ctx, args)) as client:
+        async with ForgeToolClient(url, token=token) as client:
             return await call(client)
 
     return asyncio.run(run())

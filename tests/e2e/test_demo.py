@@ -1,4 +1,5 @@
-"""``doraforge demo`` end to end: pack, install, start on Dora, a governed task, verify."""
+"""``doraforge demo`` end to end: pack, install, start on Dora, a governed task, verify;
+and ``doraforge demo --mock``, the Tool API tour behind a generated token."""
 
 from __future__ import annotations
 
@@ -35,3 +36,24 @@ def test_the_demo_verifies_a_pick_and_place_and_writes_its_report(tmp_path: Path
     before, after = (out / "before.png").read_bytes(), (out / "after.png").read_bytes()
     assert before[:8] == b"\x89PNG\r\n\x1a\n"
     assert hashlib.sha256(before).digest() != hashlib.sha256(after).digest()
+
+
+def test_the_mock_demo_runs_behind_a_generated_token_and_leaves_no_token_file(tmp_path: Path):
+    env = dora_environment(
+        {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(tmp_path)}
+    )
+    completed = subprocess.run(
+        [sys.executable, "-m", "paos.cli", "demo", "--mock"],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout[-4000:] + completed.stderr[-4000:]
+    assert "Gateway authentication: bearer token generated for this run" in completed.stdout
+    assert "GET /tools without the token -> HTTP 401" in completed.stdout
+    assert "final phase: stopped" in completed.stdout
+    assert "Demo complete." in completed.stdout
+    assert list(tmp_path.glob("doraforge-token-*")) == []

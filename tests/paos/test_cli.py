@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from gateway.core import Gateway
+from gateway.http import gateway_policy
 from gateway.local import LocalCarrier
 from paos.cli import main
 from tests.gateway.harness import mock_config
@@ -35,6 +36,40 @@ def test_tools_list_reads_a_live_gateway(tmp_path: Path, capsys):
         )
     assert code == 0
     assert {t["tool_id"] for t in json.loads(out)["tools"]} >= {"mock.echo", "mock.move"}
+
+
+def test_tools_list_presents_the_operators_token_to_a_gateway_that_has_one(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+):
+    token = "cli-operator-token-0123456789"
+    gateway = Gateway(mock_config(), send=LocalCarrier().send)
+    policy = gateway_policy(mock_config(), token)
+    with LiveServer(gateway, policy=policy) as server:
+        url = f"http://127.0.0.1:{server.port}"
+        argv = ["--home", str(tmp_path), "--json", "tools", "list", "--gateway", url]
+        monkeypatch.delenv("DORAFORGE_GATEWAY_TOKEN_FILE", raising=False)
+        monkeypatch.delenv("DORAFORGE_GATEWAY_TOKEN", raising=False)
+        refused = run(capsys, *argv)
+        monkeypatch.setenv("DORAFORGE_GATEWAY_TOKEN", token)
+        code, out, _ = run(capsys, *argv)
+    assert refused[0] == 1
+    assert refused[2].startswith("doraforge: FORGE_TOOL_AUTH_REQUIRED")
+    assert code == 0
+    assert "mock.echo" in {t["tool_id"] for t in json.loads(out)["tools"]}
+
+
+def test_a_bad_operator_token_fails_with_one_line_naming_the_variable(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("DORAFORGE_GATEWAY_TOKEN", "short")
+    code, out, err = run(
+        capsys, "--home", str(tmp_path), "tools", "list", "--gateway", "http://127.0.0.1:9"
+    )
+    assert code == 1
+    assert out == ""
+    assert err.count("\n") == 1
+    assert "DORAFORGE_GATEWAY_TOKEN" in err
+    assert "short" not in err  # the value itself is never echoed
 
 
 def test_an_unreachable_gateway_fails_with_one_line(tmp_path: Path, capsys):

@@ -1,0 +1,54 @@
+"""``doraforge run``: a development dataflow whose Gateway takes the operator's token."""
+
+from __future__ import annotations
+
+import signal
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from paos.dataflow import DATAFLOWS, PROJECT_ROOT, dora_environment, free_port, wait_until
+from paos.gateway_auth import bearer
+
+pytestmark = pytest.mark.e2e
+
+TOKEN = "run-command-token-0123456789"
+
+
+def _answers(url: str, token: str) -> bool:
+    try:
+        return httpx.get(url, headers=bearer(token), timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_run_hands_the_operators_token_to_the_gateway_through_a_private_file(tmp_path: Path):
+    port = free_port()
+    env = dora_environment(
+        {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(tmp_path)},
+        DORAFORGE_GATEWAY_TOKEN=TOKEN,
+        DORAFORGE_GATEWAY_PORT=str(port),
+        DORAFORGE_GATEWAY_JOURNAL=str(tmp_path / "gateway.journal"),
+    )
+    tools = f"http://127.0.0.1:{port}/tools"
+    command = [sys.executable, "-m", "paos.cli", "run", str(DATAFLOWS / "mock.yml")]
+    process = subprocess.Popen(
+        command, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+        assert wait_until(lambda: _answers(tools, TOKEN), 90.0), "the Gateway never answered"
+        assert httpx.get(tools, timeout=5).status_code == 401
+        [token_file] = tmp_path.glob("doraforge-token-*/gateway.token")
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        assert token_file.read_text().strip() == TOKEN
+    finally:
+        process.send_signal(signal.SIGINT)  # the CLI forwards it: Dora's graceful stop
+        output, _ = process.communicate(timeout=60)
+    text = output.decode(errors="replace")
+    assert "Gateway authentication: bearer token from $DORAFORGE_GATEWAY_TOKEN" in text
+    assert TOKEN not in text
+    assert list(tmp_path.glob("doraforge-token-*")) == []
