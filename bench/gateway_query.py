@@ -34,6 +34,7 @@ from bench.support import (
     wait_http,
 )
 from paos.dataflow import DATAFLOWS, Dataflow, dora_environment, free_port
+from paos.gateway_auth import bearer, dataflow_auth, http_client
 
 ECHO = {"arguments": {"message": "x" * 200}}
 QUERY_PATH = "/tools/mock/echo:invoke"
@@ -82,25 +83,41 @@ def dora_floor(requests: int, workdir: Path, kind: str = "binary") -> dict[str, 
 
 def full_path(requests: int, actions: int, workdir: Path) -> dict[str, object]:
     port = free_port()
-    env = dora_environment(
-        os.environ,
-        DORAFORGE_GATEWAY_PORT=str(port),
-        DORAFORGE_GATEWAY_JOURNAL=str(workdir / "gateway.journal"),
-        DORAFORGE_LOG_LEVEL="WARNING",
-    )
     base = f"http://127.0.0.1:{port}"
+    # The Gateway as skills run it: behind a bearer token, which every request presents.
+    with dataflow_auth(os.environ, generate=True) as auth:
+        env = dora_environment(
+            auth.environment(os.environ),
+            DORAFORGE_GATEWAY_PORT=str(port),
+            DORAFORGE_GATEWAY_JOURNAL=str(workdir / "gateway.journal"),
+            DORAFORGE_LOG_LEVEL="WARNING",
+        )
+        return _measure(env, base, auth.token, requests, actions, workdir)
+
+
+def _measure(
+    env: dict[str, str],
+    base: str,
+    token: str | None,
+    requests: int,
+    actions: int,
+    workdir: Path,
+) -> dict[str, object]:
+    auth = bearer(token)
     with (
         (workdir / "mock.log").open("wb") as log,
         Dataflow(DATAFLOWS / "mock.yml", env, log) as flow,
     ):
-        wait_http(f"{base}/tools", 60, "gateway")
-        _wait_ready(base)
-        with httpx.Client(base_url=base, timeout=30) as client:
+        wait_http(f"{base}/tools", 60, "gateway", headers=auth)
+        _wait_ready(base, auth)
+        with http_client(base, token, timeout_s=30) as client:
             sequential_latencies(client, QUERY_PATH, ECHO, WARMUP)
             latency = summary(sequential_latencies(client, QUERY_PATH, ECHO, requests))
             print(f"  full path: p50 {latency['p50_ms']} ms", flush=True)
             throughput = run(
-                concurrent_throughput(base, QUERY_PATH, ECHO, 8, max(250, requests // 4))
+                concurrent_throughput(
+                    base, QUERY_PATH, ECHO, 8, max(250, requests // 4), headers=auth
+                )
             )
             print(f"  8 clients: {throughput['qps']} Queries/s", flush=True)
             gateway = find_node(flow.process.pid, "-m gateway")
@@ -108,10 +125,10 @@ def full_path(requests: int, actions: int, workdir: Path) -> dict[str, object]:
     return {"latency": latency, "throughput": throughput, "rss": memory}
 
 
-def _wait_ready(base: str) -> None:
+def _wait_ready(base: str, auth: dict[str, str]) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        context = httpx.get(f"{base}/tools/mock.echo/context").json()["data"]
+        context = httpx.get(f"{base}/tools/mock.echo/context", headers=auth).json()["data"]
         if context["ready"]:
             return
         time.sleep(0.1)

@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.support import summary, wait_http
 from paos.dataflow import DATAFLOWS, Dataflow, dora_environment, free_port
+from paos.gateway_auth import bearer, dataflow_auth, http_client
 from paos.pick_place import pick_and_place
 
 READY_TOOLS = ("world.scene_state", "arm.move_to_pose", "gripper.grasp", "camera.capture")
@@ -104,9 +105,12 @@ def main() -> int:
     parser.add_argument("--frames", type=int, default=60)
     args = parser.parse_args()
     port = free_port()
-    with tempfile.TemporaryDirectory(prefix="doraforge-bench-sim-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="doraforge-bench-sim-") as tmp,
+        dataflow_auth(os.environ, generate=True) as auth,
+    ):
         env = dora_environment(
-            os.environ,
+            auth.environment(os.environ),
             DORAFORGE_GATEWAY_PORT=str(port),
             DORAFORGE_GATEWAY_JOURNAL=str(Path(tmp) / "gateway.journal"),
             DORAFORGE_SIM_UNPACED="1",
@@ -115,8 +119,8 @@ def main() -> int:
         )
         base = f"http://127.0.0.1:{port}"
         with (Path(tmp) / "sim.log").open("wb") as log, Dataflow(DATAFLOWS / "sim.yml", env, log):
-            wait_http(f"{base}/tools", 120, "gateway")
-            with httpx.Client(base_url=base, timeout=30) as client:
+            wait_http(f"{base}/tools", 120, "gateway", headers=bearer(auth.token))
+            with http_client(base, auth.token, timeout_s=30) as client:
                 wait_ready(client)
                 print("measuring the real-time factor ...", flush=True)
                 rtf = real_time_factor(client, args.seconds)

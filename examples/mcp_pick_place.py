@@ -7,18 +7,24 @@ Start the sim skill and the registry first:
     doraforge skill start pick-place --profile sim
     doraforge serve --mcp --grant robot.read --grant robot.write --approve forge.tool_start_action
 
-then `.venv/bin/python examples/mcp_pick_place.py [URL]`.
+then `.venv/bin/python examples/mcp_pick_place.py [URL]`. When the registry was started
+with `--token-env DORAFORGE_REGISTRY_TOKEN`, export the same variable here: its value is
+sent as the bearer token. The skill's Gateway token never leaves the registry's side.
 """
 
 import asyncio
+import os
 import sys
 
+import httpx
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from paos.pick_place import plan_steps
 
 URL = sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8765/mcp"
+TOKEN = os.environ.get("DORAFORGE_REGISTRY_TOKEN")
+HEADERS = {"Authorization": f"Bearer {TOKEN}"} if TOKEN else {}
 
 
 async def call(session: ClientSession, name: str, **arguments: object) -> dict:
@@ -30,7 +36,9 @@ async def call(session: ClientSession, name: str, **arguments: object) -> dict:
 
 async def main() -> None:
     async with (
-        streamable_http_client(URL) as (read, write, _),
+        # The SDK's default timeouts (a response stream may stay open), the bearer on every request.
+        httpx.AsyncClient(headers=HEADERS, timeout=httpx.Timeout(30, read=300)) as http,
+        streamable_http_client(URL, http_client=http) as (read, write, _),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
