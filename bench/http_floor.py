@@ -1,7 +1,8 @@
 """The HTTP floor: the Gateway's HTTP stack answering a Query directly, without Dora.
 
-Same server (uvicorn + httptools + uvloop), same framework, same body parsing and
-envelope code as the Gateway; only the Runtime, Dora and the provider are missing.
+Same server (uvicorn + httptools + uvloop), same framework, same transport guard and body
+parsing and envelope code as the Gateway; only the Runtime, Dora and the provider are
+missing.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
-from gateway.http import ok, parse_invoke_body, read_json_object
+from doraforge.wire.guard import TransportGuard, policy_for_bind
+from gateway.http import ok, parse_invoke_body, read_json_object, render_refusal
 from gateway.main import new_loop, server_config
 
 
@@ -22,7 +24,7 @@ def floor_app() -> FastAPI:
 
     @app.post("/tools/{endpoint_id}/{operation}:invoke")
     async def invoke(endpoint_id: str, operation: str, request: Request) -> Response:
-        body = parse_invoke_body(await read_json_object(request, 1_048_576, allow_empty=False))
+        body = parse_invoke_body(read_json_object(request, allow_empty=False))
         result = {"status": "succeeded", "outputs": dict(body.arguments)}
         return ok(
             {
@@ -36,6 +38,8 @@ def floor_app() -> FastAPI:
     async def health() -> Response:
         return ok({})
 
+    policy = policy_for_bind("127.0.0.1", token=None, code_prefix="FORGE_TOOL_")
+    app.add_middleware(TransportGuard, policy=policy, render=render_refusal)
     return app
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import unquote
@@ -36,6 +37,22 @@ from gateway.errors import (
 )
 from gateway.http_observations import add_observation_routes
 from gateway.invocation import Invocation
+from gateway.openapi import (
+    EMPTY_BODY,
+    EVENT_RESUME,
+    INVOKE_BODY,
+    AdmissionEnvelope,
+    ControlEnvelope,
+    Envelope,
+    ResultEnvelope,
+    allowed_methods,
+    event_stream,
+    post_responses,
+    request_body,
+    responses,
+    success,
+)
+from gateway.openapi import install as install_openapi
 
 #: The single mapping from domain errors to HTTP statuses.
 STATUS_FOR_ERROR: dict[type[GatewayError], int] = {
@@ -52,6 +69,11 @@ STATUS_FOR_ERROR: dict[type[GatewayError], int] = {
 _INVOKE_FIELDS = frozenset({"arguments", "caller_id", "timeout_ms"})
 _CONTROL_STATUS = {"accepted": 202, "requested": 202, "terminal": 200}
 _SSE_KEEPALIVE_S = 15.0
+_EVENT_ID = re.compile(r"[0-9]{1,16}")
+_CONTROL_RESPONSES = {
+    200: success(ControlEnvelope, "The invocation was already terminal"),
+    202: success(ControlEnvelope, "Accepted or requested; not yet stopped (read phase)"),
+}
 
 
 def json_response(status: int, payload: Any, headers: dict[str, str] | None = None) -> Response:
@@ -180,20 +202,29 @@ def create_app(gateway: Gateway, policy: TransportPolicy | None = None) -> FastA
         docs_url=None,
         redoc_url=None,
     )
+    install_openapi(app)
 
     @app.exception_handler(GatewayError)
     async def _gateway_error(_: Request, exc: GatewayError) -> Response:
         return error_response(exc)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_: Request, exc: StarletteHTTPException) -> Response:
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
         code = {404: "FORGE_TOOL_ROUTE_NOT_FOUND", 405: "FORGE_TOOL_METHOD_NOT_ALLOWED"}.get(
             exc.status_code, "FORGE_TOOL_HTTP_ERROR"
         )
         error = {"code": code, "message": str(exc.detail), "retryable": False, "details": {}}
-        return json_response(exc.status_code, {"ok": False, "msg": str(exc.detail), "error": error})
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:  # every method of every route on this path (RFC 9110)
+            headers["Allow"] = ", ".join(allowed_methods(app.router.routes, request.scope))
+        payload = {"ok": False, "msg": str(exc.detail), "error": error}
+        return json_response(exc.status_code, payload, headers or None)
 
-    @app.get("/tools", summary="List ToolSpecs")
+    @app.get(
+        "/tools",
+        summary="List ToolSpecs",
+        responses=responses({200: success(Envelope, "The catalog and this Gateway's identity")}),
+    )
     async def list_tools() -> Response:
         tools = [spec.document for spec in gateway.catalog.all()]
         return ok(
@@ -205,7 +236,13 @@ def create_app(gateway: Gateway, policy: TransportPolicy | None = None) -> FastA
             }
         )
 
-    @app.get("/tools/{tool_id}", summary="One ToolSpec as byte-stable canonical JSON")
+    @app.get(
+        "/tools/{tool_id}",
+        summary="One ToolSpec as byte-stable canonical JSON",
+        responses=responses(
+            {200: success(Envelope, "The ToolSpec; ETag is its SHA-256")}, [400, 404]
+        ),
+    )
     async def get_tool(tool_id: str) -> Response:
         spec = gateway.catalog.get(_decoded(tool_id, "tool_id"))
         if spec is None:
@@ -217,14 +254,26 @@ def create_app(gateway: Gateway, policy: TransportPolicy | None = None) -> FastA
             headers={"X-Spec-SHA256": spec.sha256, "ETag": f'"{spec.sha256}"'},
         )
 
-    @app.get("/tools/{tool_id}/context", summary="Live binding, readiness and concurrency")
+    @app.get(
+        "/tools/{tool_id}/context",
+        summary="Live binding, readiness and concurrency",
+        responses=responses({200: success(Envelope, "The tool's live context")}, [400, 404]),
+    )
     async def get_context(tool_id: str) -> Response:
         context = tool_context(gateway, _decoded(tool_id, "tool_id"))
         if context is None:
             raise NotFound("FORGE_TOOL_NOT_FOUND", f"no tool {tool_id!r}")
         return ok(context)
 
-    @app.post("/tools/{endpoint_id}/{operation}:invoke", summary="Invoke a Query")
+    @app.post(
+        "/tools/{endpoint_id}/{operation}:invoke",
+        summary="Invoke a Query",
+        openapi_extra=request_body(INVOKE_BODY, required=True),
+        responses=post_responses(
+            {200: success(Envelope, "The Query's terminal response")},
+            [404, 409, 422, 502, 503, 504],
+        ),
+    )
     async def invoke_query(endpoint_id: str, operation: str, request: Request) -> Response:
         body = parse_invoke_body(read_json_object(request, allow_empty=False))
         data = await gateway.queries.query(
@@ -232,39 +281,85 @@ def create_app(gateway: Gateway, policy: TransportPolicy | None = None) -> FastA
         )
         return ok(data)
 
-    @app.post("/tools/{tool_id}:invoke", status_code=202, summary="Admit an Action or Session")
+    @app.post(
+        "/tools/{tool_id}:invoke",
+        status_code=202,
+        summary="Admit an Action or Session",
+        openapi_extra=request_body(INVOKE_BODY, required=True),
+        responses=post_responses(
+            {202: success(AdmissionEnvelope, "Admitted, or a replay of the same caller_id")},
+            [404, 409, 422, 502, 503],
+        ),
+    )
     async def invoke_async(tool_id: str, request: Request) -> Response:
         body = parse_invoke_body(read_json_object(request, allow_empty=False))
         invocation, duplicate = await gateway.runtime.start(_decoded(tool_id, "tool_id"), body)
         return ok(_admission(invocation, duplicate), status=202)
 
-    @app.get("/invocations", summary="Read-only lookup by caller_id for recovery")
+    @app.get(
+        "/invocations",
+        summary="Read-only lookup by caller_id for recovery",
+        responses=responses({200: success(Envelope, "Invocations admitted for caller_id")}, [400]),
+    )
     async def lookup(caller_id: str | None = None) -> Response:
         if not caller_id:
             raise InvalidRequest("FORGE_TOOL_INVALID_QUERY", "caller_id is required")
         found = gateway.runtime.lookup_caller(caller_id)
         return ok({"caller_id": caller_id, "invocations": [inv.public() for inv in found]})
 
-    @app.get("/invocations/{invocation_id}", summary="Invocation status")
+    @app.get(
+        "/invocations/{invocation_id}",
+        summary="Invocation status",
+        responses=responses({200: success(Envelope, "The status document")}, [400, 404, 410]),
+    )
     async def get_invocation(invocation_id: str) -> Response:
         return ok(gateway.runtime.get(_decoded(invocation_id, "invocation_id")).public())
 
-    @app.get("/invocations/{invocation_id}/result", summary="Pending or terminal result")
+    @app.get(
+        "/invocations/{invocation_id}/result",
+        summary="Pending or terminal result",
+        responses=responses(
+            {
+                200: success(ResultEnvelope, "Terminal: the result is available"),
+                202: success(ResultEnvelope, "Not terminal yet: pending"),
+            },
+            [400, 404, 410],
+        ),
+    )
     async def get_result(invocation_id: str) -> Response:
         invocation = gateway.runtime.get(_decoded(invocation_id, "invocation_id"))
         if not invocation.terminal:
             return ok({"status": "pending", "phase": invocation.phase}, status=202)
         return ok({"status": "available", "phase": invocation.phase, "result": invocation.result})
 
-    @app.post("/invocations/{invocation_id}/cancel", summary="Request Action cancellation")
+    @app.post(
+        "/invocations/{invocation_id}/cancel",
+        summary="Request Action cancellation",
+        openapi_extra=request_body(EMPTY_BODY, required=False),
+        responses=post_responses(_CONTROL_RESPONSES, [404, 409, 410]),
+    )
     async def cancel(invocation_id: str, request: Request) -> Response:
         return await _control(gateway, request, invocation_id, "cancel")
 
-    @app.post("/invocations/{invocation_id}/stop", summary="Request a Session stop")
+    @app.post(
+        "/invocations/{invocation_id}/stop",
+        summary="Request a Session stop",
+        openapi_extra=request_body(EMPTY_BODY, required=False),
+        responses=post_responses(_CONTROL_RESPONSES, [404, 409, 410]),
+    )
     async def stop(invocation_id: str, request: Request) -> Response:
         return await _control(gateway, request, invocation_id, "stop")
 
-    @app.get("/invocations/{invocation_id}/events", summary="Server-sent events")
+    @app.get(
+        "/invocations/{invocation_id}/events",
+        summary="Server-sent events",
+        response_class=StreamingResponse,
+        openapi_extra=EVENT_RESUME,
+        responses=responses(
+            {200: event_stream("The invocation's events, from Last-Event-ID on")},
+            [400, 404, 410],
+        ),
+    )
     async def events(invocation_id: str, request: Request) -> Response:
         invocation = gateway.runtime.get(_decoded(invocation_id, "invocation_id"))
         after = _last_event_id(request)
@@ -328,12 +423,18 @@ async def _control(
 
 
 def _last_event_id(request: Request) -> int | None:
-    raw = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
-    if raw is None:
-        return None
-    if not raw.isdigit():
-        raise InvalidRequest("FORGE_TOOL_INVALID_EVENT_ID", "Last-Event-ID must be an integer")
-    return int(raw)
+    """The resume point: ``Last-Event-ID``, else ``?last_event_id=``; each one sent is checked."""
+    offered = [
+        *request.headers.getlist("last-event-id"),
+        *request.query_params.getlist("last_event_id"),
+    ]
+    # ASCII digits only: str.isdigit() admits "²" (int() then raises) and "١٢", and
+    # int() refuses more than 4,300 digits; either was a 500. Present but empty is refused.
+    if any(_EVENT_ID.fullmatch(raw) is None for raw in offered):
+        raise InvalidRequest(
+            "FORGE_TOOL_INVALID_EVENT_ID", "Last-Event-ID must be 1 to 16 ASCII digits"
+        )
+    return int(offered[0]) if offered else None
 
 
 async def _sse(invocation: Invocation, after: int) -> AsyncIterator[bytes]:

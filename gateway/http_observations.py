@@ -21,6 +21,7 @@ from fastapi.responses import Response
 from gateway.config import ObservationsConfig
 from gateway.errors import InvalidRequest, NotFound, Unavailable
 from gateway.observations import Frame, ObservationStore, content_type
+from gateway.openapi import Envelope, media, responses, success
 
 _KEEPALIVE_S = 5.0
 
@@ -28,7 +29,11 @@ _KEEPALIVE_S = 5.0
 def add_observation_routes(app: FastAPI, store: ObservationStore, config: ObservationsConfig):
     """Register ``/observations/*``, ``/ws/images`` and ``/ws/state`` on ``app``."""
 
-    @app.get("/observations/images", summary="Camera sources and their latest frame")
+    @app.get(
+        "/observations/images",
+        summary="Camera sources and their latest frame",
+        responses=responses({200: success(Envelope, "Each source and its newest frame")}),
+    )
     async def list_sources() -> Response:
         sources = []
         for name in store.sources:
@@ -36,7 +41,14 @@ def add_observation_routes(app: FastAPI, store: ObservationStore, config: Observ
             sources.append({"source": name, "latest": None if frame is None else _meta(frame)})
         return _json({"ok": True, "data": {"sources": sources}})
 
-    @app.get("/observations/images/{source}/latest", summary="The newest frame as PNG/JPEG")
+    @app.get(
+        "/observations/images/{source}/latest",
+        summary="The newest frame as PNG/JPEG",
+        response_class=Response,
+        responses=responses(
+            {200: media("The newest frame", "image/png", "image/jpeg")}, [400, 404, 503]
+        ),
+    )
     async def latest_image(source: str, format: str | None = None) -> Response:
         fmt = format or config.image_format
         if fmt not in ("png", "jpeg"):
@@ -45,7 +57,11 @@ def add_observation_routes(app: FastAPI, store: ObservationStore, config: Observ
         body = await asyncio.to_thread(frame.encoded, fmt, config.jpeg_quality)
         return Response(body, media_type=content_type(fmt), headers=_frame_headers(frame))
 
-    @app.get("/observations/state", summary="The newest joint state")
+    @app.get(
+        "/observations/state",
+        summary="The newest joint state",
+        responses=responses({200: success(Envelope, "The newest joint state")}, [503]),
+    )
     async def latest_state() -> Response:
         seq, state = store.latest_state()
         if state is None:
