@@ -1,6 +1,6 @@
-"""What the attack tables share: a raw HTTP exchange, a chunked flood that watches the
-server's memory, a counting listener, a WebSocket handshake and a ``doraforge serve``
-process on a free port.
+"""What the attack tables send: the shared rows, a raw HTTP exchange, a chunked flood that
+watches the server's memory, and a WebSocket handshake (the peers they send to and the
+listeners that count dials are in :mod:`tests.security.attack_peers`).
 
 Every request here is written header by header (``http.client`` with ``skip_host``), so a
 row can send what a browser, a DNS-rebinding page or a hand-rolled agent would: a foreign
@@ -12,25 +12,16 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
-import os
-import re
 import select
-import signal
 import socket
-import subprocess
-import sys
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import psutil
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
-
-from paos.dataflow import PROJECT_ROOT, wait_until
+from websockets.typing import Origin, Subprotocol
 
 MiB = 1024 * 1024
 #: The wire limit both servers run with (Gateway ``max_body_bytes``, registry default).
@@ -55,12 +46,18 @@ JSON: tuple[str, str] = ("Content-Type", "application/json")
 #: What an MCP client must accept on ``POST /mcp``.
 ACCEPT_MCP: tuple[str, str] = ("Accept", "application/json, text/event-stream")
 
-#: Bodies a browser may send cross-origin without a preflight, and a body with no type.
+#: Bodies a browser may send cross-origin without a preflight (a JSON-looking parameter
+#: included), a body with no type, and a JSON type contradicted by a second header.
 NOT_JSON: dict[str, Headers] = {
     "text-plain": (("Content-Type", "text/plain"),),
+    "text-plain-with-a-json-parameter": (("Content-Type", "text/plain; x=application/json"),),
     "form-urlencoded": (("Content-Type", "application/x-www-form-urlencoded"),),
     "multipart-form-data": (("Content-Type", "multipart/form-data; boundary=attack"),),
     "no-content-type-with-a-body": (),
+    "content-type-duplicated": (
+        ("Content-Type", "application/json"),
+        ("Content-Type", "text/plain"),
+    ),
 }
 
 #: What a page on another origin sends, by row name; each takes the server's port.
@@ -276,9 +273,9 @@ def ws_handshake(
         with connect(
             f"ws://{host or f'127.0.0.1:{port}'}{path}",
             sock=sock,
-            origin=origin,  # type: ignore[arg-type]
+            origin=Origin(origin) if origin is not None else None,
             additional_headers=dict(headers or {}),
-            subprotocols=list(subprotocols) if subprotocols else None,  # type: ignore[arg-type]
+            subprotocols=[Subprotocol(p) for p in subprotocols] if subprotocols else None,
             open_timeout=REQUEST_TIMEOUT_S,
             close_timeout=5,
         ) as opened:
@@ -289,209 +286,3 @@ def ws_handshake(
         return Handshake(response.status_code, code=answer.code)
     finally:
         sock.close()
-
-
-# ------------------------------------------------------------------------- listener
-
-
-@dataclass(frozen=True)
-class Reply:
-    """What the listener answers on one path."""
-
-    status: int = 200
-    body: bytes = b'{"ok":true}'
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-
-class Listener:
-    """A loopback HTTP server on a free port that counts every connection made to it and
-    records every raw request target, answering each as ``replies`` says (default 200 JSON).
-
-    The counts are how a row proves that nothing was dialled.
-    """
-
-    def __init__(
-        self, replies: Mapping[str, Reply] | None = None, *, host: str = "127.0.0.1"
-    ) -> None:
-        self.replies = dict(replies or {})
-        self.paths: list[str] = []
-        self._connections = 0
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer((host, 0), self._handler())
-        self._server.daemon_threads = True
-        self._count_connections()
-        # A short poll keeps shutdown() quick; the default half second adds up per row.
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-
-    @property
-    def port(self) -> int:
-        return int(self._server.server_address[1])
-
-    @property
-    def url(self) -> str:
-        return f"http://{self._server.server_address[0]}:{self.port}"
-
-    @property
-    def connections(self) -> int:
-        with self._lock:
-            return self._connections
-
-    def hits(self, path: str) -> int:
-        with self._lock:
-            return self.paths.count(path)
-
-    def requests(self) -> list[str]:
-        """Every request path received so far, in order."""
-        with self._lock:
-            return list(self.paths)
-
-    def __enter__(self) -> Listener:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
-
-    def _count_connections(self) -> None:
-        accept = self._server.get_request
-
-        def counted() -> tuple[socket.socket, Any]:
-            request = accept()
-            with self._lock:
-                self._connections += 1
-            return request
-
-        self._server.get_request = counted  # type: ignore[method-assign]
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        listener = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _answer(self) -> None:
-                path = self.path  # the raw request target, query and all
-                with listener._lock:
-                    listener.paths.append(path)
-                reply = listener.replies.get(path, Reply())
-                self.send_response(reply.status)
-                for name, value in {"Content-Type": "application/json", **reply.headers}.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(reply.body)))
-                self.end_headers()
-                self.wfile.write(reply.body)
-
-            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer
-
-            def log_message(self, *_args: Any) -> None:
-                return  # a listener hit is counted, not logged
-
-        return Handler
-
-
-# ------------------------------------------------------------------- doraforge serve
-
-LISTENING = re.compile(r"registry listening on http://(\[[^\]]+\]|[^\s:/]+):(\d+)")
-START_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 20.0
-
-
-@dataclass
-class ServeProcess:
-    """A running ``doraforge serve``: its process, where it listens, its token and logs."""
-
-    process: subprocess.Popen[bytes]
-    stdout: Path
-    stderr: Path
-    port: int = 0
-    bound: str = ""
-    token: str | None = None
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def bearer(self) -> tuple[tuple[str, str], ...]:
-        """The ``Authorization`` header this server wants (none when it has no token)."""
-        return () if self.token is None else (("Authorization", f"Bearer {self.token}"),)
-
-    def errors(self) -> str:
-        return self.stderr.read_text(encoding="utf-8", errors="replace")
-
-
-def serve_command(home: Path, *options: str) -> list[str]:
-    """``doraforge serve`` on a free port under ``home`` with ``options``."""
-    return [sys.executable, "-m", "paos.cli", "serve", "--home", str(home), "--port", "0", *options]
-
-
-def serve_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    # A wide terminal keeps the one address line on one line.
-    return {**os.environ, "COLUMNS": "400", **(extra or {})}
-
-
-@contextlib.contextmanager
-def serve_process(
-    directory: Path, *options: str, token: str | None = None
-) -> Iterator[ServeProcess]:
-    """Start ``doraforge serve`` with ``options`` and a home under ``directory``, wait for
-    the address it prints, and always stop it (SIGTERM, then SIGKILL)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    stdout, stderr = directory / "serve.out", directory / "serve.err"
-    with stdout.open("wb") as out, stderr.open("wb") as err:
-        process = subprocess.Popen(
-            serve_command(directory / "home", *options),
-            cwd=PROJECT_ROOT,
-            env=serve_environment(),
-            stdout=out,
-            stderr=err,
-        )
-    running = ServeProcess(process, stdout, stderr, token=token)
-    try:
-        found = _await_address(running)
-        running.bound, running.port = found.group(1).strip("[]"), int(found.group(2))
-        yield running
-    finally:
-        stop(process)
-
-
-def _await_address(running: ServeProcess) -> re.Match[str]:
-    found: list[re.Match[str]] = []
-
-    def listening() -> bool:
-        match = LISTENING.search(running.stdout.read_text(encoding="utf-8", errors="replace"))
-        if match:
-            found.append(match)
-        return bool(match) or running.process.poll() is not None
-
-    wait_until(listening, START_TIMEOUT_S, interval_s=0.05)
-    assert found, (
-        f"doraforge serve printed no address (exit {running.process.poll()}):\n"
-        f"{running.stdout.read_text()}\n{running.errors()}"
-    )
-    return found[0]
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, then SIGKILL after :data:`STOP_TIMEOUT_S`; never leaves the process."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=STOP_TIMEOUT_S)
-
-
-def write_private(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` with mode 0600 (as a token file must be)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    return path

@@ -34,6 +34,7 @@ from tests.security.attack_support import (
     REBINDING_HOSTS,
     TOKEN_REFUSALS,
     Answer,
+    Headers,
     MiB,
     chunked_flood,
     declared_oversize,
@@ -133,7 +134,7 @@ def _lookup_read(_stack: MockStack) -> Target:
 
 
 @pytest.fixture
-def hanging(request: pytest.FixtureRequest) -> Iterator[Callable[[MockStack], str]]:
+def hanging() -> Iterator[Callable[[MockStack], str]]:
     """Start a ``move`` that hangs until cancelled; always cancel it and wait it out."""
     started: list[tuple[MockStack, str]] = []
 
@@ -159,14 +160,19 @@ def target(stack: MockStack, surface: str, hanging: Callable[[MockStack], str]) 
     """The :class:`Target` for ``surface`` on ``stack`` (a cancel gets its own hang)."""
     if surface == "cancel":
         return _cancel(stack, hanging(stack))
-    builders = {"query": _query, "action": _action, "catalog": _catalog_read}
-    return {**builders, "lookup": _lookup_read}[surface](stack)
+    builders: dict[str, Callable[[MockStack], Target]] = {
+        "query": _query,
+        "action": _action,
+        "catalog": _catalog_read,
+        "lookup": _lookup_read,
+    }
+    return builders[surface](stack)
 
 
 def send(
     stack: MockStack,
     goal: Target,
-    headers: tuple[tuple[str, str], ...] = (JSON,),
+    headers: Headers = (JSON,),
     *,
     hosts: list[str] | None = None,
     body: bytes | None = None,
@@ -296,15 +302,26 @@ def test_a_stream_opened_from_the_gateways_own_origin_opens(gateway: MockStack, 
     assert ws_handshake(gateway.port, path, origin=own).status == 101
 
 
-def _ws_offers(token: str) -> dict[str, dict[str, object]]:
+@dataclass(frozen=True)
+class Offer:
+    """What a WebSocket client presents: a query string, headers, subprotocols."""
+
+    query: str = ""
+    headers: dict[str, str] | None = None
+    subprotocols: list[str] | None = None
+
+
+def _ws_offer(case: str, token: str) -> Offer:
     wrong = "w" * len(token)
     return {
-        "no-token": {},
-        "wrong-bearer-header": {"headers": {"Authorization": f"Bearer {wrong}"}},
-        "short-bearer-header": {"headers": {"Authorization": f"Bearer {token[:16]}"}},
-        "wrong-subprotocol-token": {"subprotocols": ["doraforge.v1", f"doraforge.bearer.{wrong}"]},
-        "token-in-the-query-string": {"query": f"?access_token={token}"},
-    }
+        "no-token": Offer(),
+        "wrong-bearer-header": Offer(headers={"Authorization": f"Bearer {wrong}"}),
+        "short-bearer-header": Offer(headers={"Authorization": f"Bearer {token[:16]}"}),
+        "wrong-subprotocol-token": Offer(
+            subprotocols=["doraforge.v1", f"doraforge.bearer.{wrong}"]
+        ),
+        "token-in-the-query-string": Offer(query=f"?access_token={token}"),
+    }[case]
 
 
 WS_REFUSALS = {
@@ -322,9 +339,13 @@ def test_a_stream_without_the_right_token_is_refused_401(
     locked_gateway: MockStack, path: str, offer: str
 ) -> None:
     assert locked_gateway.token is not None
-    options = dict(_ws_offers(locked_gateway.token)[offer])
-    query = str(options.pop("query", ""))
-    opened = ws_handshake(locked_gateway.port, path + query, **options)  # type: ignore[arg-type]
+    shown = _ws_offer(offer, locked_gateway.token)
+    opened = ws_handshake(
+        locked_gateway.port,
+        path + shown.query,
+        headers=shown.headers,
+        subprotocols=shown.subprotocols,
+    )
     assert (opened.status, opened.code) == (401, WS_REFUSALS[offer])
 
 

@@ -29,6 +29,7 @@ import httpx
 import pytest
 
 from doraforge.wire.tokens import write_token
+from tests.security.attack_peers import Listener, Reply, ServeProcess, serve_process
 from tests.security.attack_support import (
     ACCEPT_MCP,
     FOREIGN_ORIGINS,
@@ -39,16 +40,12 @@ from tests.security.attack_support import (
     TOKEN_REFUSALS,
     Answer,
     Headers,
-    Listener,
     MiB,
-    Reply,
-    ServeProcess,
     chunked_flood,
     declared_oversize,
     deep_array,
     exchange,
     presented,
-    serve_process,
 )
 
 MAX_FLOOD_GROWTH = 32 * MiB
@@ -231,6 +228,20 @@ def _bundle_put(registry: Registry) -> Target:
     return Target("PUT", f"/api/api-tools/{name}", (), body, frame, admitted)
 
 
+def _live_probe(registry: Registry) -> Target:
+    """A live probe of the canary bundle: the registry itself dials the upstream."""
+    before = len(registry.canary.requests())
+
+    def frame(members: str) -> bytes:
+        return ('{"tool":"ping","live":true' + members + "}").encode()
+
+    def admitted(_: Answer) -> bool:
+        return len(registry.canary.requests()) > before
+
+    path = f"/api/api-tools/{CANARY}/probe"
+    return Target("POST", path, (), frame(',"arguments":{}'), frame, admitted)
+
+
 def _read(path: str, marker: bytes, method: str = "GET", body: bytes | None = None) -> Target:
     headers = (ACCEPT_MCP,) if path == "/mcp" else ()
     return Target(method, path, headers, body, lambda _: b"", lambda a: marker in a.body)
@@ -245,10 +256,11 @@ def target(registry: Registry, surface: str) -> Target:
     if surface == "mcp-list":
         listing = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
         return _read("/mcp", b'"tools"', "POST", listing)
-    return {"call": _call, "mcp": _mcp_call, "bundle": _bundle_put}[surface](registry)
+    writes = {"call": _call, "mcp": _mcp_call, "bundle": _bundle_put, "probe": _live_probe}
+    return writes[surface](registry)
 
 
-WRITES = ("call", "mcp", "bundle")
+WRITES = ("call", "mcp", "bundle", "probe")
 READS = ("catalog", "manifest", "mcp-list")
 
 
@@ -421,27 +433,28 @@ def test_a_hostile_json_call_is_refused_400_with_its_rule_and_no_tool_runs(
     assert_refused(answer, goal, 400, code)
 
 
-def _hostile_bundles(registry: Registry) -> dict[str, tuple[str, str]]:
-    return {
-        "nesting-100000-deep": (f',"description":{deep_array()}', "JSON_TOO_DEEP"),
-        "integer-of-5000-digits": (f',"description":{HUGE_INTEGER}', "JSON_UNSAFE_INTEGER"),
-        "duplicate-base-url-naming-another-port": (
-            f',"baseUrl":"{registry.other.url}"',
-            "JSON_DUPLICATE_KEY",
-        ),
-    }
+#: Raw JSON members appended to an otherwise valid bundle; each takes the address of
+#: another service on the canary's host (a last-wins parser would save that one).
+HOSTILE_BUNDLES: dict[str, tuple[Callable[[str], str], str]] = {
+    "nesting-100000-deep": (lambda _other: f',"description":{deep_array()}', "JSON_TOO_DEEP"),
+    "integer-of-5000-digits": (
+        lambda _other: f',"description":{HUGE_INTEGER}',
+        "JSON_UNSAFE_INTEGER",
+    ),
+    "duplicate-base-url-naming-another-port": (
+        lambda other: f',"baseUrl":"{other}"',
+        "JSON_DUPLICATE_KEY",
+    ),
+}
 
 
-@pytest.mark.parametrize(
-    "case",
-    ["nesting-100000-deep", "integer-of-5000-digits", "duplicate-base-url-naming-another-port"],
-)
+@pytest.mark.parametrize("case", list(HOSTILE_BUNDLES))
 def test_a_hostile_json_bundle_is_refused_400_with_its_rule_and_nothing_is_saved(
     registry: Registry, case: str
 ) -> None:
     goal = target(registry, "bundle")
-    members, code = _hostile_bundles(registry)[case]
-    answer = send(registry, goal, body=goal.frame(members))
+    members, code = HOSTILE_BUNDLES[case]
+    answer = send(registry, goal, body=goal.frame(members(registry.other.url)))
     assert_refused(answer, goal, 400, code)
     assert registry.other.connections == 0
 
