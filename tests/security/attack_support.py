@@ -167,6 +167,14 @@ def exchange(
         connection.close()
 
 
+def raw_exchange(port: int, request: bytes) -> Answer:
+    """Write ``request`` byte for byte to ``127.0.0.1:port`` and read the answer, for
+    requests no HTTP client library would form (both framings, two lengths)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=REQUEST_TIMEOUT_S) as sock:
+        sock.sendall(request)
+        return _parse_response(_read_until_closed(sock))
+
+
 def declared_oversize(
     port: int, path: str, headers: Sequence[tuple[str, str]], *, method: str = "POST"
 ) -> Answer:

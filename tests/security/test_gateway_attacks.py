@@ -41,6 +41,7 @@ from tests.security.attack_support import (
     deep_array,
     exchange,
     presented,
+    raw_exchange,
     ws_handshake,
 )
 
@@ -133,6 +134,16 @@ def _lookup_read(_stack: MockStack) -> Target:
     return Target("GET", path, None, lambda answer: b'"invocations"' in answer.body)
 
 
+def _openapi_read(_stack: MockStack) -> Target:
+    return Target("GET", "/openapi.json", None, lambda answer: b'"openapi"' in answer.body)
+
+
+def _unknown_route(_stack: MockStack) -> Target:
+    # Reaching the router at all would answer 404 and tell a prober which routes exist.
+    path = "/no/such/route"
+    return Target("GET", path, None, lambda answer: answer.code == "FORGE_TOOL_ROUTE_NOT_FOUND")
+
+
 @pytest.fixture
 def hanging() -> Iterator[Callable[[MockStack], str]]:
     """Start a ``move`` that hangs until cancelled; always cancel it and wait it out."""
@@ -153,7 +164,7 @@ def hanging() -> Iterator[Callable[[MockStack], str]]:
 
 
 WRITES = ("query", "action", "cancel")
-READS = ("catalog", "lookup")
+READS = ("catalog", "lookup", "openapi", "unknown-route")
 
 
 def target(stack: MockStack, surface: str, hanging: Callable[[MockStack], str]) -> Target:
@@ -165,6 +176,8 @@ def target(stack: MockStack, surface: str, hanging: Callable[[MockStack], str]) 
         "action": _action,
         "catalog": _catalog_read,
         "lookup": _lookup_read,
+        "openapi": _openapi_read,
+        "unknown-route": _unknown_route,
     }
     return builders[surface](stack)
 
@@ -396,7 +409,7 @@ def test_the_same_request_with_the_token_is_admitted(
 ) -> None:
     goal = target(locked_gateway, surface, hanging)
     answer = send(locked_gateway, goal)
-    assert answer.status in (200, 202), answer
+    assert answer.status in (200, 202, 404), answer  # 404: the unknown route, reached
     assert goal.admitted(answer)
 
 
@@ -422,6 +435,31 @@ def test_a_declared_length_over_the_limit_is_refused_413_before_any_byte_is_sent
     goal = target(gateway, surface, hanging)
     answer = declared_oversize(gateway.port, goal.path, (JSON,))
     assert_refused(answer, goal, 413, "FORGE_TOOL_BODY_TOO_LARGE")
+
+
+SMUGGLING: dict[str, Callable[[bytes], bytes]] = {
+    "content-length-and-chunked": lambda body: (
+        b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n" % len(body)
+        + b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    ),
+    "two-content-lengths": lambda body: (
+        b"Content-Length: %d\r\nContent-Length: 2\r\n\r\n%s" % (len(body), body)
+    ),
+    "negative-content-length": lambda body: b"Content-Length: -1\r\n\r\n" + body,
+}
+
+
+@pytest.mark.parametrize("framing", list(SMUGGLING))
+def test_an_ambiguously_framed_body_is_refused_400_and_nothing_is_admitted(
+    gateway: MockStack, framing: str
+) -> None:
+    goal = _action(gateway)
+    assert goal.body is not None
+    head = f"POST {goal.path} HTTP/1.1\r\nHost: 127.0.0.1:{gateway.port}\r\n"
+    head += "Content-Type: application/json\r\nConnection: close\r\n"
+    answer = raw_exchange(gateway.port, head.encode() + SMUGGLING[framing](goal.body))
+    assert answer.status == 400, answer  # the HTTP parser's refusal, before any route
+    assert not goal.admitted(answer)
 
 
 def _action_with(arguments: str) -> bytes:
