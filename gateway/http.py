@@ -20,8 +20,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from doraforge.wire.errors import WireError
-from doraforge.wire.guard import TransportGuard, TransportPolicy, json_body, policy_for_bind
+from doraforge.wire.guard import (
+    NO_BODY,
+    TransportGuard,
+    TransportPolicy,
+    json_body,
+    policy_for_bind,
+)
 from gateway.admission import InvokeBody
+from gateway.config import GatewayConfig
 from gateway.core import Gateway, tool_context
 from gateway.errors import (
     Conflict,
@@ -124,7 +131,7 @@ def _decoded(value: str, name: str) -> str:
 def read_json_object(request: Request, *, allow_empty: bool) -> dict[str, Any]:
     """The body the transport guard read and parsed (bounded, strict JSON), as an object."""
     value = json_body(request)
-    if value is None:
+    if value is NO_BODY:
         if allow_empty:
             return {}
         raise InvalidRequest("FORGE_TOOL_INVALID_BODY", "a JSON object body is required")
@@ -133,22 +140,23 @@ def read_json_object(request: Request, *, allow_empty: bool) -> dict[str, Any]:
     return value
 
 
-def render_refusal(error: WireError) -> tuple[int, dict[str, str], bytes]:
+def render_refusal(error: WireError, _scope: Scope) -> tuple[int, dict[str, str], bytes]:
     """A transport-guard refusal in the Gateway's error envelope."""
     payload = {"ok": False, "msg": error.message, "error": error.to_payload()}
     body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
     return error.status, error.headers, body.encode()
 
 
-def loopback_policy(gateway: Gateway) -> TransportPolicy:
-    """The policy of a Gateway with no security configuration beyond its bind address."""
+def gateway_policy(config: GatewayConfig, token: str | None) -> TransportPolicy:
+    """The transport policy of a Gateway with ``config`` and ``token``; raises
+    ``BindRefused`` for a non-loopback bind with no token unless ``security.insecure``."""
     return policy_for_bind(
-        gateway.config.host,
-        token=None,
-        server_names=gateway.config.security.server_names,
-        allowed_origins=gateway.config.security.allowed_origins,
-        insecure=gateway.config.security.insecure,
-        max_body_bytes=gateway.config.max_body_bytes,
+        config.host,
+        token=token,
+        server_names=config.security.server_names,
+        allowed_origins=config.security.allowed_origins,
+        insecure=config.security.insecure,
+        max_body_bytes=config.max_body_bytes,
         code_prefix="FORGE_TOOL_",
     )
 
@@ -193,8 +201,8 @@ def parse_invoke_body(value: dict[str, Any]) -> InvokeBody:
 def create_app(gateway: Gateway, policy: TransportPolicy | None = None) -> FastAPI:
     """Build the HTTP application serving ``gateway`` behind the transport guard.
 
-    ``policy`` defaults to :func:`loopback_policy` (no token), which refuses to build for a
-    non-loopback bind unless the config says ``insecure``."""
+    ``policy`` defaults to the config's with no token, which refuses to build for a
+    non-loopback bind unless the config says ``security.insecure``."""
     app = FastAPI(
         title="doraforge Gateway",
         version="1.0",
@@ -379,7 +387,7 @@ def create_app(gateway: Gateway, policy: TransportPolicy | None = None) -> FastA
     app.add_middleware(RawPathRouting)
     # Outermost: nothing below runs for a request the guard refuses.
     app.add_middleware(
-        TransportGuard, policy=policy or loopback_policy(gateway), render=render_refusal
+        TransportGuard, policy=policy or gateway_policy(gateway.config, None), render=render_refusal
     )
     return app
 

@@ -242,7 +242,7 @@ class ToolRuntime:
             return invocation, "terminal"
         spec = self._catalog.get(invocation.tool_id)
         assert spec is not None  # the catalog is immutable and admitted this tool
-        invocation.cancel_status = "requested"
+        previous, invocation.cancel_status = invocation.cancel_status, "requested"
         envelope = wire.control_request(
             self._context(spec, invocation),
             command,
@@ -257,6 +257,13 @@ class ToolRuntime:
         except (TimeoutError, InstanceLost, ToolProtocolError) as exc:
             log.warning("control %s of %s unanswered: %s", command, invocation_id, exc)
             return invocation, "requested"
+        except ConnectionError as exc:  # never sent: no route, or Dora refused the output
+            invocation.cancel_status = previous
+            raise Unavailable(
+                "FORGE_TOOL_CONTROL_UNDELIVERED",
+                f"the {command} request could not be sent to the provider; retry",
+                details={"invocation_id": invocation_id},
+            ) from exc
         if not invocation.terminal or invocation.cancel_status == "requested":
             invocation.cancel_status = status
         if status == "accepted" and not invocation.terminal:

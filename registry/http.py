@@ -21,6 +21,7 @@ from starlette.types import Scope
 
 from doraforge.wire.errors import WireError
 from doraforge.wire.guard import (
+    NO_BODY,
     TransportGuard,
     TransportPolicy,
     default_render,
@@ -70,8 +71,9 @@ def server_principal(
 
 def read_json_body(request: Request) -> Any:
     """The body the transport guard read (bounded) and parsed (strict JSON); ``None`` when
-    empty."""
-    return json_body(request)
+    empty (no route of the registry takes a JSON ``null``)."""
+    value = json_body(request)
+    return None if value is NO_BODY else value
 
 
 def registry_policy(settings: ServerSettings) -> TransportPolicy:

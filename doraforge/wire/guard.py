@@ -48,7 +48,6 @@ WS_TOKEN_PREFIX = "doraforge.bearer."
 MIN_TOKEN_LENGTH = 16
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _JSON_KEY = "doraforge.json_body"
-_EMPTY: Any = object()
 
 type Render = Callable[[WireError, Scope], tuple[int, dict[str, str], bytes]]
 
@@ -132,16 +131,25 @@ def policy_for_bind(
     )
 
 
+class _NoBody:
+    """The type of :data:`NO_BODY`."""
+
+    def __repr__(self) -> str:
+        return "NO_BODY"
+
+
+#: What :func:`json_body` answers for an empty body (a JSON ``null`` body is ``None``).
+NO_BODY: Any = _NoBody()
+_MISSING: Any = object()
+
+
 def json_body(request: Any) -> Any:
-    """The body the guard parsed for ``request`` (a Starlette request), ``None`` when the
-    body was empty. Raises ``LookupError`` when the route is not behind a guard."""
+    """The body the guard parsed for ``request`` (a Starlette request); :data:`NO_BODY`
+    when the body was empty. Raises ``LookupError`` when the route is not behind a guard."""
     value = request.scope.get(_JSON_KEY, _MISSING)
     if value is _MISSING:
         raise LookupError("this route is not behind the transport guard")
-    return None if value is _EMPTY else value
-
-
-_MISSING: Any = object()
+    return value
 
 
 class TransportGuard:
@@ -261,7 +269,7 @@ class TransportGuard:
             # No Content-Type is fine only for an empty body (Forge clients POST cancel
             # and stop without one); any bytes must be declared JSON.
             raise self._not_json("")
-        scope[_JSON_KEY] = self._parsed(body) if body.strip() else _EMPTY
+        scope[_JSON_KEY] = self._parsed(body) if body.strip() else NO_BODY
         return _replay(body, receive)
 
     async def _bounded(self, headers: Mapping[str, str], receive: Receive) -> bytes:
@@ -442,6 +450,7 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 __all__ = [
     "LOOPBACK_NAMES",
+    "NO_BODY",
     "WS_SUBPROTOCOL",
     "WS_TOKEN_PREFIX",
     "BindRefused",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from doraforge.wire.guard import json_body
+from doraforge.wire.guard import NO_BODY, json_body
 from registry.api_tools.bundle import Bundle, parse_bundle
 from registry.api_tools.client import ApiClient
 from registry.api_tools.errors import RegistryError, ToolFailure
@@ -42,7 +42,7 @@ async def _json_body(request: Request) -> Any:
     """The body the transport guard read with the server's streamed limit and parsed as
     strict JSON (duplicate keys, huge integers and deep nesting are refused there)."""
     body = json_body(request)
-    if body is None:
+    if body is NO_BODY:
         raise RegistryError("API_BODY_INVALID", "a JSON body is required", status=400)
     return body
 

@@ -396,7 +396,7 @@ async def test_control_must_fit_the_semantics():
         await wait_terminal(stack, session["invocation_id"])
 
 
-@pytest.mark.parametrize("body", [b'{"reason":"now"}', b"[]", b"{", b'"x"'])
+@pytest.mark.parametrize("body", [b'{"reason":"now"}', b"[]", b"{", b'"x"', b"null"])
 @pytest.mark.parametrize("command", ["cancel", "stop"])
 async def test_control_with_a_non_empty_body_is_400(body, command):
     async with running_stack() as stack:
@@ -678,3 +678,21 @@ async def test_untrusted_host_header_is_refused_on_loopback():
     async with running_stack() as stack:
         response = await stack.client.get("/tools", headers={"host": "evil.example"})
         assert_error(response, 403, "FORGE_TOOL_HOST_NOT_ALLOWED")
+
+
+async def test_a_cancel_that_cannot_be_sent_is_a_retryable_503_not_a_500():
+    def accept_then_unroutable(envelope):
+        if envelope.message_type == "tool.control.request":
+            raise ConnectionError("dora send_output failed")
+        if envelope.message_type == "tool.invoke.request":
+            return make_invoke_response_envelope(ToolAccepted(details={}), envelope)
+        return None
+
+    async with scripted_stack(accept_then_unroutable) as stack:
+        admitted = await stack.client.post("/tools/mock.move:invoke", json={"arguments": HANG})
+        invocation_id = data(admitted, 202)["invocation_id"]
+        response = await stack.client.post(f"/invocations/{invocation_id}/cancel")
+        error = assert_error(response, 503, "FORGE_TOOL_CONTROL_UNDELIVERED")
+        assert error["retryable"] is True
+        assert response.headers["retry-after"] == "1"
+        assert (await read(stack, invocation_id))["cancel_status"] == "none"

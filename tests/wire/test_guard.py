@@ -14,6 +14,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from doraforge.wire.guard import (
+    NO_BODY,
     WS_SUBPROTOCOL,
     WS_TOKEN_PREFIX,
     BindRefused,
@@ -39,6 +40,7 @@ class Recorder:
 
     async def echo(self, request: Request) -> JSONResponse:
         body = json_body(request) if request.method != "GET" else None
+        body = "<empty>" if body is NO_BODY else body
         self.bodies.append(body)
         return JSONResponse({"reached": True, "body": body})
 
@@ -290,8 +292,18 @@ async def test_only_an_empty_body_may_omit_the_content_type() -> None:
         empty = await http.post("/echo")
         undeclared = await http.post("/echo", content=b'{"a":1}')
     assert empty.status_code == 200
-    assert empty.json()["body"] is None
+    assert empty.json()["body"] == "<empty>"
     assert undeclared.status_code == 415
+    assert recorder.bodies == ["<empty>"]
+
+
+async def test_a_json_null_body_is_not_an_empty_body() -> None:
+    http, recorder = client(LOOPBACK)
+    async with http:
+        answer = await http.post(
+            "/echo", content=b"null", headers={"content-type": "application/json"}
+        )
+    assert answer.json()["body"] is None
     assert recorder.bodies == [None]
 
 
