@@ -33,8 +33,9 @@ from bench.support import (
     summary,
     wait_http,
 )
-from paos.dataflow import DATAFLOWS, Dataflow, dora_environment, free_port
-from paos.gateway_auth import bearer, dataflow_auth, http_client
+from doraforge.dataflows import DATAFLOWS
+from doraforge.paos.gateway_auth import bearer, dataflow_auth, http_client
+from doraforge.skill_runtime.dora_run import Dataflow, dora_environment, free_port
 
 ECHO = {"arguments": {"message": "x" * 200}}
 QUERY_PATH = "/tools/mock/echo:invoke"
@@ -120,7 +121,7 @@ def _measure(
                 )
             )
             print(f"  8 clients: {throughput['qps']} Queries/s", flush=True)
-            gateway = find_node(flow.process.pid, "-m gateway")
+            gateway = find_node(flow.process.pid, "-m doraforge.gateway")
             memory = _actions_rss(client, gateway, actions)
     return {"latency": latency, "throughput": throughput, "rss": memory}
 

@@ -13,9 +13,9 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
+from doraforge.gateway.http import ok, parse_invoke_body, read_json_object, render_refusal
+from doraforge.gateway.main import new_loop, server_config
 from doraforge.wire.guard import TransportGuard, policy_for_bind
-from gateway.http import ok, parse_invoke_body, read_json_object, render_refusal
-from gateway.main import new_loop, server_config
 
 
 def floor_app() -> FastAPI:

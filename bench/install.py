@@ -3,7 +3,7 @@
 Measured in one run, on real files in a temporary directory:
   * a deterministic bundle (seeded): a valid ``skill.yaml``, ``SKILL.md``, 2,000 small
     files of 1-16 KiB and three 10 MiB files of mildly compressible data, packed with
-    ``paos.skills.archive.pack``;
+    ``doraforge.skill_runtime.archive.pack``;
   * ``extract`` into a fresh directory: the install core (every member check, hashing
     while writing, the inventory match);
   * the floor, in the same run: ``tar -xzf`` into a fresh directory followed by
@@ -37,10 +37,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from paos.home import PaosHome
-from paos.skills.archive import extract, pack
-from paos.skills.installer import Installer
-from paos.skills.runtime import RuntimeManager
+from doraforge.paos.home import PaosHome
+from doraforge.skill_runtime.archive import extract, pack
+from doraforge.skill_runtime.installer import Installer
+from doraforge.skill_runtime.runtime import RuntimeManager
 
 SKILL_YAML = """\
 manifest_version: 2

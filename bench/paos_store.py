@@ -42,15 +42,15 @@ from forge_msgs import Image
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.support import summary
-from gateway.config import ImageSource, ObservationsConfig, load_config
-from gateway.core import Gateway
-from gateway.http import create_app
-from paos.client import ForgeToolClient
-from paos.evidence import capture
-from paos.finalize import finalize
-from paos.store import AgentTaskStore, NewRecord
-from paos.tasks import TaskService
-from paos.verify.contract import parse_contract
+from doraforge.gateway.config import ImageSource, ObservationsConfig, load_config
+from doraforge.gateway.core import Gateway
+from doraforge.gateway.http import create_app
+from doraforge.paos.client import ForgeToolClient
+from doraforge.paos.evidence import capture
+from doraforge.paos.finalize import finalize
+from doraforge.paos.store import AgentTaskStore, NewRecord
+from doraforge.paos.tasks import TaskService
+from doraforge.paos.verify.contract import parse_contract
 
 ROOT = Path(__file__).resolve().parents[1]
 MOCK_GATEWAY = ROOT / "dataflows" / "mock.gateway.yml"

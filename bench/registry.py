@@ -31,8 +31,8 @@ from jsonschema import Draft202012Validator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from registry.model import Principal
-from registry.service import RegistryService
+from doraforge.registry.model import Principal
+from doraforge.registry.service import RegistryService
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -156,8 +156,8 @@ def _sdk_app() -> Any:
 
 
 def _registry_app() -> Any:
-    from registry.server import build_app
-    from registry.settings import ServerSettings
+    from doraforge.registry.server import build_app
+    from doraforge.registry.settings import ServerSettings
 
     settings = ServerSettings(grants=frozenset({"robot.read"}), mcp_enabled=True)
     return build_app(_service(), settings)
@@ -168,7 +168,7 @@ def _serve_in_thread(app: Any) -> tuple[Any, Any, str]:
 
     import uvicorn
 
-    from registry.server import uvicorn_config
+    from doraforge.registry.server import uvicorn_config
 
     server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", 0))
     thread = threading.Thread(target=server.run, daemon=True)

@@ -27,9 +27,10 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.support import summary, wait_http
-from paos.dataflow import DATAFLOWS, Dataflow, dora_environment, free_port
-from paos.gateway_auth import bearer, dataflow_auth, http_client
-from paos.pick_place import pick_and_place
+from doraforge.cli.demos.pick_place import pick_and_place
+from doraforge.dataflows import DATAFLOWS
+from doraforge.paos.gateway_auth import bearer, dataflow_auth, http_client
+from doraforge.skill_runtime.dora_run import Dataflow, dora_environment, free_port
 
 READY_TOOLS = ("world.scene_state", "arm.move_to_pose", "gripper.grasp", "camera.capture")
 
@@ -53,12 +54,12 @@ def node_render_ms(client: httpx.Client) -> float:
 
 def bare_render_ms(frames: int) -> float:
     """``mujoco.Renderer`` on the same scene, no node around it (same thread per frame)."""
-    from sim.render import gl_backend
+    from doraforge.sim.render import gl_backend
 
     gl_backend()
     import mujoco
 
-    from sim.world import World
+    from doraforge.sim.world import World
 
     world = World(seed=0)
     renderer = mujoco.Renderer(world.model, 480, 640)
@@ -118,7 +119,10 @@ def main() -> int:
             DORAFORGE_LOG_LEVEL="WARNING",
         )
         base = f"http://127.0.0.1:{port}"
-        with (Path(tmp) / "sim.log").open("wb") as log, Dataflow(DATAFLOWS / "sim.yml", env, log):
+        with (
+            (Path(tmp) / "sim.log").open("wb") as log,
+            Dataflow(DATAFLOWS / "sim.yml", env, log),
+        ):
             wait_http(f"{base}/tools", 120, "gateway", headers=bearer(auth.token))
             with http_client(base, auth.token, timeout_s=30) as client:
                 wait_ready(client)

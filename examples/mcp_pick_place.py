@@ -20,7 +20,7 @@ import httpx
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from paos.pick_place import plan_steps
+from doraforge.cli.demos.pick_place import plan_steps
 
 URL = sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8765/mcp"
 TOKEN = os.environ.get("DORAFORGE_REGISTRY_TOKEN")

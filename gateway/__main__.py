@@ -2,6 +2,6 @@
 
 import sys
 
-from gateway.main import main
+from doraforge.gateway.main import main
 
 sys.exit(main())

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.catalog import Catalog, ToolSpec
-from gateway.config import GatewayConfig
-from gateway.errors import Conflict, InvalidRequest, NotFound, Unavailable, Unprocessable
-from gateway.registry import EndpointRecord, EndpointRegistry
+from doraforge.gateway.catalog import Catalog, ToolSpec
+from doraforge.gateway.config import GatewayConfig
+from doraforge.gateway.errors import Conflict, InvalidRequest, NotFound, Unavailable, Unprocessable
+from doraforge.gateway.registry import EndpointRecord, EndpointRegistry
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from typing import Any
 
 from forge_tool import DEFAULT_MAX_MESSAGE_BYTES, ToolEnvelope, ToolProtocolError
 
-from gateway.config import ProviderRoute
-from nodes import toolcodec
+from doraforge.gateway.config import ProviderRoute
+from doraforge.nodes import toolcodec
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ from forge_tool import ToolEndpointDescriptor, ToolOperationDescriptor
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from gateway.canonical import canonical_bytes, sha256_hex
-from gateway.config import ToolSpecConfig
-from gateway.errors import ConfigError
+from doraforge.gateway.canonical import canonical_bytes, sha256_hex
+from doraforge.gateway.config import ToolSpecConfig
+from doraforge.gateway.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -15,16 +15,16 @@ from typing import Any
 
 from forge_tool import ToolEnvelope, make_endpoint_registry_response_envelope
 
-from gateway.catalog import Catalog
-from gateway.clock import Clock, SystemClock
-from gateway.config import GatewayConfig
-from gateway.exchange import Exchanges
-from gateway.journal import Journal, MemoryJournal
-from gateway.observations import ObservationStore
-from gateway.query import QueryInvoker
-from gateway.registry import EndpointRegistry
-from gateway.runtime import ToolRuntime
-from nodes.toolcodec import WireMessage
+from doraforge.gateway.catalog import Catalog
+from doraforge.gateway.clock import Clock, SystemClock
+from doraforge.gateway.config import GatewayConfig
+from doraforge.gateway.exchange import Exchanges
+from doraforge.gateway.journal import Journal, MemoryJournal
+from doraforge.gateway.observations import ObservationStore
+from doraforge.gateway.query import QueryInvoker
+from doraforge.gateway.registry import EndpointRegistry
+from doraforge.gateway.runtime import ToolRuntime
+from doraforge.nodes.toolcodec import WireMessage
 
 log = logging.getLogger(__name__)
 

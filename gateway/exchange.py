@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from forge_tool import ToolEnvelope
 
-from nodes.toolcodec import WireMessage
+from doraforge.nodes.toolcodec import WireMessage
 
 type Send = Callable[[str, WireMessage], None]
 

@@ -19,18 +19,10 @@ from fastapi.responses import Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from doraforge.wire.errors import WireError
-from doraforge.wire.guard import (
-    NO_BODY,
-    TransportGuard,
-    TransportPolicy,
-    json_body,
-    policy_for_bind,
-)
-from gateway.admission import InvokeBody
-from gateway.config import GatewayConfig
-from gateway.core import Gateway, tool_context
-from gateway.errors import (
+from doraforge.gateway.admission import InvokeBody
+from doraforge.gateway.config import GatewayConfig
+from doraforge.gateway.core import Gateway, tool_context
+from doraforge.gateway.errors import (
     Conflict,
     GatewayError,
     Gone,
@@ -42,9 +34,9 @@ from gateway.errors import (
     Unavailable,
     Unprocessable,
 )
-from gateway.http_observations import add_observation_routes
-from gateway.invocation import Invocation
-from gateway.openapi import (
+from doraforge.gateway.http_observations import add_observation_routes
+from doraforge.gateway.invocation import Invocation
+from doraforge.gateway.openapi import (
     EMPTY_BODY,
     EVENT_RESUME,
     INVOKE_BODY,
@@ -59,7 +51,15 @@ from gateway.openapi import (
     responses,
     success,
 )
-from gateway.openapi import install as install_openapi
+from doraforge.gateway.openapi import install as install_openapi
+from doraforge.wire.errors import WireError
+from doraforge.wire.guard import (
+    NO_BODY,
+    TransportGuard,
+    TransportPolicy,
+    json_body,
+    policy_for_bind,
+)
 
 #: The single mapping from domain errors to HTTP statuses.
 STATUS_FOR_ERROR: dict[type[GatewayError], int] = {

@@ -18,10 +18,10 @@ from typing import Any
 from fastapi import FastAPI, WebSocket, WebSocketDisconnect
 from fastapi.responses import Response
 
-from gateway.config import ObservationsConfig
-from gateway.errors import InvalidRequest, NotFound, Unavailable
-from gateway.observations import Frame, ObservationStore, content_type
-from gateway.openapi import Envelope, media, responses, success
+from doraforge.gateway.config import ObservationsConfig
+from doraforge.gateway.errors import InvalidRequest, NotFound, Unavailable
+from doraforge.gateway.observations import Frame, ObservationStore, content_type
+from doraforge.gateway.openapi import Envelope, media, responses, success
 
 _KEEPALIVE_S = 5.0
 

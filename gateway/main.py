@@ -16,14 +16,14 @@ from pathlib import Path
 
 import uvicorn
 
+from doraforge.gateway.carrier import DoraCarrier
+from doraforge.gateway.config import GatewayConfig, load_config
+from doraforge.gateway.core import Gateway
+from doraforge.gateway.errors import ConfigError
+from doraforge.gateway.http import create_app, gateway_policy
+from doraforge.gateway.journal import FileJournal
 from doraforge.wire.guard import BindRefused, TransportPolicy
 from doraforge.wire.tokens import TokenError, load_token
-from gateway.carrier import DoraCarrier
-from gateway.config import GatewayConfig, load_config
-from gateway.core import Gateway
-from gateway.errors import ConfigError
-from gateway.http import create_app, gateway_policy
-from gateway.journal import FileJournal
 
 log = logging.getLogger("gateway")
 

@@ -8,14 +8,14 @@ from typing import Any
 
 from forge_tool import ToolEnvelope, ToolProtocolError
 
-from gateway import admission, wire
-from gateway.admission import InvokeBody
-from gateway.catalog import Catalog, ToolSpec
-from gateway.clock import Clock
-from gateway.config import GatewayConfig
-from gateway.errors import ProviderProtocolError, QueryTimeout, Unavailable
-from gateway.exchange import Exchanges, InstanceLost
-from gateway.registry import EndpointRecord, EndpointRegistry
+from doraforge.gateway import admission, wire
+from doraforge.gateway.admission import InvokeBody
+from doraforge.gateway.catalog import Catalog, ToolSpec
+from doraforge.gateway.clock import Clock
+from doraforge.gateway.config import GatewayConfig
+from doraforge.gateway.errors import ProviderProtocolError, QueryTimeout, Unavailable
+from doraforge.gateway.exchange import Exchanges, InstanceLost
+from doraforge.gateway.registry import EndpointRecord, EndpointRegistry
 
 
 class QueryInvoker:

@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.admission import unknown_result
-from gateway.invocation import PHASE_FOR_RESULT, Invocation
-from gateway.journal import SALVAGED_FIELDS, Journal, JournalLine, JournalRecord
+from doraforge.gateway.admission import unknown_result
+from doraforge.gateway.invocation import PHASE_FOR_RESULT, Invocation
+from doraforge.gateway.journal import SALVAGED_FIELDS, Journal, JournalLine, JournalRecord
 
 _SEMANTICS = frozenset({"action", "session"})
 _MAX_ID_CHARS = 512

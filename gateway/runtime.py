@@ -16,13 +16,13 @@ from typing import Any
 
 from forge_tool import ToolEnvelope, ToolProtocolError, event_from_payload
 
-from gateway import admission, recovery, wire
-from gateway.admission import InvokeBody, failed_result, unknown_result
-from gateway.canonical import sha256_hex
-from gateway.catalog import Catalog, ToolSpec
-from gateway.clock import Clock
-from gateway.config import GatewayConfig
-from gateway.errors import (
+from doraforge.gateway import admission, recovery, wire
+from doraforge.gateway.admission import InvokeBody, failed_result, unknown_result
+from doraforge.gateway.canonical import sha256_hex
+from doraforge.gateway.catalog import Catalog, ToolSpec
+from doraforge.gateway.clock import Clock
+from doraforge.gateway.config import GatewayConfig
+from doraforge.gateway.errors import (
     Conflict,
     Gone,
     JournalUnavailable,
@@ -30,11 +30,11 @@ from gateway.errors import (
     ProviderProtocolError,
     Unavailable,
 )
-from gateway.exchange import Exchanges, InstanceLost
-from gateway.invocation import TERMINAL_PHASES, Invocation
-from gateway.journal import Journal, JournalHealth
-from gateway.registry import EndpointRecord, EndpointRegistry
-from gateway.store import InvocationStore
+from doraforge.gateway.exchange import Exchanges, InstanceLost
+from doraforge.gateway.invocation import TERMINAL_PHASES, Invocation
+from doraforge.gateway.journal import Journal, JournalHealth
+from doraforge.gateway.registry import EndpointRecord, EndpointRegistry
+from doraforge.gateway.store import InvocationStore
 
 log = logging.getLogger(__name__)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterator
 
-from gateway.config import RetentionConfig
-from gateway.invocation import Invocation
+from doraforge.gateway.config import RetentionConfig
+from doraforge.gateway.invocation import Invocation
 
 
 class InvocationStore:

@@ -26,7 +26,7 @@ from forge_tool import (
     ToolResultResponse,
 )
 
-from nodes.definition import OperationImpl
+from doraforge.nodes.definition import OperationImpl
 
 
 class ActivityTracker:

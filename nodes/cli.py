@@ -10,7 +10,7 @@ import argparse
 import logging
 from collections.abc import Mapping, Sequence
 
-from nodes.definition import RunnerOptions
+from doraforge.nodes.definition import RunnerOptions
 
 LOG_LEVEL_ENV = "DORAFORGE_LOG_LEVEL"
 

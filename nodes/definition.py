@@ -20,7 +20,7 @@ from forge_tool import (
     ToolEndpointDescriptor,
 )
 
-from nodes.dataplane import DataPlane
+from doraforge.nodes.dataplane import DataPlane
 
 type OperationImpl = QueryToolEndpoint | ActionToolEndpoint | SessionToolEndpoint
 type StatusSource = Callable[[], EndpointStatus]

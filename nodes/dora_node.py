@@ -16,9 +16,9 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from nodes.dataplane import DataPlane
-from nodes.definition import EndpointDefinition, RunnerOptions
-from nodes.provider import ProviderCore
+from doraforge.nodes.dataplane import DataPlane
+from doraforge.nodes.definition import EndpointDefinition, RunnerOptions
+from doraforge.nodes.provider import ProviderCore
 
 logger = logging.getLogger(__name__)
 

@@ -24,12 +24,12 @@ from forge_tool import (
 )
 from forge_tool.dora import DoraToolEndpointBinding
 
-from nodes import toolcodec
-from nodes.activity import ActivityTracker, tracked_operations
-from nodes.carrier import EXECUTION_REQUEST_TYPES, REGISTRY_RESPONSE_TYPE
-from nodes.definition import EndpointDefinition, RunnerOptions, new_endpoint_instance_id
-from nodes.query_path import QueryPath
-from nodes.registration import Registration, RegistrationState
+from doraforge.nodes import toolcodec
+from doraforge.nodes.activity import ActivityTracker, tracked_operations
+from doraforge.nodes.carrier import EXECUTION_REQUEST_TYPES, REGISTRY_RESPONSE_TYPE
+from doraforge.nodes.definition import EndpointDefinition, RunnerOptions, new_endpoint_instance_id
+from doraforge.nodes.query_path import QueryPath
+from doraforge.nodes.registration import Registration, RegistrationState
 
 logger = logging.getLogger(__name__)
 

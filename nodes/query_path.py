@@ -31,7 +31,7 @@ from forge_tool import (
     tool_result_to_payload,
 )
 
-from nodes import toolcodec
+from doraforge.nodes import toolcodec
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from forge_tool import (
     make_unregister_envelope,
 )
 
-from nodes.definition import MIN_RENEWAL_INTERVAL_S
+from doraforge.nodes.definition import MIN_RENEWAL_INTERVAL_S
 
 logger = logging.getLogger(__name__)
 

@@ -23,16 +23,16 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from nodes.definition import (
+from doraforge.nodes.definition import (
     EndpointDefinition,
     OperationImpl,
     RunnerOptions,
     StatusSource,
     new_endpoint_instance_id,
 )
-from nodes.dora_node import serve
-from nodes.provider import Clock, ProviderCore, Publish
-from nodes.registration import RegistrationState
+from doraforge.nodes.dora_node import serve
+from doraforge.nodes.provider import Clock, ProviderCore, Publish
+from doraforge.nodes.registration import RegistrationState
 
 __all__ = [
     "Clock",

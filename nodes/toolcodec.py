@@ -25,7 +25,7 @@ from forge_tool import (
     ToolProtocolError,
 )
 
-from nodes.envelope_check import checked_envelope
+from doraforge.nodes.envelope_check import checked_envelope
 
 TOOL_MESSAGE_TYPE = pa.struct(list(TOOL_MESSAGE_SCHEMA))
 _COLUMNS = frozenset(TOOL_MESSAGE_SCHEMA.names)

@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 from jsonschema import Draft202012Validator
 
-from paos import finalize as finishing
-from paos.binding import BindingCandidate
-from paos.errors import PaosError
-from paos.tasks import TaskService
+from doraforge.paos import finalize as finishing
+from doraforge.paos.binding import BindingCandidate
+from doraforge.paos.errors import PaosError
+from doraforge.paos.tasks import TaskService
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from paos.errors import PaosError
+from doraforge.paos.errors import PaosError
 
 
 class BindingError(PaosError):

@@ -28,7 +28,12 @@ from urllib.parse import quote
 
 import httpx
 
-from paos.errors import ForgeHttpError, ForgeProtocolError, ForgeTimeout, ForgeTransportError
+from doraforge.paos.errors import (
+    ForgeHttpError,
+    ForgeProtocolError,
+    ForgeTimeout,
+    ForgeTransportError,
+)
 
 type JsonObject = dict[str, Any]
 type ImageFormat = Literal["png", "jpeg"]

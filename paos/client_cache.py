@@ -12,7 +12,7 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import Callable
 
-from paos.client import ForgeToolClient
+from doraforge.paos.client import ForgeToolClient
 
 #: Far above the Gateways one PAOS home or registry fronts (one per running skill or cell).
 DEFAULT_MAX_CLIENTS = 32

@@ -28,8 +28,8 @@ from typing import Any, Literal
 import cv2
 import numpy as np
 
-from paos.client import ForgeToolClient, ImageBytes, ImageFormat
-from paos.errors import ForgeHttpError, PaosError
+from doraforge.paos.client import ForgeToolClient, ImageBytes, ImageFormat
+from doraforge.paos.errors import ForgeHttpError, PaosError
 
 type Phase = Literal["before", "after"]
 type Problem = dict[str, str]

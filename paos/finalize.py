@@ -15,13 +15,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from paos.evidence import EvidenceArtifact, validate_bundle
-from paos.store import TaskRow
-from paos.tasks import TaskError, TaskService
-from paos.verify.aggregate import Verdict, apply_mode, decide
-from paos.verify.contract import parse_contract
-from paos.verify.protocol import CriterionResult, VerificationContext
-from paos.verify.registry import VerifierRegistry, default_registry, run_criteria
+from doraforge.paos.evidence import EvidenceArtifact, validate_bundle
+from doraforge.paos.store import TaskRow
+from doraforge.paos.tasks import TaskError, TaskService
+from doraforge.paos.verify.aggregate import Verdict, apply_mode, decide
+from doraforge.paos.verify.contract import parse_contract
+from doraforge.paos.verify.protocol import CriterionResult, VerificationContext
+from doraforge.paos.verify.registry import VerifierRegistry, default_registry, run_criteria
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +211,7 @@ def _bound_query(service: TaskService, task_id: str):
 def _lessons(service: TaskService, task: TaskRow) -> list[dict[str, Any]]:
     # Advisory only, scoped to the bound skill version; never allowed to break finalize.
     try:
-        from paos.experience import lessons
+        from doraforge.paos.experience import lessons
 
         binding = service.store.binding(task.binding_id)
         skill, version = binding["skill"], binding["version"]
@@ -229,7 +229,7 @@ def _deadline_passed(task: TaskRow, deadline_s: float | None) -> bool:
 
 def _remember(service: TaskService, task_id: str) -> None:
     try:
-        from paos.experience import episode_from
+        from doraforge.paos.experience import episode_from
 
         described = service.describe(task_id)
         binding = described["binding"]

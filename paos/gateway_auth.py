@@ -4,7 +4,7 @@ A Gateway reads its token from the file ``DORAFORGE_GATEWAY_TOKEN_FILE`` names (
 0600). The operator gives PAOS's clients a token in ``DORAFORGE_GATEWAY_TOKEN`` (a
 value) or ``DORAFORGE_GATEWAY_TOKEN_FILE`` (a file); both are read once, by the entry
 point, from the environment mapping it passes here. Skill-started Gateways have their own
-per-start tokens (``paos.skills.gateway_tokens``) and never use these.
+per-start tokens (``doraforge.skill_runtime.gateway_tokens``) and never use these.
 """
 
 from __future__ import annotations

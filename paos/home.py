@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from paos.client import TokenLookup
-    from paos.tasks import TaskService
+    from doraforge.paos.client import TokenLookup
+    from doraforge.paos.tasks import TaskService
 
 
 @dataclass(frozen=True)
@@ -84,9 +84,9 @@ def open_service(
     so a client kept for a URL follows a restarted skill's new token. Without it no
     token is sent (a Gateway that has one answers 401).
     """
-    from paos.client import ForgeToolClient
-    from paos.store import AgentTaskStore
-    from paos.tasks import TaskService
+    from doraforge.paos.client import ForgeToolClient
+    from doraforge.paos.store import AgentTaskStore
+    from doraforge.paos.tasks import TaskService
 
     def client_for(url: str) -> ForgeToolClient:
         token = None if token_for is None else (lambda: token_for(url))

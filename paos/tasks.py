@@ -23,20 +23,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from paos import binding as bindings
-from paos.binding import BindingCandidate, BindingError
-from paos.client import ForgeToolClient
-from paos.client_cache import GatewayClients
-from paos.errors import (
+from doraforge.paos import binding as bindings
+from doraforge.paos.binding import BindingCandidate, BindingError
+from doraforge.paos.client import ForgeToolClient
+from doraforge.paos.client_cache import GatewayClients
+from doraforge.paos.errors import (
     ForgeHttpError,
     ForgeTimeout,
     ForgeTransportError,
     PaosError,
     RecordIndeterminate,
 )
-from paos.evidence import capture
-from paos.store import AgentTaskStore, NewRecord, RecordRow, StoreUnavailable, TaskRow
-from paos.store.models import RESULT_TO_STATE, TERMINAL_RECORD_STATES
+from doraforge.paos.evidence import capture
+from doraforge.paos.store import AgentTaskStore, NewRecord, RecordRow, StoreUnavailable, TaskRow
+from doraforge.paos.store.models import RESULT_TO_STATE, TERMINAL_RECORD_STATES
 
 ACTIVE_TASK_STATES = frozenset({"executing", "awaiting_replan", "cancelling"})
 _LIVE = frozenset({"intent", "indeterminate", "accepted", "running", "stopping"})
@@ -95,7 +95,7 @@ class TaskService:
         self, goal: str, contract: dict[str, Any], candidate: BindingCandidate
     ) -> dict[str, Any]:
         """Revalidate and freeze the binding, then create the one active task."""
-        from paos.verify.contract import parse_contract
+        from doraforge.paos.verify.contract import parse_contract
 
         parsed = parse_contract(contract).model_dump(mode="json")
         binding_id, sha256, document = await bindings.freeze(

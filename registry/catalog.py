@@ -17,8 +17,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import ValidationError
 
-from registry.errors import RegistryError
-from registry.model import Adapter, ToolEntry
+from doraforge.registry.errors import RegistryError
+from doraforge.registry.model import Adapter, ToolEntry
 
 MAX_INTENT_CHARS = 500
 _TOKEN = re.compile(r"[a-z0-9]+")

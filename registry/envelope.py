@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from registry.errors import RegistryError
+from doraforge.registry.errors import RegistryError
 
 Identifier = Annotated[
     str, StringConstraints(strip_whitespace=True, pattern=r"^[A-Za-z0-9._:-]{1,200}$")

@@ -18,10 +18,10 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from registry.catalog import Catalog, RegisteredTool
-from registry.errors import RegistryError, ToolFailure
-from registry.model import Principal, ToolEntry
-from registry.repair import Repair, repair
+from doraforge.registry.catalog import Catalog, RegisteredTool
+from doraforge.registry.errors import RegistryError, ToolFailure
+from doraforge.registry.model import Principal, ToolEntry
+from doraforge.registry.repair import Repair, repair
 
 logger = logging.getLogger(__name__)
 

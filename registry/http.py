@@ -19,6 +19,9 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Scope
 
+from doraforge.registry.errors import RegistryError
+from doraforge.registry.model import Principal
+from doraforge.registry.settings import ServerSettings
 from doraforge.wire.errors import WireError
 from doraforge.wire.guard import (
     NO_BODY,
@@ -28,12 +31,9 @@ from doraforge.wire.guard import (
     json_body,
     policy_for_bind,
 )
-from registry.errors import RegistryError
-from registry.model import Principal
-from registry.settings import ServerSettings
 
 if TYPE_CHECKING:
-    from registry.service import RegistryService
+    from doraforge.registry.service import RegistryService
 
 FORMATS = ("portos", "openai", "anthropic", "mcp")
 SCOPES = ("all", "agent", "mind", "ui", "voice")

@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from registry.errors import RegistryError
-from registry.projections import canonical_json
+from doraforge.registry.errors import RegistryError
+from doraforge.registry.projections import canonical_json
 
 TOMBSTONE_FACTOR = 24
 

@@ -22,13 +22,13 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from registry.errors import RegistryError
-from registry.http import is_authenticated, read_json_body, server_principal
-from registry.model import Principal
-from registry.settings import ServerSettings
+from doraforge.registry.errors import RegistryError
+from doraforge.registry.http import is_authenticated, read_json_body, server_principal
+from doraforge.registry.model import Principal
+from doraforge.registry.settings import ServerSettings
 
 if TYPE_CHECKING:
-    from registry.service import RegistryService
+    from doraforge.registry.service import RegistryService
 
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 LATEST = PROTOCOL_VERSIONS[0]

@@ -14,8 +14,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from registry.errors import RegistryError
-from registry.model import ToolEntry
+from doraforge.registry.errors import RegistryError
+from doraforge.registry.model import ToolEntry
 
 FORMATS = ("portos", "openai", "anthropic", "mcp")
 

@@ -21,16 +21,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from paos.agent_tools import TOOLS, AgentTool, Risk, SideEffect
-from paos.errors import PaosError
-from paos.home import PaosHome
-from registry.errors import ToolFailure
-from registry.model import Adapter
-from registry.robot_schemas import SKILL, SKILL_ROUTED, agent_form
-from registry.skill_gateway import SkillGateways, agent_safe
+from doraforge.paos.agent_tools import TOOLS, AgentTool, Risk, SideEffect
+from doraforge.paos.errors import PaosError
+from doraforge.paos.home import PaosHome
+from doraforge.registry.errors import ToolFailure
+from doraforge.registry.model import Adapter
+from doraforge.registry.robot_schemas import SKILL, SKILL_ROUTED, agent_form
+from doraforge.registry.skill_gateway import SkillGateways, agent_safe
 
 if TYPE_CHECKING:
-    from registry.service import RegistryService
+    from doraforge.registry.service import RegistryService
 
 READ = "robot.read"
 WRITE = "robot.write"
@@ -168,7 +168,7 @@ class RobotTools:
         return {"runtimes": await asyncio.to_thread(self._runtimes, arguments.get("skill"))}
 
     def _runtimes(self, skill: str | None) -> list[dict[str, Any]]:
-        from paos.skills.runtime_state import all_states
+        from doraforge.skill_runtime.runtime_state import all_states
 
         try:
             runtime = (self.runtime_factory or _default_runtime(self.home))()
@@ -204,7 +204,7 @@ class RobotTools:
 
 def _default_runtime(home: PaosHome) -> Callable[[], Any]:
     def build() -> Any:
-        from paos.skills.runtime import RuntimeManager
+        from doraforge.skill_runtime.runtime import RuntimeManager
 
         return RuntimeManager(home)
 
@@ -212,7 +212,7 @@ def _default_runtime(home: PaosHome) -> Callable[[], Any]:
 
 
 def _installed(home: PaosHome) -> list[dict[str, Any]]:
-    from paos.skills.manifest import load_manifest
+    from doraforge.skill_runtime.manifest import load_manifest
 
     skills: list[dict[str, Any]] = []
     if not home.skills_dir.is_dir():

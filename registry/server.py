@@ -16,20 +16,20 @@ from typing import TYPE_CHECKING, Any
 import uvicorn
 from fastapi import FastAPI
 
-from registry.http import create_app
-from registry.mcp import mount_mcp
-from registry.robot_tools import RobotTools, register_robot_tools
-from registry.settings import ServerSettings
+from doraforge.registry.http import create_app
+from doraforge.registry.mcp import mount_mcp
+from doraforge.registry.robot_tools import RobotTools, register_robot_tools
+from doraforge.registry.settings import ServerSettings
 
 if TYPE_CHECKING:
-    from registry.service import RegistryService
+    from doraforge.registry.service import RegistryService
 
 type Say = Callable[[str], None]
 
 
 def new_service(settings: ServerSettings) -> RegistryService:
     """A service whose writes need authentication exactly when a token is configured."""
-    from registry.service import RegistryService
+    from doraforge.registry.service import RegistryService
 
     return RegistryService(require_auth_for_writes=settings.token is not None)
 
@@ -37,8 +37,8 @@ def new_service(settings: ServerSettings) -> RegistryService:
 def _mount_api_tools(
     app: FastAPI, service: RegistryService, settings: ServerSettings, store_dir: Path
 ) -> None:
-    from registry.api_tools.outbound import OutboundPolicy
-    from registry.api_tools.routes import api_tools_router
+    from doraforge.registry.api_tools.outbound import OutboundPolicy
+    from doraforge.registry.api_tools.routes import api_tools_router
 
     policy = OutboundPolicy.model_validate(settings.outbound)
     router = api_tools_router(store_dir, service, policy, settings.secrets)

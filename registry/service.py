@@ -13,15 +13,15 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from registry import gates
-from registry.audit import AuditLog
-from registry.catalog import Catalog, RegisteredTool
-from registry.envelope import ToolCall, parse_call
-from registry.errors import RegistryError, ToolFailure
-from registry.idempotency import IdempotencyStore, fingerprint
-from registry.model import Adapter, Principal, ToolEntry
-from registry.projections import check_format, etag, project
-from registry.repair import Repair
+from doraforge.registry import gates
+from doraforge.registry.audit import AuditLog
+from doraforge.registry.catalog import Catalog, RegisteredTool
+from doraforge.registry.envelope import ToolCall, parse_call
+from doraforge.registry.errors import RegistryError, ToolFailure
+from doraforge.registry.idempotency import IdempotencyStore, fingerprint
+from doraforge.registry.model import Adapter, Principal, ToolEntry
+from doraforge.registry.projections import check_format, etag, project
+from doraforge.registry.repair import Repair
 
 logger = logging.getLogger(__name__)
 

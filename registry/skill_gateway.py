@@ -17,9 +17,9 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from paos.errors import PaosError
-from paos.home import PaosHome
-from registry.errors import ToolFailure
+from doraforge.paos.errors import PaosError
+from doraforge.paos.home import PaosHome
+from doraforge.registry.errors import ToolFailure
 
 type RuntimeFactory = Callable[[], Any]
 
@@ -87,7 +87,7 @@ class SkillGateways:
         return await asyncio.to_thread(self._resolve, skill)
 
     def _resolve(self, skill: str) -> str:
-        from paos.skills.manifest import load_manifest
+        from doraforge.skill_runtime.manifest import load_manifest
 
         bundle = self._home.skills_dir / skill / "current"
         try:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim.errors import RenderUnavailable
+from doraforge.sim.errors import RenderUnavailable
 
 if TYPE_CHECKING:
     import mujoco

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 import mujoco
 import numpy as np
 
-from sim.errors import PhysicsDiverged
-from sim.scenario import CubeRegion, draw_cube_pose
+from doraforge.sim.errors import PhysicsDiverged
+from doraforge.sim.scenario import CubeRegion, draw_cube_pose
 
-ASSETS = Path(__file__).resolve().parent / "assets"
+ASSETS = Path(str(files(__package__))) / "assets"
 DEFAULT_SCENE = ASSETS / "cell.xml"
 
 ARM_JOINTS: tuple[str, ...] = (

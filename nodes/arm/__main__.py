@@ -1,10 +1,10 @@
-"""Entry point of the arm provider node: ``python -m nodes.arm [--profile PATH]``.
+"""Entry point of the arm provider node: ``python -m doraforge.nodes.arm [--profile PATH]``.
 
 Dataflow stanza::
 
     - id: arm
       path: python
-      args: -m nodes.arm
+      args: -m doraforge.nodes.arm
       inputs:
         tool_request: gateway/arm_out
         joint_state: world/joint_state
@@ -19,11 +19,11 @@ import os
 import sys
 from collections.abc import Sequence
 
-from nodes.arm.config import from_profile
-from nodes.arm.endpoint import definition
-from nodes.arm.kinematics import Kinematics
-from nodes.motion.cli import parse_robot_node
-from nodes.runner import run_endpoint
+from doraforge.nodes.arm.config import from_profile
+from doraforge.nodes.arm.endpoint import definition
+from doraforge.nodes.arm.kinematics import Kinematics
+from doraforge.nodes.motion.cli import parse_robot_node
+from doraforge.nodes.runner import run_endpoint
 
 
 def main(argv: Sequence[str] | None = None) -> int:

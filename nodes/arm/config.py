@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nodes.motion.follow import FollowLimits
-from nodes.robot.profile import RobotProfile
+from doraforge.nodes.motion.follow import FollowLimits
+from doraforge.nodes.robot.profile import RobotProfile
 
 
 @dataclass(frozen=True)

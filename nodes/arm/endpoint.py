@@ -7,12 +7,17 @@ in-process test build on. Dora ids: inputs ``tool_request``, ``joint_state``; ou
 
 from __future__ import annotations
 
-from nodes.arm.config import ArmConfig
-from nodes.arm.planners import HomePlanner, Kinematics, MoveJointsPlanner, MoveToPosePlanner
-from nodes.arm.state import ArmStateQuery
-from nodes.definition import EndpointDefinition
-from nodes.motion.endpoint import MotionStack, motion_descriptor
-from nodes.timing import RealTiming, Timing
+from doraforge.nodes.arm.config import ArmConfig
+from doraforge.nodes.arm.planners import (
+    HomePlanner,
+    Kinematics,
+    MoveJointsPlanner,
+    MoveToPosePlanner,
+)
+from doraforge.nodes.arm.state import ArmStateQuery
+from doraforge.nodes.definition import EndpointDefinition
+from doraforge.nodes.motion.endpoint import MotionStack, motion_descriptor
+from doraforge.nodes.timing import RealTiming, Timing
 
 ENDPOINT_ID = "arm"
 PREFIX = "ARM"

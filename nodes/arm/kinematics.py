@@ -20,7 +20,7 @@ from typing import Any
 import mujoco
 import numpy as np
 
-from nodes.robot.profile import RobotProfile
+from doraforge.nodes.robot.profile import RobotProfile
 
 DOWN = np.array([0.0, 0.0, -1.0])
 

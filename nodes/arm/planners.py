@@ -12,14 +12,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from nodes.arm.config import ArmConfig
-from nodes.arm.kinematics import Unreachable
-from nodes.motion.action import MotionPlan
-from nodes.motion.arguments import ArgumentReader
-from nodes.motion.errors import rejection
-from nodes.motion.follow import Outcome
-from nodes.motion.plane import JointSample
-from nodes.motion.trajectory import PEAK_TO_MEAN_SPEED, JointTrajectory
+from doraforge.nodes.arm.config import ArmConfig
+from doraforge.nodes.arm.kinematics import Unreachable
+from doraforge.nodes.motion.action import MotionPlan
+from doraforge.nodes.motion.arguments import ArgumentReader
+from doraforge.nodes.motion.errors import rejection
+from doraforge.nodes.motion.follow import Outcome
+from doraforge.nodes.motion.plane import JointSample
+from doraforge.nodes.motion.trajectory import PEAK_TO_MEAN_SPEED, JointTrajectory
 
 INVALID = "ARM_INVALID_ARGUMENTS"
 OUTSIDE_WORKSPACE = "ARM_TARGET_OUTSIDE_WORKSPACE"

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from forge_tool import ToolContext, ToolRequest, ToolResult
 
-from nodes.arm.config import ArmConfig
-from nodes.arm.planners import INVALID, Kinematics, arm_pose
-from nodes.motion.action import MotionGuard
-from nodes.motion.arguments import ArgumentReader
-from nodes.motion.endpoint import no_state
-from nodes.motion.plane import JointPlane
+from doraforge.nodes.arm.config import ArmConfig
+from doraforge.nodes.arm.planners import INVALID, Kinematics, arm_pose
+from doraforge.nodes.motion.action import MotionGuard
+from doraforge.nodes.motion.arguments import ArgumentReader
+from doraforge.nodes.motion.endpoint import no_state
+from doraforge.nodes.motion.plane import JointPlane
 
 NO_STATE = "ARM_NO_STATE"
 

@@ -1,10 +1,10 @@
-"""Entry point of the camera provider node: ``python -m nodes.camera [--sources scene,wrist]``.
+"""The camera provider node: ``python -m doraforge.nodes.camera [--sources scene,wrist]``.
 
 Dataflow stanza::
 
     - id: camera
       path: python
-      args: -m nodes.camera
+      args: -m doraforge.nodes.camera
       inputs:
         tool_request: gateway/camera_out
         image_scene: world/image_scene
@@ -19,9 +19,9 @@ import os
 import sys
 from collections.abc import Sequence
 
-from nodes.camera.endpoint import SOURCES, definition
-from nodes.cli import build_parser, configure_logging, options_from_args
-from nodes.runner import run_endpoint
+from doraforge.nodes.camera.endpoint import SOURCES, definition
+from doraforge.nodes.cli import build_parser, configure_logging, options_from_args
+from doraforge.nodes.runner import run_endpoint
 
 
 def main(argv: Sequence[str] | None = None) -> int:

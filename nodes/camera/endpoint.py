@@ -22,10 +22,10 @@ from forge_tool import (
     ToolResult,
 )
 
-from nodes.camera.frames import FramePlane
-from nodes.definition import EndpointDefinition, new_endpoint_instance_id
-from nodes.motion.arguments import ArgumentReader
-from nodes.motion.errors import rejection
+from doraforge.nodes.camera.frames import FramePlane
+from doraforge.nodes.definition import EndpointDefinition, new_endpoint_instance_id
+from doraforge.nodes.motion.arguments import ArgumentReader
+from doraforge.nodes.motion.errors import rejection
 
 ENDPOINT_ID = "camera"
 SOURCES = ("scene", "wrist")

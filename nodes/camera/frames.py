@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from nodes.dataplane import Publish
+from doraforge.nodes.dataplane import Publish
 
 logger = logging.getLogger(__name__)
 

@@ -1,10 +1,10 @@
-"""Entry point of the gripper provider node: ``python -m nodes.gripper [--profile PATH]``.
+"""Entry point of the gripper provider node: ``python -m doraforge.nodes.gripper [--profile PATH]``.
 
 Dataflow stanza::
 
     - id: gripper
       path: python
-      args: -m nodes.gripper
+      args: -m doraforge.nodes.gripper
       inputs:
         tool_request: gateway/gripper_out
         joint_state: world/joint_state
@@ -19,10 +19,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-from nodes.gripper.config import from_profile
-from nodes.gripper.endpoint import definition
-from nodes.motion.cli import parse_robot_node
-from nodes.runner import run_endpoint
+from doraforge.nodes.gripper.config import from_profile
+from doraforge.nodes.gripper.endpoint import definition
+from doraforge.nodes.motion.cli import parse_robot_node
+from doraforge.nodes.runner import run_endpoint
 
 
 def main(argv: Sequence[str] | None = None) -> int:

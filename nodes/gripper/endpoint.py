@@ -6,12 +6,12 @@ Dora ids: inputs ``tool_request``, ``joint_state``; outputs ``tool_response``,
 
 from __future__ import annotations
 
-from nodes.definition import EndpointDefinition
-from nodes.gripper.config import GripperConfig
-from nodes.gripper.planners import GraspPlanner, GripMemory, ReleasePlanner
-from nodes.gripper.state import GripperStateQuery
-from nodes.motion.endpoint import MotionStack, motion_descriptor
-from nodes.timing import RealTiming, Timing
+from doraforge.nodes.definition import EndpointDefinition
+from doraforge.nodes.gripper.config import GripperConfig
+from doraforge.nodes.gripper.planners import GraspPlanner, GripMemory, ReleasePlanner
+from doraforge.nodes.gripper.state import GripperStateQuery
+from doraforge.nodes.motion.endpoint import MotionStack, motion_descriptor
+from doraforge.nodes.timing import RealTiming, Timing
 
 ENDPOINT_ID = "gripper"
 PREFIX = "GRIPPER"

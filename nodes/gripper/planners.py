@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from nodes.gripper.config import GripperConfig
-from nodes.motion.action import MotionPlan
-from nodes.motion.arguments import ArgumentReader
-from nodes.motion.follow import Outcome
-from nodes.motion.plane import JointSample
-from nodes.motion.trajectory import JointTrajectory
+from doraforge.nodes.gripper.config import GripperConfig
+from doraforge.nodes.motion.action import MotionPlan
+from doraforge.nodes.motion.arguments import ArgumentReader
+from doraforge.nodes.motion.follow import Outcome
+from doraforge.nodes.motion.plane import JointSample
+from doraforge.nodes.motion.trajectory import JointTrajectory
 
 INVALID = "GRIPPER_INVALID_ARGUMENTS"
 

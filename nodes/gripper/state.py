@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from forge_tool import ToolContext, ToolRequest, ToolResult
 
-from nodes.gripper.config import GripperConfig
-from nodes.gripper.planners import INVALID, GripMemory, gripper_outputs
-from nodes.motion.arguments import ArgumentReader
-from nodes.motion.endpoint import no_state
-from nodes.motion.plane import JointPlane
+from doraforge.nodes.gripper.config import GripperConfig
+from doraforge.nodes.gripper.planners import INVALID, GripMemory, gripper_outputs
+from doraforge.nodes.motion.arguments import ArgumentReader
+from doraforge.nodes.motion.endpoint import no_state
+from doraforge.nodes.motion.plane import JointPlane
 
 NO_STATE = "GRIPPER_NO_STATE"
 

@@ -1,11 +1,11 @@
-"""Entry point of the mock provider node: ``python -m nodes.mock``.
+"""Entry point of the mock provider node: ``python -m doraforge.nodes.mock``.
 
 Dataflow stanza (nodes inherit the environment, so ``python`` must resolve to the
 project's interpreter and ``nodes`` must be importable)::
 
     - id: mock
       path: python
-      args: -m nodes.mock
+      args: -m doraforge.nodes.mock
       inputs:
         tool_request: gateway/tool_request
       outputs:
@@ -18,9 +18,9 @@ import os
 import sys
 from collections.abc import Sequence
 
-from nodes.cli import parse
-from nodes.mock.endpoint import definition
-from nodes.runner import run_endpoint
+from doraforge.nodes.cli import parse
+from doraforge.nodes.mock.endpoint import definition
+from doraforge.nodes.runner import run_endpoint
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,11 +14,11 @@ from collections.abc import Callable
 
 from forge_tool import TOOL_ENDPOINT_PROTOCOL, ToolEndpointDescriptor, ToolOperationDescriptor
 
-from nodes.definition import EndpointDefinition, new_endpoint_instance_id
-from nodes.mock.move import MoveAction
-from nodes.mock.queries import EchoQuery, InvokeCounter, StatsQuery
-from nodes.mock.stream import StreamSession
-from nodes.timing import RealTiming, Timing
+from doraforge.nodes.definition import EndpointDefinition, new_endpoint_instance_id
+from doraforge.nodes.mock.move import MoveAction
+from doraforge.nodes.mock.queries import EchoQuery, InvokeCounter, StatsQuery
+from doraforge.nodes.mock.stream import StreamSession
+from doraforge.nodes.timing import RealTiming, Timing
 
 ENDPOINT_ID = "mock"
 CRASH_EXIT_STATUS = 17

@@ -20,10 +20,10 @@ from forge_tool import (
     ToolResultResponse,
 )
 
-from nodes.executions import Execution, ExecutionTable
-from nodes.mock.errors import invalid_arguments
-from nodes.mock.queries import InvokeCounter
-from nodes.timing import Timing
+from doraforge.nodes.executions import Execution, ExecutionTable
+from doraforge.nodes.mock.errors import invalid_arguments
+from doraforge.nodes.mock.queries import InvokeCounter
+from doraforge.nodes.timing import Timing
 
 type Behaviour = Literal["succeed", "fail", "hang", "crash"]
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from forge_tool import ToolContext, ToolRequest, ToolResult
 
-from nodes.mock.errors import invalid_arguments
+from doraforge.nodes.mock.errors import invalid_arguments
 
 COUNTED_OPERATIONS = ("echo", "move", "stream")
 MAX_ECHO_CHARS = 65_536

@@ -30,11 +30,11 @@ from forge_tool import (
     ToolResultResponse,
 )
 
-from nodes.executions import Execution, ExecutionTable
-from nodes.motion.errors import CAPACITY_CODE, rejection
-from nodes.motion.follow import Follower, FollowReport, Outcome
-from nodes.motion.plane import JointSample
-from nodes.motion.trajectory import JointTrajectory
+from doraforge.nodes.executions import Execution, ExecutionTable
+from doraforge.nodes.motion.errors import CAPACITY_CODE, rejection
+from doraforge.nodes.motion.follow import Follower, FollowReport, Outcome
+from doraforge.nodes.motion.plane import JointSample
+from doraforge.nodes.motion.trajectory import JointTrajectory
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from forge_tool import ToolEndpointError
 
-from nodes.motion.errors import rejection
+from doraforge.nodes.motion.errors import rejection
 
 
 class ArgumentReader:

@@ -6,14 +6,15 @@ Only a node's ``main()`` calls into this module.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from importlib.resources import files
 from pathlib import Path
 
-from nodes.cli import build_parser, configure_logging, options_from_args
-from nodes.definition import RunnerOptions
-from nodes.robot.profile import ProfileError, RobotProfile, load_profile
+from doraforge.nodes.cli import build_parser, configure_logging, options_from_args
+from doraforge.nodes.definition import RunnerOptions
+from doraforge.nodes.robot.profile import ProfileError, RobotProfile, load_profile
 
 #: The shipped simulated arm's profile.
-DEFAULT_PROFILE = Path(__file__).resolve().parent.parent / "robot" / "profiles" / "sim_arm.yml"
+DEFAULT_PROFILE = Path(str(files("doraforge.nodes.robot"))) / "profiles" / "sim_arm.yml"
 
 
 def parse_robot_node(

@@ -13,11 +13,11 @@ from forge_tool import (
     ToolResult,
 )
 
-from nodes.definition import EndpointDefinition, new_endpoint_instance_id
-from nodes.motion.action import MotionAction, MotionGuard, motion_status
-from nodes.motion.follow import Follower, FollowLimits
-from nodes.motion.plane import JointPlane, JointSample
-from nodes.timing import Timing
+from doraforge.nodes.definition import EndpointDefinition, new_endpoint_instance_id
+from doraforge.nodes.motion.action import MotionAction, MotionGuard, motion_status
+from doraforge.nodes.motion.follow import Follower, FollowLimits
+from doraforge.nodes.motion.plane import JointPlane, JointSample
+from doraforge.nodes.timing import Timing
 
 
 def motion_descriptor(

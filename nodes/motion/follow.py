@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nodes.motion.plane import JointPlane, JointSample
-from nodes.motion.trajectory import JointTrajectory
-from nodes.timing import Timing
+from doraforge.nodes.motion.plane import JointPlane, JointSample
+from doraforge.nodes.motion.trajectory import JointTrajectory
+from doraforge.nodes.timing import Timing
 
 type ProgressSink = Callable[[float], Awaitable[None]]
 

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 from forge_msgs import JointCommand, JointState
 
-from nodes.dataplane import Publish
+from doraforge.nodes.dataplane import Publish
 
 logger = logging.getLogger(__name__)
 

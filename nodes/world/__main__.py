@@ -1,4 +1,4 @@
-"""Entry point of the world node: ``python -m nodes.world [--unpaced] [--seed N] ...``."""
+"""Entry point of the world node: ``python -m doraforge.nodes.world [--unpaced] [--seed N] ...``."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import os
 import sys
 from collections.abc import Sequence
 
-from nodes.cli import build_parser, configure_logging, options_from_args
-from nodes.definition import EndpointDefinition
-from nodes.runner import run_endpoint
-from nodes.world.dataplane import WorldDataPlane
-from nodes.world.endpoint import DESCRIPTOR, ResetAction, SceneStateQuery, world_status
-from nodes.world.simulation import Simulation, SimulationOptions
+from doraforge.nodes.cli import build_parser, configure_logging, options_from_args
+from doraforge.nodes.definition import EndpointDefinition
+from doraforge.nodes.runner import run_endpoint
+from doraforge.nodes.world.dataplane import WorldDataPlane
+from doraforge.nodes.world.endpoint import DESCRIPTOR, ResetAction, SceneStateQuery, world_status
+from doraforge.nodes.world.simulation import Simulation, SimulationOptions
 
-log = logging.getLogger("nodes.world")
+log = logging.getLogger("doraforge.nodes.world")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the world node until Dora stops it."""
     args = _parser().parse_args(argv)
     configure_logging(args.log_level)
-    from sim.render import gl_backend
+    from doraforge.sim.render import gl_backend
 
     backend = gl_backend(os.environ)
     log.info("rendering with MUJOCO_GL=%s", backend)
@@ -59,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _world_factory(options: SimulationOptions):
     def make():
-        from sim.world import World
+        from doraforge.sim.world import World
 
         return World(seed=options.seed, shadows=options.shadows)
 
@@ -68,7 +68,7 @@ def _world_factory(options: SimulationOptions):
 
 def _cameras_factory(options: SimulationOptions):
     def make(world):
-        from sim.render import Cameras
+        from doraforge.sim.render import Cameras
 
         return Cameras(world.model, height=options.height, width=options.width)
 

@@ -9,8 +9,8 @@ from typing import Any
 import pyarrow as pa
 from forge_msgs import JointCommand
 
-from nodes.dataplane import Publish
-from nodes.world.simulation import Simulation
+from doraforge.nodes.dataplane import Publish
+from doraforge.nodes.world.simulation import Simulation
 
 log = logging.getLogger(__name__)
 

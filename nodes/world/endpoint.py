@@ -23,8 +23,8 @@ from forge_tool import (
     ToolResultResponse,
 )
 
-from nodes.executions import Execution, ExecutionTable
-from nodes.world.simulation import Simulation
+from doraforge.nodes.executions import Execution, ExecutionTable
+from doraforge.nodes.world.simulation import Simulation
 
 ENDPOINT_ID = "world"
 MAX_SEED = 2**31 - 1

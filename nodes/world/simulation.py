@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from forge_msgs import Image, JointState
 
-from nodes.dataplane import Publish
+from doraforge.nodes.dataplane import Publish
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ LIFT_HEIGHT_M = 0.05  # "lifted": the cube's bottom face at least this far above
 
 def predicates(scene: dict[str, Any]) -> dict[str, bool]:
     """The scenario's success predicates, evaluated on one scene snapshot."""
-    from sim.scenario import cube_in_target_and_resting, cube_lifted
+    from doraforge.sim.scenario import cube_in_target_and_resting, cube_lifted
 
     return {
         "cube_in_target_and_resting": cube_in_target_and_resting(scene),
@@ -167,7 +167,7 @@ class Simulation:
         cameras.close()
 
     def _step(self, world: Any, n: int) -> bool:
-        from sim.world import PhysicsDiverged
+        from doraforge.sim.world import PhysicsDiverged
 
         try:
             world.step(n)

@@ -1,7 +1,7 @@
 """The PAOS AgentTask store (SQLite, WAL, ``BEGIN IMMEDIATE``)."""
 
-from paos.store.models import NewRecord, RecordRow, RevisionRow, TaskRow
-from paos.store.store import (
+from doraforge.paos.store.models import NewRecord, RecordRow, RevisionRow, TaskRow
+from doraforge.paos.store.store import (
     AgentTaskStore,
     NotFound,
     StoreError,

@@ -14,11 +14,12 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from paos.errors import PaosError
-from paos.store.models import (
+from doraforge.paos.errors import PaosError
+from doraforge.paos.store.models import (
     TERMINAL_RECORD_STATES,
     TERMINAL_TASK_STATES,
     NewRecord,
@@ -27,7 +28,7 @@ from paos.store.models import (
     TaskRow,
 )
 
-_SCHEMA = Path(__file__).with_name("schema.sql")
+_SCHEMA = files(__package__) / "schema.sql"
 _BUSY_TIMEOUT_MS = 10_000
 
 

@@ -6,8 +6,8 @@ then :func:`decide` and :func:`apply_mode`. Nothing here performs transport of i
 except the external verifier's single POST.
 """
 
-from paos.verify.aggregate import TaskOutcome, Verdict, VerdictStatus, apply_mode, decide
-from paos.verify.contract import (
+from doraforge.paos.verify.aggregate import TaskOutcome, Verdict, VerdictStatus, apply_mode, decide
+from doraforge.paos.verify.contract import (
     Criterion,
     EvidencePolicy,
     ExternalCriterion,
@@ -17,15 +17,15 @@ from paos.verify.contract import (
     VisionCriterion,
     parse_contract,
 )
-from paos.verify.errors import DuplicateVerifier, InvalidContract, VerifyError
-from paos.verify.protocol import (
+from doraforge.paos.verify.errors import DuplicateVerifier, InvalidContract, VerifyError
+from doraforge.paos.verify.protocol import (
     CriterionResult,
     CriterionStatus,
     QueryFn,
     VerificationContext,
     Verifier,
 )
-from paos.verify.registry import VerifierRegistry, default_registry, run_criteria
+from doraforge.paos.verify.registry import VerifierRegistry, default_registry, run_criteria
 
 __all__ = [
     "Criterion",

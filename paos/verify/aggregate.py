@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from paos.verify.contract import Mode
-from paos.verify.protocol import CriterionResult
+from doraforge.paos.verify.contract import Mode
+from doraforge.paos.verify.protocol import CriterionResult
 
 VerdictStatus = Literal["success", "failure", "replan_required", "inconclusive"]
 TaskOutcome = Literal["succeeded", "failed", "awaiting_replan"]

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from paos.verify.errors import InvalidContract
+from doraforge.paos.verify.errors import InvalidContract
 
 Mode = Literal["off", "audit", "enforce", "recovery"]
 Color = Literal["red", "green", "blue", "yellow"]

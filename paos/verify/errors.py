@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from paos.errors import PaosError
+from doraforge.paos.errors import PaosError
 
 
 class VerifyError(PaosError, ValueError):

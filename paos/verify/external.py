@@ -14,8 +14,8 @@ from typing import Any
 
 import httpx
 
-from paos.verify.contract import Criterion, ExternalCriterion
-from paos.verify.protocol import (
+from doraforge.paos.verify.contract import Criterion, ExternalCriterion
+from doraforge.paos.verify.protocol import (
     CRITERION_STATUSES,
     CriterionResult,
     VerificationContext,

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from paos.verify.contract import Criterion
+from doraforge.paos.verify.contract import Criterion
 
 CriterionStatus = Literal["pass", "fail", "inconclusive"]
 CRITERION_STATUSES: tuple[CriterionStatus, ...] = ("pass", "fail", "inconclusive")

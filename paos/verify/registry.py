@@ -7,12 +7,12 @@ from collections.abc import Iterable, Sequence
 
 import httpx
 
-from paos.verify.contract import Criterion
-from paos.verify.errors import DuplicateVerifier
-from paos.verify.external import ExternalVerifier
-from paos.verify.protocol import CriterionResult, VerificationContext, Verifier
-from paos.verify.state import StateVerifier
-from paos.verify.vision import VisionConfig, VisionVerifier
+from doraforge.paos.verify.contract import Criterion
+from doraforge.paos.verify.errors import DuplicateVerifier
+from doraforge.paos.verify.external import ExternalVerifier
+from doraforge.paos.verify.protocol import CriterionResult, VerificationContext, Verifier
+from doraforge.paos.verify.state import StateVerifier
+from doraforge.paos.verify.vision import VisionConfig, VisionVerifier
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from paos.verify.contract import Compare, Criterion, InsideBox, StateCriterion
-from paos.verify.paths import MISSING, lookup
-from paos.verify.protocol import CriterionResult, CriterionStatus, VerificationContext
+from doraforge.paos.verify.contract import Compare, Criterion, InsideBox, StateCriterion
+from doraforge.paos.verify.paths import MISSING, lookup
+from doraforge.paos.verify.protocol import CriterionResult, CriterionStatus, VerificationContext
 
 log = logging.getLogger(__name__)
 

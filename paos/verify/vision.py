@@ -24,8 +24,8 @@ import anyio.to_thread
 import cv2
 import numpy as np
 
-from paos.verify.contract import Criterion, VisionCriterion
-from paos.verify.protocol import (
+from doraforge.paos.verify.contract import Criterion, VisionCriterion
+from doraforge.paos.verify.protocol import (
     CriterionResult,
     CriterionStatus,
     VerificationContext,

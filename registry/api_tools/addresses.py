@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from registry.api_tools.errors import OutboundDenied
+from doraforge.registry.api_tools.errors import OutboundDenied
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 

@@ -16,8 +16,8 @@ from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from registry.api_tools.addresses import canonical_host, split_port
-from registry.api_tools.errors import OutboundDenied, RegistryError
+from doraforge.registry.api_tools.addresses import canonical_host, split_port
+from doraforge.registry.api_tools.errors import OutboundDenied, RegistryError
 
 SECRET_SLOT = re.compile(r"\{\{secret:([A-Za-z_][A-Za-z0-9_]*)\}\}")
 PATH_SLOT = re.compile(r"\{([^{}]*)\}")

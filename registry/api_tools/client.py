@@ -11,11 +11,11 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from registry.api_tools.bundle import Bundle, Tool
-from registry.api_tools.errors import ToolFailure
-from registry.api_tools.outbound import DEFAULT_PORTS, OutboundPolicy, Resolver, Scheme
-from registry.api_tools.render import RenderedRequest, render
-from registry.api_tools.response import RAW_READ_CAP, RawResponse, interpret
+from doraforge.registry.api_tools.bundle import Bundle, Tool
+from doraforge.registry.api_tools.errors import ToolFailure
+from doraforge.registry.api_tools.outbound import DEFAULT_PORTS, OutboundPolicy, Resolver, Scheme
+from doraforge.registry.api_tools.render import RenderedRequest, render
+from doraforge.registry.api_tools.response import RAW_READ_CAP, RawResponse, interpret
 
 REDACTED = "[REDACTED]"
 

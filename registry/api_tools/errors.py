@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from registry.errors import RegistryError, ToolFailure
+from doraforge.registry.errors import RegistryError, ToolFailure
 
 
 class OutboundDenied(ToolFailure):

@@ -24,8 +24,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from registry.api_tools.addresses import IPAddress, parse_address, parse_host, split_port
-from registry.api_tools.errors import OutboundDenied
+from doraforge.registry.api_tools.addresses import IPAddress, parse_address, parse_host, split_port
+from doraforge.registry.api_tools.errors import OutboundDenied
 
 Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
 Side = Literal["internal", "external"]

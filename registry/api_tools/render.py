@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from registry.api_tools.bundle import PATH_SLOT, SECRET_SLOT, Bundle, Tool
-from registry.api_tools.errors import ToolFailure
+from doraforge.registry.api_tools.bundle import PATH_SLOT, SECRET_SLOT, Bundle, Tool
+from doraforge.registry.api_tools.errors import ToolFailure
 
 MASK = "****"
 

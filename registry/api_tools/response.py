@@ -6,8 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from registry.api_tools.bundle import Envelope, Tool
-from registry.api_tools.errors import ToolFailure
+from doraforge.registry.api_tools.bundle import Envelope, Tool
+from doraforge.registry.api_tools.errors import ToolFailure
 
 RAW_READ_CAP = 2 * 1024 * 1024
 NON2XX_BODY_CHARS = 500

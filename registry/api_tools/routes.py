@@ -10,16 +10,16 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from doraforge.registry.api_tools.bundle import Bundle, parse_bundle
+from doraforge.registry.api_tools.client import ApiClient
+from doraforge.registry.api_tools.errors import RegistryError, ToolFailure
+from doraforge.registry.api_tools.outbound import OutboundPolicy, Resolver
+from doraforge.registry.api_tools.store import BundleStore
+from doraforge.registry.api_tools.tools import build_tools, check_saveable, probe, tool_name
 from doraforge.wire.guard import NO_BODY, json_body
-from registry.api_tools.bundle import Bundle, parse_bundle
-from registry.api_tools.client import ApiClient
-from registry.api_tools.errors import RegistryError, ToolFailure
-from registry.api_tools.outbound import OutboundPolicy, Resolver
-from registry.api_tools.store import BundleStore
-from registry.api_tools.tools import build_tools, check_saveable, probe, tool_name
 
 if TYPE_CHECKING:
-    from registry.service import RegistryService
+    from doraforge.registry.service import RegistryService
 
 _NAME = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
 

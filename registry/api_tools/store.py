@@ -8,8 +8,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from registry.api_tools.bundle import Bundle, parse_bundle
-from registry.api_tools.errors import RegistryError
+from doraforge.registry.api_tools.bundle import Bundle, parse_bundle
+from doraforge.registry.api_tools.errors import RegistryError
 
 logger = logging.getLogger(__name__)
 

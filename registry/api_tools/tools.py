@@ -7,13 +7,18 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from registry.api_tools.addresses import parse_host
-from registry.api_tools.bundle import Bundle, Tool
-from registry.api_tools.client import ApiClient, execute, redact
-from registry.api_tools.errors import OutboundDenied, RegistryError, ToolFailure
-from registry.api_tools.outbound import METADATA_HOSTS, OutboundPolicy, Resolver, hard_denied
-from registry.api_tools.render import render
-from registry.api_tools.response import RawResponse, interpret
+from doraforge.registry.api_tools.addresses import parse_host
+from doraforge.registry.api_tools.bundle import Bundle, Tool
+from doraforge.registry.api_tools.client import ApiClient, execute, redact
+from doraforge.registry.api_tools.errors import OutboundDenied, RegistryError, ToolFailure
+from doraforge.registry.api_tools.outbound import (
+    METADATA_HOSTS,
+    OutboundPolicy,
+    Resolver,
+    hard_denied,
+)
+from doraforge.registry.api_tools.render import render
+from doraforge.registry.api_tools.response import RawResponse, interpret
 
 Adapter = Callable[[dict[str, Any]], Awaitable[Any]]
 

@@ -21,11 +21,12 @@ import httpx
 import psutil
 import pytest
 
-from paos.dataflow import DATAFLOWS, Dataflow, dora_environment, free_port, wait_until
+from doraforge.dataflows import DATAFLOWS
+from doraforge.skill_runtime.dora_run import Dataflow, dora_environment, free_port, wait_until
 
 MOCK_DATAFLOW = DATAFLOWS / "mock.yml"
-GATEWAY_MARK = "-m gateway"
-MOCK_MARK = "-m nodes.mock"
+GATEWAY_MARK = "-m doraforge.gateway"
+MOCK_MARK = "-m doraforge.nodes.mock"
 START_TIMEOUT_S = 60.0
 START_ATTEMPTS = 3
 STOP_GRACE_S = 15.0

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from paos.dataflow import PROJECT_ROOT, dora_environment
+from doraforge.skill_runtime.dora_run import dora_environment
+from tests.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.e2e
 
@@ -19,7 +20,7 @@ def test_the_demo_verifies_a_pick_and_place_and_writes_its_report(tmp_path: Path
     out = tmp_path / "demo"
     env = dora_environment({"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     completed = subprocess.run(
-        [sys.executable, "-m", "paos.cli", "demo", "--out", str(out)],
+        [sys.executable, "-m", "doraforge.cli", "demo", "--out", str(out)],
         cwd=PROJECT_ROOT,
         env=env,
         capture_output=True,
@@ -43,7 +44,7 @@ def test_the_mock_demo_runs_behind_a_generated_token_and_leaves_no_token_file(tm
         {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(tmp_path)}
     )
     completed = subprocess.run(
-        [sys.executable, "-m", "paos.cli", "demo", "--mock"],
+        [sys.executable, "-m", "doraforge.cli", "demo", "--mock"],
         cwd=PROJECT_ROOT,
         env=env,
         capture_output=True,

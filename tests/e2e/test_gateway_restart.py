@@ -9,7 +9,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from paos.dataflow import wait_until
+from doraforge.skill_runtime.dora_run import wait_until
 from tests.e2e.conftest import GATEWAY_MARK, MockStack
 
 pytestmark = pytest.mark.e2e

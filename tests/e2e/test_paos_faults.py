@@ -26,14 +26,14 @@ import anyio
 import httpx
 import pytest
 
-from paos.binding import BindingCandidate, BindingError
-from paos.client import ForgeToolClient
-from paos.dataflow import wait_until
-from paos.errors import ForgeTimeout
-from paos.finalize import finalize
-from paos.store import AgentTaskStore
-from paos.store.models import TERMINAL_RECORD_STATES
-from paos.tasks import TaskService
+from doraforge.paos.binding import BindingCandidate, BindingError
+from doraforge.paos.client import ForgeToolClient
+from doraforge.paos.errors import ForgeTimeout
+from doraforge.paos.finalize import finalize
+from doraforge.paos.store import AgentTaskStore
+from doraforge.paos.store.models import TERMINAL_RECORD_STATES
+from doraforge.paos.tasks import TaskService
+from doraforge.skill_runtime.dora_run import wait_until
 from tests.e2e.conftest import MockStack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]

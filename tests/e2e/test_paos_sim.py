@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from paos.binding import BindingCandidate
-from paos.client import ForgeToolClient
-from paos.finalize import finalize
-from paos.pick_place import plan_steps
-from paos.store import AgentTaskStore
-from paos.tasks import TaskService
+from doraforge.cli.demos.pick_place import plan_steps
+from doraforge.paos.binding import BindingCandidate
+from doraforge.paos.client import ForgeToolClient
+from doraforge.paos.finalize import finalize
+from doraforge.paos.store import AgentTaskStore
+from doraforge.paos.tasks import TaskService
 from tests.e2e.conftest import MockStack, sim_stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]

@@ -11,8 +11,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from paos.dataflow import DATAFLOWS, PROJECT_ROOT, dora_environment, free_port, wait_until
-from paos.gateway_auth import bearer
+from doraforge.dataflows import DATAFLOWS
+from doraforge.paos.gateway_auth import bearer
+from doraforge.skill_runtime.dora_run import dora_environment, free_port, wait_until
+from tests.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.e2e
 
@@ -35,7 +37,7 @@ def test_run_hands_the_operators_token_to_the_gateway_through_a_private_file(tmp
         DORAFORGE_GATEWAY_JOURNAL=str(tmp_path / "gateway.journal"),
     )
     tools = f"http://127.0.0.1:{port}/tools"
-    command = [sys.executable, "-m", "paos.cli", "run", str(DATAFLOWS / "mock.yml")]
+    command = [sys.executable, "-m", "doraforge.cli", "run", str(DATAFLOWS / "mock.yml")]
     process = subprocess.Popen(
         command, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )

@@ -11,13 +11,13 @@ import cv2
 import numpy as np
 import pytest
 
-from paos.dataflow import wait_until
-from paos.pick_place import pick_and_place
+from doraforge.cli.demos.pick_place import pick_and_place
+from doraforge.skill_runtime.dora_run import wait_until
 from tests.e2e.conftest import MockStack, sim_stack
 
 pytestmark = pytest.mark.e2e
 
-WORLD_MARK = "-m nodes.world"
+WORLD_MARK = "-m doraforge.nodes.world"
 
 
 @pytest.fixture(scope="module")

@@ -10,13 +10,13 @@ from pathlib import Path
 import httpx
 from forge_tool import ToolEndpointHandler
 
-from gateway.clock import Clock
-from gateway.config import GatewayConfig, load_config
-from gateway.core import Gateway
-from gateway.http import create_app
-from gateway.journal import Journal
-from gateway.local import LocalCarrier, LocalProvider
-from nodes.mock.endpoint import definition
+from doraforge.gateway.clock import Clock
+from doraforge.gateway.config import GatewayConfig, load_config
+from doraforge.gateway.core import Gateway
+from doraforge.gateway.http import create_app
+from doraforge.gateway.journal import Journal
+from doraforge.gateway.local import LocalCarrier, LocalProvider
+from doraforge.nodes.mock.endpoint import definition
 
 MOCK_CONFIG = Path(__file__).resolve().parents[2] / "dataflows" / "mock.gateway.yml"
 

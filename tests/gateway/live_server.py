@@ -9,11 +9,11 @@ import time
 import httpx
 import uvicorn
 
+from doraforge.gateway.core import Gateway
+from doraforge.gateway.http import create_app
+from doraforge.gateway.main import server_config
+from doraforge.skill_runtime.dora_run import free_port
 from doraforge.wire.guard import TransportPolicy
-from gateway.core import Gateway
-from gateway.http import create_app
-from gateway.main import server_config
-from paos.dataflow import free_port
 
 
 class LiveServer(httpx.Client):

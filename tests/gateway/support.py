@@ -15,12 +15,12 @@ from typing import Any
 import httpx
 from forge_tool import ToolEnvelope, make_registration_envelope
 
-from gateway.clock import Clock
-from gateway.config import GatewayConfig
-from gateway.core import Gateway
-from gateway.http import create_app
-from nodes import toolcodec
-from nodes.mock.endpoint import DESCRIPTOR
+from doraforge.gateway.clock import Clock
+from doraforge.gateway.config import GatewayConfig
+from doraforge.gateway.core import Gateway
+from doraforge.gateway.http import create_app
+from doraforge.nodes import toolcodec
+from doraforge.nodes.mock.endpoint import DESCRIPTOR
 from tests.gateway.harness import Stack, mock_config
 
 type Answer = Callable[[ToolEnvelope], ToolEnvelope | None]

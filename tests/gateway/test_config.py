@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from gateway.catalog import Catalog
-from gateway.config import GatewayConfig, load_config, parse_config
-from gateway.errors import ConfigError
+from doraforge.gateway.catalog import Catalog
+from doraforge.gateway.config import GatewayConfig, load_config, parse_config
+from doraforge.gateway.errors import ConfigError
 from tests.gateway.harness import MOCK_CONFIG
 
 SOURCE = "gw.yml"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.journal import MAX_LINE_BYTES, FileJournal, JournalRecord, MemoryJournal
+from doraforge.gateway.journal import MAX_LINE_BYTES, FileJournal, JournalRecord, MemoryJournal
 from tests.gateway.harness import running_stack
 from tests.gateway.support import (
     assert_error,
@@ -269,7 +269,7 @@ def test_an_append_cut_short_by_the_disk_leaves_only_whole_lines(tmp_path: Path)
     script = textwrap.dedent(
         f"""
         import errno, resource
-        from gateway.journal import FileJournal, encode
+        from doraforge.gateway.journal import FileJournal, encode
         first = {{"k": "admit", "id": "inv_1"}}
         journal = FileJournal({str(path)!r})
         journal.append(first)

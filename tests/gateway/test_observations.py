@@ -11,8 +11,8 @@ import pytest
 from forge_msgs import Image, JointState
 from websockets.sync.client import connect
 
-from gateway.config import ImageSource, ObservationsConfig
-from gateway.core import Gateway
+from doraforge.gateway.config import ImageSource, ObservationsConfig
+from doraforge.gateway.core import Gateway
 from tests.gateway.harness import mock_config
 from tests.gateway.live_server import LiveServer
 

@@ -16,10 +16,10 @@ from forge_tool import (
     make_unregister_envelope,
 )
 
-from gateway.clock import FakeClock
-from gateway.core import Gateway
-from gateway.registry import EndpointRegistry
-from nodes.mock.endpoint import DESCRIPTOR
+from doraforge.gateway.clock import FakeClock
+from doraforge.gateway.core import Gateway
+from doraforge.gateway.registry import EndpointRegistry
+from doraforge.nodes.mock.endpoint import DESCRIPTOR
 from tests.gateway.harness import mock_config
 
 TTL_MS = 3000

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from forge_tool import EndpointStatus, make_endpoint_status_envelope
 
-from gateway.admission import InvokeBody
-from gateway.core import Gateway, tool_context
-from gateway.journal import FileJournal
-from gateway.local import LocalCarrier, LocalProvider
+from doraforge.gateway.admission import InvokeBody
+from doraforge.gateway.core import Gateway, tool_context
+from doraforge.gateway.journal import FileJournal
+from doraforge.gateway.local import LocalCarrier, LocalProvider
 from tests.gateway.harness import mock_config, mock_handler
 from tests.gateway.support import eventually
 

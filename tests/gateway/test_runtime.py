@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from forge_tool import ToolEvent, make_event_envelope
 
-from gateway import wire
-from gateway.clock import FakeClock
-from gateway.invocation import TERMINAL_PHASES, can_advance
-from gateway.journal import FileJournal
+from doraforge.gateway import wire
+from doraforge.gateway.clock import FakeClock
+from doraforge.gateway.invocation import TERMINAL_PHASES, can_advance
+from doraforge.gateway.journal import FileJournal
 from tests.gateway.harness import Stack, running_stack
 from tests.gateway.support import (
     assert_error,

@@ -16,7 +16,7 @@ from forge_tool import (
     make_invoke_response_envelope,
 )
 
-from gateway import wire
+from doraforge.gateway import wire
 from tests.gateway.harness import running_stack
 from tests.gateway.support import (
     assert_error,

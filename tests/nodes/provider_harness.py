@@ -25,7 +25,7 @@ from forge_tool import (
 )
 from forge_tool.dora import tool_envelope_to_message, tool_message_to_envelope
 
-from nodes.definition import EndpointDefinition
+from doraforge.nodes.definition import EndpointDefinition
 
 WAIT_S = 5.0
 _ids = itertools.count()

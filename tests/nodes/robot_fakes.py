@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 from forge_msgs import JointCommand, JointState
 
-from nodes.dataplane import DataPlane
+from doraforge.nodes.dataplane import DataPlane
 
 TICK_S = 0.01  # the fake robot's state rate: 100 Hz, as the world publishes
 LAG_S = 0.04  # position-servo time constant

@@ -8,9 +8,9 @@ from forge_tool import ToolEndpointError
 from provider_harness import HandlerHarness
 from robot_fakes import FakeRobot, TickTiming
 
-from nodes.arm.config import ArmConfig, JointSpec
-from nodes.arm.endpoint import definition
-from nodes.arm.kinematics import Unreachable
+from doraforge.nodes.arm.config import ArmConfig, JointSpec
+from doraforge.nodes.arm.endpoint import definition
+from doraforge.nodes.arm.kinematics import Unreachable
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,7 @@ import pytest
 from forge_msgs import Image
 from provider_harness import FakeClock, HandlerHarness
 
-from nodes.camera.endpoint import definition
+from doraforge.nodes.camera.endpoint import definition
 
 pytestmark = pytest.mark.anyio
 

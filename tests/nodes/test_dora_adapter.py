@@ -7,8 +7,8 @@ import pytest
 from dora.testing import MockNode
 from provider_harness import decode, request_for, to_value
 
-from nodes.mock import ENDPOINT_ID, definition
-from nodes.runner import RunnerOptions, run_endpoint
+from doraforge.nodes.mock import ENDPOINT_ID, definition
+from doraforge.nodes.runner import RunnerOptions, run_endpoint
 
 
 def _sent_types(node: MockNode, output: str = "tool_response") -> list[str]:

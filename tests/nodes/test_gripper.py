@@ -6,8 +6,8 @@ import pytest
 from provider_harness import HandlerHarness
 from robot_fakes import FakeRobot, TickTiming
 
-from nodes.gripper.config import GripperConfig
-from nodes.gripper.endpoint import definition
+from doraforge.nodes.gripper.config import GripperConfig
+from doraforge.nodes.gripper.endpoint import definition
 
 pytestmark = pytest.mark.anyio
 

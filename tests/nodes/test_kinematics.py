@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nodes.arm.kinematics import Kinematics, Unreachable, down_rotation
-from nodes.robot.profile import RobotProfile, load_profile
+from doraforge.nodes.arm.kinematics import Kinematics, Unreachable, down_rotation
+from doraforge.nodes.robot.profile import RobotProfile, load_profile
 
 PROFILE = Path(__file__).resolve().parents[2] / "nodes" / "robot" / "profiles" / "sim_arm.yml"
 

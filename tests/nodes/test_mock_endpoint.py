@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from provider_harness import WAIT_S, FakeTiming, HandlerHarness
 
-from nodes.mock import definition
+from doraforge.nodes.mock import definition
 
 pytestmark = pytest.mark.anyio
 

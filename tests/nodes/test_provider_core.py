@@ -31,7 +31,7 @@ from forge_tool import (
 )
 from provider_harness import WAIT_S, FakeClock, Published, request_for, to_value
 
-from nodes.runner import EndpointDefinition, ProviderCore, RunnerOptions
+from doraforge.nodes.runner import EndpointDefinition, ProviderCore, RunnerOptions
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
-from nodes.robot.profile import ProfileError, load_profile
+from doraforge.nodes.robot.profile import ProfileError, load_profile
 
 PROFILE = Path(__file__).resolve().parents[2] / "nodes" / "robot" / "profiles" / "sim_arm.yml"
 

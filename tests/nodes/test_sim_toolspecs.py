@@ -9,18 +9,18 @@ import pytest
 from provider_harness import HandlerHarness
 from robot_fakes import FakeRobot, TickTiming
 
-from gateway.catalog import Catalog
-from gateway.config import GatewayConfig, load_config
-from nodes.arm import config as arm_config
-from nodes.arm.endpoint import DESCRIPTOR as ARM
-from nodes.arm.endpoint import definition as arm_definition
-from nodes.arm.kinematics import Kinematics
-from nodes.camera.endpoint import DESCRIPTOR as CAMERA
-from nodes.gripper import config as gripper_config
-from nodes.gripper.endpoint import DESCRIPTOR as GRIPPER
-from nodes.gripper.endpoint import definition as gripper_definition
-from nodes.motion.cli import DEFAULT_PROFILE
-from nodes.robot.profile import RobotProfile, load_profile
+from doraforge.gateway.catalog import Catalog
+from doraforge.gateway.config import GatewayConfig, load_config
+from doraforge.nodes.arm import config as arm_config
+from doraforge.nodes.arm.endpoint import DESCRIPTOR as ARM
+from doraforge.nodes.arm.endpoint import definition as arm_definition
+from doraforge.nodes.arm.kinematics import Kinematics
+from doraforge.nodes.camera.endpoint import DESCRIPTOR as CAMERA
+from doraforge.nodes.gripper import config as gripper_config
+from doraforge.nodes.gripper.endpoint import DESCRIPTOR as GRIPPER
+from doraforge.nodes.gripper.endpoint import definition as gripper_definition
+from doraforge.nodes.motion.cli import DEFAULT_PROFILE
+from doraforge.nodes.robot.profile import RobotProfile, load_profile
 
 pytestmark = pytest.mark.anyio
 

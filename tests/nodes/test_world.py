@@ -12,10 +12,10 @@ import pytest
 from forge_msgs import Image, JointState
 from forge_tool import ToolContext, ToolEndpointError, ToolExecutionKey, ToolRequest
 
-from nodes.world.endpoint import ResetAction, SceneStateQuery, world_status
-from nodes.world.simulation import Simulation, SimulationOptions
-from sim.render import Cameras
-from sim.world import World
+from doraforge.nodes.world.endpoint import ResetAction, SceneStateQuery, world_status
+from doraforge.nodes.world.simulation import Simulation, SimulationOptions
+from doraforge.sim.render import Cameras
+from doraforge.sim.world import World
 
 pytestmark = pytest.mark.anyio
 

@@ -11,16 +11,16 @@ from typing import Any
 import httpx
 import pytest
 
-from doraforge.wire.guard import TransportPolicy
-from gateway.http import create_app, gateway_policy
-from paos.client import ForgeToolClient, spec_sha256
-from paos.errors import (
+from doraforge.gateway.http import create_app, gateway_policy
+from doraforge.paos.client import ForgeToolClient, spec_sha256
+from doraforge.paos.errors import (
     ForgeHttpError,
     ForgeProtocolError,
     ForgeTimeout,
     ForgeTransportError,
     PaosError,
 )
+from doraforge.wire.guard import TransportPolicy
 from tests.gateway.harness import Stack, mock_config, running_stack
 
 pytestmark = pytest.mark.anyio

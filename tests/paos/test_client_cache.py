@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from paos.client import ForgeToolClient
-from paos.client_cache import DEFAULT_MAX_CLIENTS, GatewayClients
-from paos.store import AgentTaskStore
-from paos.tasks import TaskService
+from doraforge.paos.client import ForgeToolClient
+from doraforge.paos.client_cache import DEFAULT_MAX_CLIENTS, GatewayClients
+from doraforge.paos.store import AgentTaskStore
+from doraforge.paos.tasks import TaskService
 
 
 class FakeClient:

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 from forge_msgs import Image
 
-from gateway.config import ImageSource, ObservationsConfig
-from gateway.core import Gateway
-from gateway.http import create_app
-from paos.client import ForgeToolClient
-from paos.evidence import EvidenceArtifact, capture, contained, validate_bundle
+from doraforge.gateway.config import ImageSource, ObservationsConfig
+from doraforge.gateway.core import Gateway
+from doraforge.gateway.http import create_app
+from doraforge.paos.client import ForgeToolClient
+from doraforge.paos.evidence import EvidenceArtifact, capture, contained, validate_bundle
 from tests.gateway.harness import mock_config
 from tests.gateway.live_server import LiveServer
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from paos.experience import (
+from doraforge.paos.experience import (
     InMemoryExperienceLog,
     episode_from,
     fingerprint,
@@ -233,7 +233,7 @@ def test_record_episode_keeps_one_episode_per_task_and_is_fail_open(
         def episodes(self, skill: str, version: str) -> list[dict[str, Any]]:
             return []
 
-    with caplog.at_level(logging.ERROR, logger="paos.experience"):
+    with caplog.at_level(logging.ERROR, logger="doraforge.paos.experience"):
         assert record_episode(Broken(), *args) is None
     assert "could not record an episode" in caplog.text
     assert record_episode(log, {}, [], [], [], [], {}) is None

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from doraforge.paos.gateway_auth import TOKEN_ENV, TOKEN_FILE_ENV, dataflow_auth, operator_token
 from doraforge.wire.tokens import TokenError, load_token
-from paos.gateway_auth import TOKEN_ENV, TOKEN_FILE_ENV, dataflow_auth, operator_token
 
 TOKEN = "operator-token-0123456789"
 

@@ -3,11 +3,11 @@ from pathlib import Path
 
 import pytest
 
-from gateway.core import Gateway
-from gateway.http import gateway_policy
-from gateway.local import LocalCarrier
-from paos.errors import ForgeHttpError
-from paos.home import PaosHome, open_service
+from doraforge.gateway.core import Gateway
+from doraforge.gateway.http import gateway_policy
+from doraforge.gateway.local import LocalCarrier
+from doraforge.paos.errors import ForgeHttpError
+from doraforge.paos.home import PaosHome, open_service
 from tests.gateway.harness import mock_config
 from tests.gateway.live_server import LiveServer
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from paos.store import AgentTaskStore, NewRecord, StoreError, TaskSlotTaken
+from doraforge.paos.store import AgentTaskStore, NewRecord, StoreError, TaskSlotTaken
 
 
 @pytest.fixture

@@ -20,15 +20,15 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.core import Gateway
-from gateway.http import create_app
-from gateway.local import LocalCarrier, LocalProvider
-from paos.agent_tools import TOOLS, AgentTool
-from paos.binding import BindingCandidate
-from paos.client import ForgeToolClient
-from paos.errors import RecordIndeterminate
-from paos.store import AgentTaskStore, NewRecord, StoreUnavailable
-from paos.tasks import TaskService
+from doraforge.gateway.core import Gateway
+from doraforge.gateway.http import create_app
+from doraforge.gateway.local import LocalCarrier, LocalProvider
+from doraforge.paos.agent_tools import TOOLS, AgentTool
+from doraforge.paos.binding import BindingCandidate
+from doraforge.paos.client import ForgeToolClient
+from doraforge.paos.errors import RecordIndeterminate
+from doraforge.paos.store import AgentTaskStore, NewRecord, StoreUnavailable
+from doraforge.paos.tasks import TaskService
 from tests.gateway.harness import mock_config, mock_handler
 from tests.paos.store_support import WriteLock
 
@@ -156,7 +156,7 @@ def test_a_full_disk_fails_the_write_and_leaves_the_store_usable(tmp_path: Path)
         f"""
         import resource
         from pathlib import Path
-        from paos.store import AgentTaskStore, StoreUnavailable
+        from doraforge.paos.store import AgentTaskStore, StoreUnavailable
         store = AgentTaskStore({str(path)!r})
         store.put_binding("small", "sha", {{"n": 1}})
         largest = max(p.stat().st_size for p in Path({str(tmp_path)!r}).glob("paos.db*"))

@@ -12,16 +12,16 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.core import Gateway
-from gateway.http import create_app
-from gateway.local import LocalCarrier, LocalProvider
-from paos import finalize as finishing
-from paos.agent_tools import TOOLS
-from paos.binding import BindingCandidate, BindingError
-from paos.client import ForgeToolClient
-from paos.errors import ForgeTimeout
-from paos.store import AgentTaskStore, NewRecord, TaskSlotTaken
-from paos.tasks import TaskError, TaskService
+from doraforge.gateway.core import Gateway
+from doraforge.gateway.http import create_app
+from doraforge.gateway.local import LocalCarrier, LocalProvider
+from doraforge.paos import finalize as finishing
+from doraforge.paos.agent_tools import TOOLS
+from doraforge.paos.binding import BindingCandidate, BindingError
+from doraforge.paos.client import ForgeToolClient
+from doraforge.paos.errors import ForgeTimeout
+from doraforge.paos.store import AgentTaskStore, NewRecord, TaskSlotTaken
+from doraforge.paos.tasks import TaskError, TaskService
 from tests.gateway.harness import mock_config, mock_handler
 
 pytestmark = pytest.mark.anyio
@@ -326,7 +326,7 @@ async def camera_cell(tmp_path: Path) -> AsyncIterator[Cell]:
     import numpy as np
     from forge_msgs import Image
 
-    from gateway.config import ImageSource, ObservationsConfig
+    from doraforge.gateway.config import ImageSource, ObservationsConfig
 
     carrier = LocalCarrier()
     observations = ObservationsConfig(images=[ImageSource(source="scene", input="image_scene")])

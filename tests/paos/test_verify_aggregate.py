@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from paos.verify import (
+from doraforge.paos.verify import (
     CriterionResult,
     DuplicateVerifier,
     Verdict,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from paos.verify import (
+from doraforge.paos.verify import (
     ExternalCriterion,
     InvalidContract,
     StateCriterion,

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from paos.verify import CriterionResult, ExternalCriterion, VerificationContext
-from paos.verify.external import MAX_RESPONSE_BYTES, ExternalVerifier
+from doraforge.paos.verify import CriterionResult, ExternalCriterion, VerificationContext
+from doraforge.paos.verify.external import MAX_RESPONSE_BYTES, ExternalVerifier
 
 pytestmark = pytest.mark.anyio
 

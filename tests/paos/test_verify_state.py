@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from paos.verify import StateCriterion, VerificationContext
-from paos.verify.state import StateVerifier
+from doraforge.paos.verify import StateCriterion, VerificationContext
+from doraforge.paos.verify.state import StateVerifier
 
 pytestmark = pytest.mark.anyio
 

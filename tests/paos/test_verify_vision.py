@@ -10,8 +10,8 @@ import cv2
 import numpy as np
 import pytest
 
-from paos.verify import CriterionResult, VerificationContext, VisionCriterion
-from paos.verify.vision import VisionVerifier, color_mask, find_blob, pick_frames
+from doraforge.paos.verify import CriterionResult, VerificationContext, VisionCriterion
+from doraforge.paos.verify.vision import VisionVerifier, color_mask, find_blob, pick_frames
 
 pytestmark = pytest.mark.anyio
 

@@ -12,9 +12,9 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 
-from registry.errors import ToolFailure
-from registry.server import build_app, new_service, uvicorn_config
-from registry.settings import ServerSettings
+from doraforge.registry.errors import ToolFailure
+from doraforge.registry.server import build_app, new_service, uvicorn_config
+from doraforge.registry.settings import ServerSettings
 
 TOKEN = "test-token-0123456789abcdef"
 OBJECT = {"type": "object"}

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from registry.audit import REDACTED, AuditLog
-from registry.errors import RegistryError
-from registry.model import Principal
-from registry.service import RegistryService
+from doraforge.registry.audit import REDACTED, AuditLog
+from doraforge.registry.errors import RegistryError
+from doraforge.registry.model import Principal
+from doraforge.registry.service import RegistryService
 from tests.registry.test_core_support import AGENT, CountingAdapter, call, entry
 
 pytestmark = pytest.mark.anyio

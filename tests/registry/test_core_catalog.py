@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from registry.errors import RegistryError
-from registry.model import Principal, ToolEntry
-from registry.service import RegistryService
+from doraforge.registry.errors import RegistryError
+from doraforge.registry.model import Principal, ToolEntry
+from doraforge.registry.service import RegistryService
 from tests.registry.test_core_support import CountingAdapter, entry
 
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from registry.envelope import parse_call
-from registry.errors import RegistryError
+from doraforge.registry.envelope import parse_call
+from doraforge.registry.errors import RegistryError
 from tests.registry.test_core_support import AGENT, service_with_search
 
 pytestmark = pytest.mark.anyio

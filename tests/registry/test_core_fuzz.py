@@ -9,8 +9,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from registry.errors import RegistryError
-from registry.service import RegistryService
+from doraforge.registry.errors import RegistryError
+from doraforge.registry.service import RegistryService
 from tests.registry.test_core_support import AGENT, CountingAdapter, entry
 
 JSON = st.recursive(

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from registry.errors import ToolFailure
-from registry.model import Principal
-from registry.service import RegistryService
+from doraforge.registry.errors import ToolFailure
+from doraforge.registry.model import Principal
+from doraforge.registry.service import RegistryService
 from tests.registry.test_core_support import AGENT, CountingAdapter, call, entry
 
 pytestmark = pytest.mark.anyio

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from registry.errors import RegistryError
-from registry.idempotency import TOMBSTONE_FACTOR
-from registry.model import Principal
-from registry.service import RegistryService
+from doraforge.registry.errors import RegistryError
+from doraforge.registry.idempotency import TOMBSTONE_FACTOR
+from doraforge.registry.model import Principal
+from doraforge.registry.service import RegistryService
 from tests.registry.test_core_support import (
     AGENT,
     FakeClock,

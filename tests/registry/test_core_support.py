@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from registry.model import Principal
-from registry.service import RegistryService
+from doraforge.registry.model import Principal
+from doraforge.registry.service import RegistryService
 
 SEARCH_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -9,8 +9,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from registry.mcp import apply_budget, tool_result
-from registry.settings import ServerSettings
+from doraforge.registry.mcp import apply_budget, tool_result
+from doraforge.registry.settings import ServerSettings
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=3000),

@@ -17,12 +17,12 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from paos.dataflow import dora_environment
-from paos.home import PaosHome, open_service
-from paos.pick_place import plan_steps
-from registry.robot_tools import RobotTools
-from registry.server import build_app, new_service
-from registry.settings import ServerSettings
+from doraforge.cli.demos.pick_place import plan_steps
+from doraforge.paos.home import PaosHome, open_service
+from doraforge.registry.robot_tools import RobotTools
+from doraforge.registry.server import build_app, new_service
+from doraforge.registry.settings import ServerSettings
+from doraforge.skill_runtime.dora_run import dora_environment
 from tests.registry.server_support import running
 
 pytestmark = pytest.mark.e2e
@@ -60,9 +60,9 @@ def sim_home(tmp_path: Path) -> Iterator[tuple[PaosHome, Any]]:
 
 
 def _started_sim(tmp_path: Path) -> Iterator[tuple[PaosHome, Any]]:
-    from paos.skills.archive import pack
-    from paos.skills.installer import Installer
-    from paos.skills.runtime import RuntimeManager
+    from doraforge.skill_runtime.archive import pack
+    from doraforge.skill_runtime.installer import Installer
+    from doraforge.skill_runtime.runtime import RuntimeManager
 
     home = PaosHome(tmp_path / "home")
     packed = pack(SOURCE, tmp_path / f"{SKILL}.tar.gz")
@@ -79,8 +79,8 @@ def _started_sim(tmp_path: Path) -> Iterator[tuple[PaosHome, Any]]:
 
 
 def _task_service(home: PaosHome, runtime: Any) -> Any:
-    from paos.skills.activation import activate_skill
-    from paos.skills.gateway_tokens import GatewayTokens
+    from doraforge.skill_runtime.activation import activate_skill
+    from doraforge.skill_runtime.gateway_tokens import GatewayTokens
 
     # The skill's Gateway takes only its runtime's token, as `doraforge serve` wires it.
     service = open_service(home, token_for=GatewayTokens(home.runtime_dir))

@@ -10,7 +10,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from registry.settings import ServerSettings
+from doraforge.registry.settings import ServerSettings
 from tests.registry.server_support import TOKEN, DemoTools, demo_app, running
 
 ACCEPT = "application/json, text/event-stream"
@@ -101,7 +101,7 @@ def test_only_the_servers_own_origin_passes(base: str) -> None:
 
 
 def test_forwarding_headers_do_not_make_a_caller_loopback(base: str) -> None:
-    from registry.mcp import is_loopback_host
+    from doraforge.registry.mcp import is_loopback_host
 
     answer = _post(base, _rpc("ping"), **{"x-forwarded-for": "203.0.113.9"})
     assert answer.status_code == 200  # judged by the socket, which is loopback

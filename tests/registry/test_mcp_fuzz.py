@@ -11,7 +11,7 @@ import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from registry.settings import ServerSettings
+from doraforge.registry.settings import ServerSettings
 from tests.registry.server_support import demo_app
 
 APP = demo_app(ServerSettings(grants=frozenset({"robot.read", "robot.write"}), mcp_enabled=True))

@@ -14,14 +14,14 @@ from typing import Any
 import httpx
 import pytest
 
-from paos.errors import RecordIndeterminate
-from paos.home import PaosHome
-from paos.store import StoreUnavailable
-from registry.mcp import tool_result
-from registry.model import Principal
-from registry.robot_tools import RobotTools, register_robot_tools
-from registry.server import build_app, new_service
-from registry.settings import ServerSettings
+from doraforge.paos.errors import RecordIndeterminate
+from doraforge.paos.home import PaosHome
+from doraforge.paos.store import StoreUnavailable
+from doraforge.registry.mcp import tool_result
+from doraforge.registry.model import Principal
+from doraforge.registry.robot_tools import RobotTools, register_robot_tools
+from doraforge.registry.server import build_app, new_service
+from doraforge.registry.settings import ServerSettings
 from tests.registry.server_support import running
 
 BOTH = frozenset({"robot.read", "robot.write"})

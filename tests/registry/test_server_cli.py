@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from paos.dataflow import PROJECT_ROOT
+from tests.paths import PROJECT_ROOT
 
 LISTENING = re.compile(r"http://127\.0\.0\.1:(\d+)")
 
@@ -39,7 +39,7 @@ def _wait_for_address(process: subprocess.Popen[str], timeout_s: float) -> str:
 
 def test_serve_listens_where_it_says_with_the_granted_robot_tools(tmp_path: Path) -> None:
     env = {**os.environ, "COLUMNS": "200", "FORGE_TEST_TOKEN": "serve-test-token-0123456789"}
-    command = [sys.executable, "-m", "paos.cli", "serve", "--home", str(tmp_path / "home")]
+    command = [sys.executable, "-m", "doraforge.cli", "serve", "--home", str(tmp_path / "home")]
     command += ["--port", "0", "--grant", "robot.read", "--token-env", "FORGE_TEST_TOKEN"]
     command += ["--mcp"]
     process = subprocess.Popen(
@@ -75,7 +75,7 @@ def test_serve_refuses_a_bad_config_with_one_line(tmp_path: Path) -> None:
     config = tmp_path / "serve.yml"
     config.write_text("hots: 0.0.0.0\n")
     done = subprocess.run(
-        [sys.executable, "-m", "paos.cli", "serve", "--config", str(config)],
+        [sys.executable, "-m", "doraforge.cli", "serve", "--config", str(config)],
         cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from registry.settings import ServerSettings
+from doraforge.registry.settings import ServerSettings
 from tests.registry.server_support import TOKEN, DemoTools, demo_app, running
 
 BOTH = frozenset({"robot.read", "robot.write"})
@@ -214,7 +214,7 @@ def test_a_rebound_host_or_foreign_origin_is_refused_on_a_loopback_server(base: 
 
 
 def test_api_tool_bundles_need_the_token_when_one_is_configured(tmp_path: Any) -> None:
-    from registry.server import build_app, new_service
+    from doraforge.registry.server import build_app, new_service
 
     settings = ServerSettings(token=TOKEN, outbound={"default": "deny", "external": ["a.example"]})
     app = build_app(new_service(settings), settings, api_tools_dir=tmp_path)

@@ -17,16 +17,16 @@ import httpx
 import pytest
 from jsonschema import Draft202012Validator
 
-from paos.agent_tools import TOOLS, AgentTool
-from paos.client import ForgeToolClient
-from paos.dataflow import PROJECT_ROOT
-from paos.home import PaosHome
-from paos.skills.errors import RuntimeStateError
-from paos.store import AgentTaskStore
-from paos.tasks import TaskService
-from registry.robot_tools import RobotTools, register_robot_tools
-from registry.server import build_app, new_service
-from registry.settings import ServerSettings
+from doraforge.paos.agent_tools import TOOLS, AgentTool
+from doraforge.paos.client import ForgeToolClient
+from doraforge.paos.home import PaosHome
+from doraforge.paos.store import AgentTaskStore
+from doraforge.paos.tasks import TaskService
+from doraforge.registry.robot_tools import RobotTools, register_robot_tools
+from doraforge.registry.server import build_app, new_service
+from doraforge.registry.settings import ServerSettings
+from doraforge.skill_runtime.errors import RuntimeStateError
+from doraforge.skills import source as skill_source
 from tests.registry.server_support import running
 
 BOTH = frozenset({"robot.read", "robot.write"})
@@ -101,7 +101,7 @@ class Stack:
 def _stack(tmp_path: Path, *, installed: bool = True, **runtime: Any) -> Stack:
     home = PaosHome(tmp_path / "home")
     if installed:  # the installed bundle's manifest names 127.0.0.1:9201
-        shutil.copytree(PROJECT_ROOT / "skills" / SKILL, home.skills_dir / SKILL / "current")
+        shutil.copytree(skill_source(SKILL), home.skills_dir / SKILL / "current")
     clients = Clients(RecordingTransport(runtime.pop("fault", None)))
     fake_runtime = FakeRuntime(**runtime)
 
@@ -308,7 +308,7 @@ async def test_an_httpx_error_reaches_the_agent_without_its_text(tmp_path: Path)
 
 
 def _principal(service: Any) -> Any:
-    from registry.http import server_principal
+    from doraforge.registry.http import server_principal
 
     return server_principal(service, _settings(), scope="agent", authenticated=True)
 

@@ -10,13 +10,13 @@ from typing import Any
 import httpx
 import pytest
 
-from paos.agent_tools import TOOLS, AgentTool
-from paos.errors import PaosError
-from paos.home import PaosHome
-from registry.model import Principal
-from registry.robot_tools import RobotTools, register_robot_tools
-from registry.server import build_app, new_service
-from registry.settings import ServerSettings
+from doraforge.paos.agent_tools import TOOLS, AgentTool
+from doraforge.paos.errors import PaosError
+from doraforge.paos.home import PaosHome
+from doraforge.registry.model import Principal
+from doraforge.registry.robot_tools import RobotTools, register_robot_tools
+from doraforge.registry.server import build_app, new_service
+from doraforge.registry.settings import ServerSettings
 from tests.registry.server_support import running
 
 BOTH = frozenset({"robot.read", "robot.write"})

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from paos.cli import build_parser
-from registry.settings import ServerSettings, SettingsError, load_settings
+from doraforge.cli import build_parser
+from doraforge.registry.settings import ServerSettings, SettingsError, load_settings
 
 
 def test_defaults_listen_on_loopback_8765_with_no_grants_and_the_spec_budgets() -> None:

@@ -19,7 +19,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from paos.dataflow import PROJECT_ROOT, wait_until
+from doraforge.skill_runtime.dora_run import wait_until
+from tests.paths import PROJECT_ROOT
 from tests.security.attack_support import Headers
 
 # ------------------------------------------------------------------------- listener
@@ -157,7 +158,17 @@ class ServeProcess:
 
 def serve_command(home: Path, *options: str) -> list[str]:
     """``doraforge serve`` on a free port under ``home`` with ``options``."""
-    return [sys.executable, "-m", "paos.cli", "serve", "--home", str(home), "--port", "0", *options]
+    return [
+        sys.executable,
+        "-m",
+        "doraforge.cli",
+        "serve",
+        "--home",
+        str(home),
+        "--port",
+        "0",
+        *options,
+    ]
 
 
 def serve_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -1,9 +1,10 @@
-"""``python full_disk_gateway.py MARKER -m gateway ARG...``: the Gateway on a disk that fills.
+"""``python full_disk_gateway.py MARKER -m doraforge.gateway ARG...``: a filling disk.
 
-Runs ``python -m gateway ARG...`` unchanged except for its journal writer: while the file
+Runs ``python -m doraforge.gateway ARG...`` unchanged except for its journal writer: while
+the file
 ``MARKER`` exists, every journal write fails as a full disk does (``ENOSPC``) before any
 byte is written; remove ``MARKER`` and writes succeed again. The command line keeps
-``-m gateway`` so the e2e helpers find the node as they find the real one.
+``-m doraforge.gateway`` so the e2e helpers find the node as they find the real one.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-import gateway.main
-from gateway.journal import FileJournal, JournalRecord
+import doraforge.gateway.main
+from doraforge.gateway.journal import FileJournal, JournalRecord
 
 
 def full_disk_journal(marker: Path) -> type[FileJournal]:
@@ -44,7 +45,7 @@ def main(argv: list[str]) -> None:
     marker, flag, module, *rest = argv[1:]
     if flag != "-m":
         raise SystemExit(__doc__)
-    gateway.main.FileJournal = full_disk_journal(Path(marker))  # type: ignore[misc]
+    doraforge.gateway.main.FileJournal = full_disk_journal(Path(marker))  # type: ignore[misc]
     sys.argv = [module, *rest]
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 

@@ -21,9 +21,10 @@ from typing import Any
 import pytest
 import yaml
 
+from doraforge.dataflows import DATAFLOWS
 from doraforge.wire.tokens import write_token
-from paos.dataflow import DATAFLOWS, PROJECT_ROOT
 from tests.e2e.conftest import MockStack, dataflow_stack
+from tests.paths import PROJECT_ROOT
 from tests.security.attack_peers import (
     ServeProcess,
     serve_command,
@@ -70,7 +71,7 @@ def gateway_config(directory: Path, host: str, **security: Any) -> Path:
 def run_gateway_node(
     config: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m gateway --config config`` outside any dataflow."""
+    """``python -m doraforge.gateway --config config`` outside any dataflow."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("DORAFORGE_GATEWAY")}
     return subprocess.run(
         [sys.executable, "-m", "gateway", "--config", str(config)],

@@ -30,13 +30,14 @@ import httpx
 import pytest
 import yaml
 
-from paos.agent_tools import TOOLS
-from paos.binding import BindingCandidate
-from paos.client import ForgeToolClient
-from paos.dataflow import DATAFLOWS, wait_until
-from paos.store import AgentTaskStore
-from paos.store.models import TERMINAL_RECORD_STATES
-from paos.tasks import TaskService
+from doraforge.dataflows import DATAFLOWS
+from doraforge.paos.agent_tools import TOOLS
+from doraforge.paos.binding import BindingCandidate
+from doraforge.paos.client import ForgeToolClient
+from doraforge.paos.store import AgentTaskStore
+from doraforge.paos.store.models import TERMINAL_RECORD_STATES
+from doraforge.paos.tasks import TaskService
+from doraforge.skill_runtime.dora_run import wait_until
 from tests.e2e.conftest import GATEWAY_MARK, MockStack, dataflow_stack, fresh_stack, stack
 from tests.paos.store_support import WriteLock
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from nodes.arm.kinematics import Kinematics
-from nodes.robot.profile import RobotProfile, load_profile
+from doraforge.nodes.arm.kinematics import Kinematics
+from doraforge.nodes.robot.profile import RobotProfile, load_profile
 
 PROFILE = Path(__file__).resolve().parents[2] / "nodes" / "robot" / "profiles" / "sim_arm.yml"
 

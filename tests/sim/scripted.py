@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from nodes.arm.kinematics import Kinematics
-from sim.world import GRIPPER_JOINT, World
+from doraforge.nodes.arm.kinematics import Kinematics
+from doraforge.sim.world import GRIPPER_JOINT, World
 
 HOVER = 0.12  # m above the grasp point before descending
 CARRY = 0.15  # m above the table while carrying

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from nodes.arm.kinematics import Kinematics
-from sim.scenario import cube_in_target_and_resting, cube_lifted
-from sim.world import World
+from doraforge.nodes.arm.kinematics import Kinematics
+from doraforge.sim.scenario import cube_in_target_and_resting, cube_lifted
+from doraforge.sim.world import World
 from tests.sim.scripted import pick_and_place
 
 

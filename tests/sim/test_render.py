@@ -8,8 +8,8 @@ import mujoco
 import numpy as np
 import pytest
 
-from sim.render import Cameras, gl_backend
-from sim.world import World
+from doraforge.sim.render import Cameras, gl_backend
+from doraforge.sim.world import World
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sim.scenario import (
+from doraforge.sim.scenario import (
     CubeRegion,
     cube_in_target_and_resting,
     cube_lifted,

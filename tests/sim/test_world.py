@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim.errors import SimError
-from sim.scenario import CubeRegion
-from sim.world import JOINT_NAMES, PhysicsDiverged, World
+from doraforge.sim.errors import SimError
+from doraforge.sim.scenario import CubeRegion
+from doraforge.sim.world import JOINT_NAMES, PhysicsDiverged, World
 
 
 @pytest.fixture

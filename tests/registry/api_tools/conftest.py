@@ -12,8 +12,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from registry.api_tools.bundle import Bundle, parse_bundle
-from registry.api_tools.outbound import OutboundPolicy
+from doraforge.registry.api_tools.bundle import Bundle, parse_bundle
+from doraforge.registry.api_tools.outbound import OutboundPolicy
 
 BIG_BYTES = 5 * 1024 * 1024
 

@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
-from registry.api_tools.bundle import parse_bundle
-from registry.api_tools.errors import RegistryError
+from doraforge.registry.api_tools.bundle import parse_bundle
+from doraforge.registry.api_tools.errors import RegistryError
 
 GOOD_TOOL = {
     "name": "get_item",

@@ -9,10 +9,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from registry.api_tools.client import ApiClient, execute
-from registry.api_tools.errors import ToolFailure
-from registry.api_tools.outbound import OutboundPolicy
-from registry.api_tools.response import RAW_READ_CAP
+from doraforge.registry.api_tools.client import ApiClient, execute
+from doraforge.registry.api_tools.errors import ToolFailure
+from doraforge.registry.api_tools.outbound import OutboundPolicy
+from doraforge.registry.api_tools.response import RAW_READ_CAP
 
 from .conftest import Upstream, local_policy, make_bundle, tool
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from registry.api_tools.addresses import parse_host
-from registry.api_tools.errors import OutboundDenied
-from registry.api_tools.outbound import OutboundPolicy, Scheme
+from doraforge.registry.api_tools.addresses import parse_host
+from doraforge.registry.api_tools.errors import OutboundDenied
+from doraforge.registry.api_tools.outbound import OutboundPolicy, Scheme
 
 ALLOW = OutboundPolicy(
     default="allow",

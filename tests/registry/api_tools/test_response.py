@@ -4,9 +4,9 @@ from typing import Any
 
 import pytest
 
-from registry.api_tools.bundle import parse_bundle
-from registry.api_tools.errors import ToolFailure
-from registry.api_tools.response import RawResponse, dot_path, interpret, loose, truncate
+from doraforge.registry.api_tools.bundle import parse_bundle
+from doraforge.registry.api_tools.errors import ToolFailure
+from doraforge.registry.api_tools.response import RawResponse, dot_path, interpret, loose, truncate
 
 
 @pytest.mark.parametrize(

@@ -10,13 +10,13 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from doraforge.registry.api_tools.bundle import parse_bundle
+from doraforge.registry.api_tools.outbound import OutboundPolicy
+from doraforge.registry.api_tools.routes import api_tools_router
+from doraforge.registry.api_tools.tools import build_tools
+from doraforge.registry.model import Principal
+from doraforge.registry.service import RegistryService
 from doraforge.wire.guard import TransportGuard, default_render, policy_for_bind
-from registry.api_tools.bundle import parse_bundle
-from registry.api_tools.outbound import OutboundPolicy
-from registry.api_tools.routes import api_tools_router
-from registry.api_tools.tools import build_tools
-from registry.model import Principal
-from registry.service import RegistryService
 
 from .conftest import Upstream, local_policy, tool
 

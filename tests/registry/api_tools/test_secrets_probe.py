@@ -8,12 +8,12 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from registry.api_tools.client import ApiClient, execute
-from registry.api_tools.errors import RegistryError, ToolFailure
-from registry.api_tools.outbound import OutboundPolicy
-from registry.api_tools.tools import build_tools, check_saveable, probe
-from registry.model import Principal, ToolEntry
-from registry.service import RegistryService
+from doraforge.registry.api_tools.client import ApiClient, execute
+from doraforge.registry.api_tools.errors import RegistryError, ToolFailure
+from doraforge.registry.api_tools.outbound import OutboundPolicy
+from doraforge.registry.api_tools.tools import build_tools, check_saveable, probe
+from doraforge.registry.model import Principal, ToolEntry
+from doraforge.registry.service import RegistryService
 
 from .conftest import Upstream, local_policy, make_bundle, tool
 

@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from registry.api_tools.client import ApiClient, execute
-from registry.api_tools.errors import ToolFailure
-from registry.api_tools.outbound import OutboundPolicy
+from doraforge.registry.api_tools.client import ApiClient, execute
+from doraforge.registry.api_tools.errors import ToolFailure
+from doraforge.registry.api_tools.outbound import OutboundPolicy
 
 from .conftest import make_bundle, tool
 

@@ -1,0 +1,71 @@
+"""A scripted agent: the pick-and-place as a governed AgentTask, through the agent tools only.
+
+It calls exactly what an LLM agent would call — ``forge_task_create``,
+``forge_tool_query``, ``forge_tool_start_action``, ``forge_tool_action_result``,
+``forge_task_finalize`` — and reads nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from doraforge.cli.demos.pick_place import plan_steps
+from doraforge.paos.agent_tools import TOOLS
+from doraforge.paos.tasks import TaskService
+
+type Say = Callable[[str], None]
+
+STEP_TIMEOUT_S = 90.0
+
+
+class AgentFailure(RuntimeError):
+    """An agent tool answered ``ok: false`` (the message carries its error)."""
+
+
+async def call(service: TaskService, tool: str, arguments: dict[str, Any]) -> Any:
+    """Invoke one agent tool; raise :class:`AgentFailure` on ``ok: false``."""
+    answer = await TOOLS[tool](service, arguments)
+    if not answer["ok"]:
+        raise AgentFailure(f"{tool}: {answer['error']['code']}: {answer['error']['message']}")
+    return answer["data"]
+
+
+async def run_pick_place(service: TaskService, skill: str, *, say: Say = print) -> dict[str, Any]:
+    """Create the task for ``skill``, pick and place, finalize; return the finalized task."""
+    created = await call(service, "forge_task_create", {"skill": skill})
+    task_id = created["task"]["task_id"]
+    say(f"   task {task_id} bound to {skill} {created['binding']['version']}")
+    scene = await call(
+        service, "forge_tool_query", {"task_id": task_id, "tool_id": "world.scene_state"}
+    )
+    for label, tool_id, arguments in plan_steps(scene["response"]["result"]["outputs"], say=say):
+        began = time.monotonic()
+        record = await _run_action(service, task_id, tool_id, arguments)
+        outputs = (record.get("result") or {}).get("outputs", {})
+        say(f"   {label:24s} {tool_id:18s} {record['state']:9s} {time.monotonic() - began:4.1f} s")
+        if record["state"] != "completed":
+            break
+        if tool_id == "gripper.grasp" and not outputs.get("holding"):
+            say("   the gripper closed on nothing; finalizing as is")
+            break
+    return await call(service, "forge_task_finalize", {"task_id": task_id})
+
+
+async def _run_action(
+    service: TaskService, task_id: str, tool_id: str, arguments: dict[str, Any]
+) -> dict[str, Any]:
+    started = await call(
+        service,
+        "forge_tool_start_action",
+        {"task_id": task_id, "tool_id": tool_id, "arguments": arguments},
+    )
+    query = {"task_id": task_id, "record_id": started["record_id"]}
+    async with asyncio.timeout(STEP_TIMEOUT_S):
+        while True:
+            answer = await call(service, "forge_tool_action_result", query)
+            if answer["status"] == "available":
+                return answer["record"]
+            await asyncio.sleep(0.05)

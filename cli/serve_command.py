@@ -1,0 +1,68 @@
+"""``doraforge serve``: the semantic tool registry (HTTP catalog and calls, MCP endpoint)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from doraforge.cli.context import Context
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    serve = commands.add_parser("serve", help="serve the tool registry and the MCP endpoint")
+    serve.add_argument("--host", default=None, help="listen address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="listen port (default 8765)")
+    serve.add_argument(
+        "--grant", action="append", default=[], metavar="NAME", help="grant a capability"
+    )
+    serve.add_argument(
+        "--approve", action="append", default=[], metavar="TOOL", help="approve a risky tool"
+    )
+    serve.add_argument(
+        "--home", type=Path, default=argparse.SUPPRESS, help="PAOS home (as the global option)"
+    )
+    serve.add_argument(
+        "--mcp", action="store_true", help="enable the MCP endpoint /mcp (off by default)"
+    )
+    serve.add_argument("--config", type=Path, default=None, help="a YAML or JSON config file")
+    serve.add_argument(
+        "--token-env", default=None, metavar="VAR", help="environment variable with the token"
+    )
+    serve.add_argument(
+        "--token-file", type=Path, default=None, metavar="PATH", help="file (0600) with the token"
+    )
+    serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow a non-loopback bind without a token (lab networks only; logged loudly)",
+    )
+    serve.set_defaults(handler=_serve)
+
+
+def _serve(ctx: Context, args: argparse.Namespace) -> int:
+    from doraforge.registry.robot_tools import RobotTools
+    from doraforge.registry.server import build_app, new_service, serve
+    from doraforge.registry.settings import load_settings
+
+    settings = load_settings(
+        config=args.config,
+        environ=os.environ,
+        host=args.host,
+        port=args.port,
+        grants=args.grant,
+        approvals=args.approve,
+        mcp=args.mcp,
+        token_env=args.token_env,
+        token_file=args.token_file,
+        insecure=args.insecure,
+    )
+    # The registry reaches only running skills' Gateways: their runtime tokens, never the
+    # operator's ad-hoc one.
+    tokens = ctx.gateway_tokens(operator=False)
+    robot = RobotTools(ctx.home, lambda: ctx.service(tokens), ctx.runtime)
+    app = build_app(
+        new_service(settings), settings, robot=robot, api_tools_dir=ctx.home.root / "api-tools"
+    )
+    serve(app, settings, say=ctx.out.say)
+    return 0

@@ -1,0 +1,148 @@
+"""``doraforge task …`` and ``doraforge tools …``: governed tasks and direct tool access."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from doraforge.cli.context import Context
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    task = commands.add_parser("task", help="governed AgentTasks")
+    sub = task.add_subparsers(dest="task_command", required=True)
+    run = sub.add_parser("run", help="run the scripted pick-and-place agent on a running skill")
+    run.add_argument("skill")
+    run.add_argument("--out", type=Path, default=Path("out") / "task")
+    run.set_defaults(handler=_run)
+    sub.add_parser("list", help="recent tasks").set_defaults(handler=_list)
+    for name, handler, text in (("get", _get, "one task in full"), ("cancel", _cancel, "cancel")):
+        command = sub.add_parser(name, help=text)
+        command.add_argument("task_id")
+        command.set_defaults(handler=handler)
+    tools = commands.add_parser("tools", help="the Tool API of a running skill or a Gateway")
+    tsub = tools.add_subparsers(dest="tools_command", required=True)
+    for name, handler, text in (
+        ("list", _tools_list, "list tools"),
+        ("context", _tools_context, "a tool's live context"),
+        ("query", _tools_query, "run a diagnostic Query"),
+    ):
+        command = tsub.add_parser(name, help=text)
+        if name != "list":
+            command.add_argument("tool_id")
+        if name == "query":
+            command.add_argument("--args", default="{}", help="the Query arguments as JSON")
+        where = command.add_mutually_exclusive_group(required=True)
+        where.add_argument("--skill", help="an installed skill (its manifest names the Gateway)")
+        where.add_argument(
+            "--gateway", help="a Gateway URL (sent $DORAFORGE_GATEWAY_TOKEN[_FILE] when set)"
+        )
+        command.set_defaults(handler=handler)
+
+
+def _with_service(ctx: Context, work: Any) -> Any:
+    async def run() -> Any:
+        service = ctx.service()
+        try:
+            return await work(service)
+        finally:
+            await service.aclose()
+            service.store.close()
+
+    return asyncio.run(run())
+
+
+def _run(ctx: Context, args: argparse.Namespace) -> int:
+    from doraforge.cli.demos.agent import run_pick_place
+    from doraforge.cli.report import write_report
+
+    async def work(service: Any) -> Any:
+        described = await run_pick_place(service, args.skill, say=ctx.out.say)
+        return described, write_report(described, service.workspace, args.out)
+
+    described, report = _with_service(ctx, work)
+    task = described["task"]
+    ctx.out.say(f"task {task['task_id']}: {task['state']} · report {report}")
+    if ctx.out.as_json:
+        ctx.out.data({"task": task, "report": str(report)})
+    return 0 if task["state"] == "succeeded" else 1
+
+
+def _list(ctx: Context, args: argparse.Namespace) -> int:
+    from doraforge.paos.store import AgentTaskStore
+
+    store = AgentTaskStore(ctx.home.store_path)
+    tasks = [task.public() for task in store.tasks()]
+    store.close()
+    rows = [[t["task_id"], t["state"], t["goal"][:50], t["created_at_ms"]] for t in tasks]
+    ctx.out.table("tasks", ["task", "state", "goal", "created (ms)"], rows, tasks)
+    return 0
+
+
+def _get(ctx: Context, args: argparse.Namespace) -> int:
+    async def work(service: Any) -> Any:
+        return service.describe(args.task_id)
+
+    ctx.out.data(_with_service(ctx, work))
+    return 0
+
+
+def _cancel(ctx: Context, args: argparse.Namespace) -> int:
+    from doraforge.paos.finalize import cancel_task
+
+    async def work(service: Any) -> Any:
+        return await cancel_task(service, args.task_id)
+
+    described = _with_service(ctx, work)
+    ctx.out.say(f"task {args.task_id}: {described['task']['state']}")
+    return 0
+
+
+def _gateway(ctx: Context, args: argparse.Namespace) -> str:
+    if args.gateway:
+        return str(args.gateway)
+    from doraforge.skill_runtime.manifest import load_manifest
+
+    return load_manifest(ctx.home.skills_dir / args.skill / "current").gateway_url
+
+
+def _client_call(ctx: Context, args: argparse.Namespace, call: Any) -> Any:
+    from doraforge.paos.client import ForgeToolClient
+
+    url = _gateway(ctx, args)
+    # A running skill's Gateway gets that runtime's token, any other the operator's.
+    token = ctx.gateway_tokens()(url)
+
+    async def run() -> Any:
+        async with ForgeToolClient(url, token=token) as client:
+            return await call(client)
+
+    return asyncio.run(run())
+
+
+def _tools_list(ctx: Context, args: argparse.Namespace) -> int:
+    listing = _client_call(ctx, args, lambda client: client.list_tools())
+    rows = [[t["tool_id"], t["semantics"], t["description"][:70]] for t in listing["tools"]]
+    ctx.out.table("tools", ["tool", "kind", "description"], rows, listing)
+    return 0
+
+
+def _tools_context(ctx: Context, args: argparse.Namespace) -> int:
+    ctx.out.data(_client_call(ctx, args, lambda client: client.context(args.tool_id)))
+    return 0
+
+
+def _tools_query(ctx: Context, args: argparse.Namespace) -> int:
+    arguments = json.loads(args.args)
+
+    async def call(client: Any) -> Any:
+        spec, _ = await client.tool_spec(args.tool_id)
+        return await client.query(
+            spec["endpoint_id"], spec["operation"], arguments, caller_id="doraforge-cli"
+        )
+
+    ctx.out.data(_client_call(ctx, args, call))
+    return 0

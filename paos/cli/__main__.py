@@ -1,7 +1,0 @@
-"""``python -m paos.cli``: the ``doraforge`` command line."""
-
-import sys
-
-from paos.cli import main
-
-sys.exit(main())

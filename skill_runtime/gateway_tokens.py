@@ -1,0 +1,86 @@
+"""The bearer tokens of skill-started Gateways, and which token PAOS presents to a Gateway.
+
+Every ``skill start`` writes a fresh random token to ``runtime/tokens/<name>.token``
+(mode 0600, in a 0700 directory), hands the Gateway the file's path through
+``DORAFORGE_GATEWAY_TOKEN_FILE`` and records the path in the runtime state; a stop or a
+failed start removes it. A skill's Gateway is therefore authenticated even on loopback,
+and only processes of this user that can read the home can talk to it.
+
+:class:`GatewayTokens` answers "which token for this URL": the token of a live runtime of
+this home serving that URL, else the operator's token (for ad-hoc Gateways), else none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from pathlib import Path
+
+from doraforge.skill_runtime.runtime_state import RuntimeState, all_states
+from doraforge.wire.tokens import TokenError, load_token, write_token
+
+log = logging.getLogger("doraforge.skill_runtime.gateway_tokens")
+
+#: The variable the Gateway reads its token file's path from (``gateway/main.py``).
+TOKEN_FILE_ENV = "DORAFORGE_GATEWAY_TOKEN_FILE"
+
+
+def token_path(runtime_dir: Path, name: str) -> Path:
+    """``runtime/tokens/<name>.token``."""
+    return runtime_dir / "tokens" / f"{name}.token"
+
+
+def create_token_file(runtime_dir: Path, name: str) -> Path:
+    """Write a new token for one start of ``name`` (replacing any earlier one); its path."""
+    path = token_path(runtime_dir, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.chmod(0o700)  # the directory lists which skills run; keep it private too
+    write_token(path)
+    return path
+
+
+def remove_token_file(path: str | Path | None) -> None:
+    """Remove a runtime's token file; a missing one is fine (already removed)."""
+    if path is not None:
+        with contextlib.suppress(FileNotFoundError):
+            Path(path).unlink()
+
+
+def runtime_token(state: RuntimeState) -> str | None:
+    """The token recorded for ``state``, or ``None`` when it has none or it cannot be read.
+
+    Never raises: an unreadable token makes the Gateway answer 401, which every caller
+    already reports; the reason is logged (without the token).
+    """
+    if state.gateway_token_file is None:
+        return None
+    try:
+        return load_token(env=None, file=state.gateway_token_file, environ={})
+    except TokenError as exc:
+        log.warning("skill %s: %s", state.name, exc)
+        return None
+
+
+class GatewayTokens:
+    """Which bearer token to present to a Gateway URL (a :data:`paos.client.TokenLookup`).
+
+    A live runtime of this home whose recorded Gateway URL is ``url`` gives its own
+    token (read afresh on every call, so a restart's new token is picked up); any other
+    URL gets the ``operator`` token, or none. The operator token is never offered to a
+    skill's Gateway, and a runtime's token never to any URL but the one it serves.
+    """
+
+    def __init__(self, runtime_dir: Path, *, operator: str | None = None) -> None:
+        self._runtime_dir = runtime_dir
+        self._operator = operator
+
+    def __repr__(self) -> str:
+        operator = "set" if self._operator else None
+        return f"GatewayTokens({str(self._runtime_dir)!r}, operator={operator})"
+
+    def __call__(self, url: str) -> str | None:
+        wanted = url.rstrip("/")
+        for state in all_states(self._runtime_dir):
+            if state.live and state.gateway_url.rstrip("/") == wanted:
+                return runtime_token(state)
+        return self._operator

@@ -1,0 +1,707 @@
+"""RuntimeManager: start, watch and stop installed skills on this home's own Dora.
+
+A start is all or nothing. Preflight (Dora and its version, the dataflow, binaries, assets,
+environment) and a free Gateway URL come first; then ``starting`` is persisted, the
+bundle's ``start.sh`` hook runs, the dataflow is rendered into a launch copy, this home's
+coordinator is brought up when needed, ``dora start`` launches the profile, and the
+manager waits for the dataflow to run and for every required tool to be ready. Only then
+is ``running`` persisted with the Gateway identity. Any failure on the way stops the
+dataflow, checks that no node process is left, and persists ``failed`` with the error.
+
+Every start writes a fresh Gateway bearer token (``runtime/tokens/<name>.token``, 0600)
+and hands the dataflow its path in ``DORAFORGE_GATEWAY_TOKEN_FILE``, so a skill's Gateway
+is authenticated even on loopback; every probe of it presents the token, and a stop or a
+failed start removes the file. The operator's own ``DORAFORGE_GATEWAY_TOKEN*`` variables
+never reach Dora's processes.
+
+Every lifecycle command holds the skill's lock (``SKILL_RUNTIME_BUSY`` when taken). The
+coordinator belongs to the home: its ports are chosen once and kept in
+``runtime/dora.json``, and it is torn down when no skill of the home runs any more.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from doraforge.dataflows import ZENOH_OVERLAY
+from doraforge.paos.errors import PaosError
+from doraforge.paos.home import PaosHome
+from doraforge.paos.store import AgentTaskStore
+from doraforge.skill_runtime import gateway_probe, stop_guards
+from doraforge.skill_runtime.dora import SHARED_DEFAULT_PORT, DoraControl, dora_version
+from doraforge.skill_runtime.dora_run import dora_binary
+from doraforge.skill_runtime.errors import RuntimeStateError
+from doraforge.skill_runtime.gateway_tokens import (
+    TOKEN_FILE_ENV,
+    create_token_file,
+    remove_token_file,
+    runtime_token,
+)
+from doraforge.skill_runtime.launch import (
+    environment_digest,
+    placeholder_values,
+    preflight_problems,
+    render_placeholders,
+    write_launch_copy,
+)
+from doraforge.skill_runtime.manifest import NAME_PATTERN, Profile, SkillManifest, load_manifest
+from doraforge.skill_runtime.runtime_state import (
+    RecordedError,
+    RuntimeState,
+    all_states,
+    append_audit,
+    atomic_write,
+    home_lock,
+    read_state,
+    skill_lock,
+    utc_now,
+    write_state,
+)
+
+__all__ = ["RuntimeManager", "RuntimeState"]
+
+type Progress = Callable[[str, float], None]
+
+#: Seconds Dora gets to stop nodes gracefully before SIGTERM (SIGKILL at 1.5x).
+STOP_GRACE_S = 10.0
+#: Seconds this home's coordinator and daemon get to come up.
+SERVICES_TIMEOUT_S = 20.0
+POLL_S = 0.1
+#: The operator's token variables: meant for PAOS's own clients, never for Dora's processes.
+_OPERATOR_TOKEN_VARIABLES = ("DORAFORGE_GATEWAY_TOKEN", TOKEN_FILE_ENV)
+
+
+class _Services(BaseModel):
+    """``runtime/dora.json``: the private ports of this home's coordinator and daemon."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    state_version: int = 1
+    coordinator_port: int = Field(gt=0, lt=65536)
+    daemon_listen_port: int = Field(gt=0, lt=65536)
+
+
+class RuntimeManager:
+    """Lifecycle of the installed skills of one PAOS home on Dora.
+
+    Every command raises :class:`~doraforge.skill_runtime.errors.RuntimeStateError` (a
+    ``SkillError``)
+    with a ``code``: ``SKILL_RUNTIME_BUSY`` (another command holds the skill's lock),
+    ``SKILL_NOT_INSTALLED``, ``SKILL_PROFILE_UNKNOWN``/``SKILL_PROFILE_REQUIRED``,
+    ``SKILL_PREFLIGHT_FAILED`` (``details["missing"]`` by kind), ``SKILL_GATEWAY_IN_USE``,
+    ``SKILL_ALREADY_RUNNING``, ``SKILL_START_HOOK_FAILED``, ``SKILL_DATAFLOW_FAILED``,
+    ``SKILL_START_TIMEOUT``, ``SKILL_RUNTIME_IN_USE`` (stop refused), ``SKILL_NOT_RUNNING``,
+    ``SKILL_RUNTIME_UNHEALTHY``. A manifest problem is a ``ManifestError``.
+    """
+
+    def __init__(
+        self,
+        home: PaosHome,
+        *,
+        dora: str | None = None,
+        environ: Mapping[str, str] = os.environ,
+        store: AgentTaskStore | None = None,
+        progress: Progress | None = None,
+        runtime_bin: Path | None = None,
+        stop_grace_s: float = STOP_GRACE_S,
+    ) -> None:
+        self.home = home
+        self.dora = dora or dora_binary()
+        self.environ = dict(environ)
+        self.store = store
+        self.progress = progress or (lambda message, elapsed: None)
+        self.runtime_bin = runtime_bin or Path(sys.executable).parent
+        self.stop_grace_s = stop_grace_s
+        self.runtime_dir = home.runtime_dir
+
+    # ------------------------------------------------------------------ public commands
+
+    def start(self, name: str, profile: str | None = None) -> RuntimeState:
+        """Start ``name`` with ``profile`` (the only one, else ``default``) and wait until
+        it is ready; returns the ``running`` state. On failure nothing is left running and
+        ``failed`` is persisted with the error, which is raised."""
+        _check_name(name)
+        with skill_lock(self.runtime_dir, name):
+            bundle = self._bundle(name)
+            manifest = load_manifest(bundle)
+            profile_name = _choose_profile(manifest, profile)
+            chosen = manifest.profiles[profile_name]
+            self._refuse_live(name)
+            self._preflight(bundle, chosen)
+            if gateway_probe.gateway_answers(manifest.gateway_url):
+                raise RuntimeStateError(
+                    "SKILL_GATEWAY_IN_USE",
+                    f"something already answers at {manifest.gateway_url}",
+                    details={"gateway_url": manifest.gateway_url},
+                )
+            state = write_state(self.runtime_dir, self._new_state(manifest, profile_name))
+            self._log(name, f"starting {manifest.version} profile {profile_name}")
+            try:
+                return self._launch(state, bundle, manifest, chosen)
+            except BaseException as exc:
+                replacement = self._abort(name, exc)
+                if replacement is exc:
+                    raise
+                raise replacement from exc
+
+    def stop(self, name: str, *, force: bool = False) -> RuntimeState:
+        """Stop ``name``'s dataflow and persist ``stopped``.
+
+        Refused with ``SKILL_RUNTIME_IN_USE`` (``details["blockers"]``) while a
+        non-terminal task is bound to the skill or the Gateway has live invocations, unless
+        ``force``: then cancel/stop is requested for every invocation PAOS knows and an
+        audit event is appended to ``runtime/audit.log``. Stopping a runtime that is not
+        live returns its state unchanged.
+        """
+        _check_name(name)
+        with skill_lock(self.runtime_dir, name):
+            state = read_state(self.runtime_dir, name)
+            if state is None:
+                raise RuntimeStateError("SKILL_NOT_RUNNING", f"{name!r} has never been started")
+            if not state.live and not self._dataflow_running(state):
+                self._down_if_idle()  # e.g. after a lost dataflow left the coordinator up
+                return self._forget_token(state)
+            with self._store() as store:
+                self._guard_stop(state, store, force)
+            stopping = write_state(self.runtime_dir, state.moved("stopping"))
+            self._log(name, f"stopping (force={force})")
+            try:
+                self._stop_dataflow(stopping)
+            except PaosError as exc:
+                write_state(self.runtime_dir, stopping.moved("failed", error=_recorded(exc)))
+                raise
+            remove_token_file(stopping.gateway_token_file)
+            stopped = write_state(
+                self.runtime_dir,
+                stopping.moved("stopped", error=None, gateway_token_file=None),
+            )
+            self._log(name, "stopped")
+            self._down_if_idle()
+            return stopped
+
+    def status(self, name: str) -> RuntimeState | None:
+        """The recorded state of ``name`` checked against reality, or ``None``.
+
+        A ``running`` record whose dataflow is gone is persisted and returned as
+        ``failed`` (``SKILL_DATAFLOW_LOST``); one whose Gateway does not answer with the
+        recorded identity is returned ``running`` with ``error`` set
+        (``SKILL_RUNTIME_UNHEALTHY``).
+        """
+        _check_name(name)
+        state = read_state(self.runtime_dir, name)
+        if state is None or state.state != "running":
+            return state
+        if not self._dataflow_running(state):
+            return self._mark_lost(state)
+        live = gateway_probe.listing(state.gateway_url, token=runtime_token(state))
+        seen = live.get("gateway_identity") if live else None
+        if seen != state.gateway_identity:
+            problem = "does not answer" if live is None else "answers with another identity"
+            error = RecordedError(
+                code="SKILL_RUNTIME_UNHEALTHY",
+                message=f"the Gateway at {state.gateway_url} {problem}",
+                details={"seen_identity": seen},
+            )
+            return state.model_copy(update={"error": error})
+        return state
+
+    def healthy_runtime(self, name: str) -> RuntimeState:
+        """The running state of ``name`` when its dataflow runs and its Gateway answers
+        with the identity recorded at start; raises ``SKILL_NOT_RUNNING`` or
+        ``SKILL_RUNTIME_UNHEALTHY`` otherwise. This is what ``activate_skill`` offers."""
+        state = self.status(name)
+        if state is None or state.state != "running":
+            raise RuntimeStateError(
+                "SKILL_NOT_RUNNING",
+                f"{name!r} is not running",
+                details={"state": state.state if state else None},
+            )
+        if state.error is not None:
+            raise RuntimeStateError(
+                state.error.code, state.error.message, details=state.error.details
+            )
+        return state
+
+    def running(self) -> list[RuntimeState]:
+        """Every skill of this home whose runtime is running (live-checked)."""
+        states = (self.status(s.name) for s in all_states(self.runtime_dir))
+        return [s for s in states if s is not None and s.state == "running"]
+
+    def logs(self, name: str, lines: int = 200) -> str:
+        """The dataflow's node logs (``dora logs``) and the runtime's own log, newest last."""
+        _check_name(name)
+        state = read_state(self.runtime_dir, name)
+        parts = []
+        if state is not None and state.dataflow_uuid and state.launch_dataflow:
+            dora = self._control(state.coordinator_port)
+            cwd = Path(state.launch_dataflow).parent
+            node_logs = dora.logs(state.dataflow_uuid, lines=lines, cwd=cwd)
+            parts.append(f"== dataflow {state.dataflow_uuid} ==\n{node_logs}")
+        log = self._log_path(name)
+        if log.exists():
+            tail = log.read_text(errors="replace").splitlines()[-lines:]
+            parts.append(f"== runtime log {log} ==\n" + "\n".join(tail) + "\n")
+        if not parts:
+            raise RuntimeStateError("SKILL_NOT_RUNNING", f"{name!r} has no runtime logs")
+        return "\n".join(parts)
+
+    # ------------------------------------------------------------------ start, step by step
+
+    def _bundle(self, name: str) -> Path:
+        bundle = self.home.skills_dir / name / "current"
+        if not (bundle / "skill.yaml").is_file():
+            raise RuntimeStateError(
+                "SKILL_NOT_INSTALLED", f"{name!r} is not installed", details={"path": str(bundle)}
+            )
+        return bundle.resolve()
+
+    def _refuse_live(self, name: str) -> None:
+        previous = read_state(self.runtime_dir, name)
+        if previous is None or not previous.live:
+            return
+        if self._dataflow_running(previous):
+            raise RuntimeStateError(
+                "SKILL_ALREADY_RUNNING",
+                f"{name!r} is already {previous.state}",
+                details={"runtime_instance_id": previous.runtime_instance_id},
+            )
+        # A record left live by a crashed command: make sure nothing of it survives.
+        self._stop_dataflow(previous)
+
+    def _preflight(self, bundle: Path, profile: Profile) -> None:
+        search_path = self._project_env()["PATH"]
+        missing = preflight_problems(bundle, profile, self.environ, search_path)
+        if (bundle / "start.sh").is_file() and not _which("bash", search_path):
+            missing.setdefault("binaries", []).append("bash")
+        bad_env = sorted(k for k, v in profile.environment.items() if "$" in v)
+        if bad_env:
+            # dora start --env refuses `$`: the daemon would expand it in ITS environment.
+            missing["environment_values"] = bad_env
+        dora = self.dora if os.path.isabs(self.dora) else _which(self.dora, search_path)
+        if dora is None:
+            missing["dora"] = [self.dora]
+        if missing:
+            summary = "; ".join(f"{kind}: {', '.join(items)}" for kind, items in missing.items())
+            raise RuntimeStateError(
+                "SKILL_PREFLIGHT_FAILED", f"missing {summary}", details={"missing": missing}
+            )
+        dora_version(self.dora, self._project_env())
+
+    def _new_state(self, manifest: SkillManifest, profile: str) -> RuntimeState:
+        now = utc_now()
+        with home_lock(self.runtime_dir):
+            port = self._services().coordinator_port
+        return RuntimeState(
+            name=manifest.name,
+            version=manifest.version,
+            profile=profile,
+            state="starting",
+            runtime_instance_id=f"rt-{uuid.uuid4().hex}",
+            dataflow_name=manifest.name,
+            coordinator_port=port,
+            gateway_url=manifest.gateway_url.rstrip("/"),
+            started_at=now,
+            updated_at=now,
+        )
+
+    def _launch(
+        self, state: RuntimeState, bundle: Path, manifest: SkillManifest, profile: Profile
+    ) -> RuntimeState:
+        self._run_hook(state, bundle, profile.startup_timeout_s)
+        values = placeholder_values(
+            root=bundle, runtime_bin=self.runtime_bin, name=state.name, version=state.version
+        )
+        launch_dir = self.runtime_dir / "launch" / state.name
+        launch = write_launch_copy(bundle / profile.dataflow, launch_dir, values)
+        digest = environment_digest(bundle, profile.dataflow, state.profile)
+        # Recorded before it is written, so a failure from here on always removes it.
+        token_file = str(create_token_file(self.runtime_dir, state.name))
+        state = write_state(
+            self.runtime_dir,
+            state.moved(
+                "starting",
+                launch_dataflow=str(launch),
+                environment_digest=digest,
+                gateway_token_file=token_file,
+            ),
+        )
+        dora = self._ensure_services()
+        state = write_state(self.runtime_dir, state.moved("starting", coordinator_port=dora.port))
+        started = time.monotonic()
+        self.progress("starting the dataflow", 0.0)
+        env = self._dataflow_env(state, bundle, profile, values)
+        dataflow_uuid = dora.start(launch, name=state.dataflow_name, env=env)
+        state = write_state(self.runtime_dir, state.moved("starting", dataflow_uuid=dataflow_uuid))
+        self._log(state.name, f"dora started dataflow {dataflow_uuid}")
+        tools = set(manifest.required_tools) | set(profile.required_tools or [])
+        identity = self._wait_ready(state, dora, tools, started, profile.startup_timeout_s)
+        running = state.moved("running", gateway_identity=identity, error=None)
+        self._log(state.name, f"running; Gateway identity {identity}")
+        return write_state(self.runtime_dir, running)
+
+    def _run_hook(self, state: RuntimeState, bundle: Path, timeout_s: float) -> None:
+        hook = bundle / "start.sh"
+        if not hook.is_file():
+            return
+        self.progress("running start.sh", 0.0)
+        env = {**self._project_env(), **_skill_variables(state, bundle)}
+        log = self._log_path(state.name)
+        with open(log, "ab") as out:
+            try:
+                done = subprocess.run(
+                    ["bash", str(hook), state.name, state.version],
+                    cwd=bundle,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    timeout=timeout_s,
+                )
+                status: int | str = done.returncode
+            except subprocess.TimeoutExpired:
+                status = f"timed out after {timeout_s:.0f} s"
+        if status != 0:
+            raise RuntimeStateError(
+                "SKILL_START_HOOK_FAILED",
+                f"start.sh failed ({status})",
+                details={"exit_status": status, "log_tail": _tail(log, 20)},
+            )
+
+    def _wait_ready(
+        self,
+        state: RuntimeState,
+        dora: DoraControl,
+        tools: set[str],
+        started: float,
+        timeout_s: float,
+    ) -> dict[str, object]:
+        """Poll until the dataflow runs and every required tool is ready; the identity."""
+        assert state.dataflow_uuid is not None
+        waiting: list[str] = sorted(tools)
+        token = runtime_token(state)
+        while True:
+            elapsed = time.monotonic() - started
+            status = dora.dataflow_status(state.dataflow_uuid)
+            if status is not None and status != "Running":
+                raise RuntimeStateError(
+                    "SKILL_DATAFLOW_FAILED",
+                    f"the dataflow is {status} before it became ready",
+                    details={"dataflow_uuid": state.dataflow_uuid, "dora_status": status},
+                )
+            listed, waiting = gateway_probe.readiness(state.gateway_url, tools, token=token)
+            if status == "Running" and listed is not None and not waiting:
+                return dict(listed.get("gateway_identity") or {})
+            if elapsed > timeout_s:
+                raise RuntimeStateError(
+                    "SKILL_START_TIMEOUT",
+                    f"not ready within {timeout_s:.0f} s",
+                    details={"gateway_answers": listed is not None, "tools_waiting": waiting},
+                )
+            message = "waiting for the Gateway" if listed is None else "waiting for tools"
+            self.progress(f"{message} ({len(waiting)} not ready)", elapsed)
+            time.sleep(POLL_S)
+
+    def _abort(self, name: str, exc: BaseException) -> BaseException:
+        """Undo a failed start: stop the dataflow, persist ``failed``; the error to raise.
+
+        A PAOS error is raised as it is; any other exception becomes
+        ``SKILL_START_FAILED``; KeyboardInterrupt and friends propagate unchanged, after
+        the same cleanup, and are recorded as ``SKILL_START_INTERRUPTED``.
+        """
+        raised: BaseException
+        if isinstance(exc, PaosError) or not isinstance(exc, Exception):
+            raised = exc
+        else:
+            raised = RuntimeStateError("SKILL_START_FAILED", f"{type(exc).__name__}: {exc}")
+        recorded = (
+            _recorded(raised)
+            if isinstance(raised, PaosError)
+            else RecordedError(code="SKILL_START_INTERRUPTED", message=type(exc).__name__)
+        )
+        state = read_state(self.runtime_dir, name)
+        assert state is not None
+        self._log(name, f"start failed: {type(exc).__name__}: {exc}")
+        try:
+            self._stop_dataflow(state)
+        finally:
+            remove_token_file(state.gateway_token_file)
+            failed = state.moved("failed", error=recorded, gateway_token_file=None)
+            write_state(self.runtime_dir, failed)
+            self._down_if_idle()
+        return raised
+
+    # ------------------------------------------------------------------ stop helpers
+
+    def _guard_stop(self, state: RuntimeState, store: AgentTaskStore | None, force: bool) -> None:
+        token = runtime_token(state)
+        found = stop_guards.blockers(store, state.name, state.gateway_url, token=token)
+        if found and not force:
+            raise RuntimeStateError(
+                "SKILL_RUNTIME_IN_USE",
+                f"{state.name!r} has a bound task or live invocations; stop with force to override",
+                details={"blockers": found},
+            )
+        if force:
+            requests = stop_guards.request_stops(store, state.name, state.gateway_url, token=token)
+            append_audit(
+                self.runtime_dir,
+                {
+                    "event": "skill.force_stop",
+                    "skill": state.name,
+                    "version": state.version,
+                    "runtime_instance_id": state.runtime_instance_id,
+                    "blockers": found,
+                    "stop_requests": requests,
+                },
+            )
+
+    def _stop_dataflow(self, state: RuntimeState) -> None:
+        """Stop whatever Dora runs for ``state`` and verify no node process survives."""
+        dora = self._control(state.coordinator_port)
+        uuids = [state.dataflow_uuid] if state.dataflow_uuid else []
+        if not uuids:
+            # `dora start` may have started it without us learning the uuid; a running
+            # dataflow of this name on this home's coordinator can only be ours.
+            rows = dora.rows() or []
+            uuids = [
+                str(r["uuid"])
+                for r in rows
+                if r.get("name") == state.dataflow_name and r.get("status") == "Running"
+            ]
+        for dataflow_uuid in uuids:
+            dora.stop(dataflow_uuid, grace_s=self.stop_grace_s)
+
+    def _forget_token(self, state: RuntimeState) -> RuntimeState:
+        """Remove the token file a failed stop kept (its dataflow is gone by now)."""
+        if state.gateway_token_file is None:
+            return state
+        remove_token_file(state.gateway_token_file)
+        return write_state(self.runtime_dir, state.model_copy(update={"gateway_token_file": None}))
+
+    def _dataflow_running(self, state: RuntimeState) -> bool:
+        if state.dataflow_uuid is None:
+            return False
+        return self._control(state.coordinator_port).dataflow_status(state.dataflow_uuid) == (
+            "Running"
+        )
+
+    def _mark_lost(self, state: RuntimeState) -> RuntimeState:
+        error = RecordedError(
+            code="SKILL_DATAFLOW_LOST",
+            message="the dataflow is no longer running",
+            details={"dataflow_uuid": state.dataflow_uuid},
+        )
+        failed = state.moved("failed", error=error, gateway_token_file=None)
+        try:
+            with skill_lock(self.runtime_dir, state.name):
+                current = read_state(self.runtime_dir, state.name)
+                if current is not None and current.runtime_instance_id == state.runtime_instance_id:
+                    remove_token_file(current.gateway_token_file)
+                    write_state(self.runtime_dir, failed)
+                    self._down_if_idle()
+        except RuntimeStateError:
+            pass  # a lifecycle command is running; it owns the record
+        return failed
+
+    # ------------------------------------------------------------------ this home's Dora
+
+    @property
+    def _services_path(self) -> Path:
+        return self.runtime_dir / "dora.json"
+
+    def _services(self) -> _Services:
+        """The persisted private ports, chosen (and persisted) on first use.
+
+        Call with the home lock held, so two first starts agree on one coordinator.
+        """
+        try:
+            return _Services.model_validate_json(self._services_path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValidationError):
+            services = _Services(coordinator_port=_free_port(), daemon_listen_port=_free_port())
+            atomic_write(self._services_path, services.model_dump_json(indent=2) + "\n")
+            return services
+
+    def _control(self, port: int) -> DoraControl:
+        return DoraControl(
+            self.dora, port=port, env=self._project_env(), log_dir=self.runtime_dir / "logs"
+        )
+
+    def _ensure_services(self) -> DoraControl:
+        """This home's coordinator and daemon, started when they do not answer."""
+        with home_lock(self.runtime_dir):
+            services = self._services()
+            dora = self._control(services.coordinator_port)
+            if dora.services_up():
+                return dora
+            if dora.rows() is not None:
+                dora.down()  # a coordinator whose daemon is gone cannot start anything
+            if not (_port_free(dora.port) and _port_free(services.daemon_listen_port)):
+                # Someone else took a port since it was chosen: choose again, for good.
+                services = _Services(coordinator_port=_free_port(), daemon_listen_port=_free_port())
+                atomic_write(self._services_path, services.model_dump_json(indent=2) + "\n")
+                dora = self._control(services.coordinator_port)
+            self.progress("starting this home's Dora coordinator", 0.0)
+            daemon_env = {**self._project_env(), "DORA_COORDINATOR_PORT": str(dora.port)}
+            dora.up(
+                listen_port=services.daemon_listen_port,
+                daemon_env=daemon_env,
+                timeout_s=SERVICES_TIMEOUT_S,
+            )
+            return dora
+
+    def _down_if_idle(self) -> None:
+        """``dora down`` this home's coordinator once none of its skills is live."""
+        with home_lock(self.runtime_dir):
+            if any(s.live for s in all_states(self.runtime_dir)):
+                return
+            dora = self._control(self._services().coordinator_port)
+            # Dora refuses `down` while dataflows run; checking first keeps the log quiet.
+            if dora.services_up() and not dora.running_uuids():
+                dora.down()
+
+    # ------------------------------------------------------------------ environments
+
+    def _project_env(self) -> dict[str, str]:
+        """The caller's environment plus the project settings every Dora process needs.
+
+        The operator's token variables are dropped: the daemon passes its environment to
+        every node of every skill, and each skill's Gateway gets its own token instead.
+        """
+        env = {k: v for k, v in self.environ.items() if k not in _OPERATOR_TOKEN_VARIABLES}
+        env["PATH"] = os.pathsep.join(p for p in (str(self.runtime_bin), env.get("PATH")) if p)
+        env.setdefault("DORA_ZENOH_CONFIG_OVERLAY", str(ZENOH_OVERLAY))
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def _dataflow_env(
+        self, state: RuntimeState, bundle: Path, profile: Profile, values: Mapping[str, str]
+    ) -> dict[str, str]:
+        """What ``dora start --env`` passes: nodes get the DAEMON's environment otherwise."""
+        project = self._project_env()
+        env = {key: project[key] for key in ("PATH", "PYTHONPATH", "DORA_ZENOH_CONFIG_OVERLAY")}
+        env["PYTHONUNBUFFERED"] = "1"
+        # Each home keeps its own Gateway journal (the default is one file per gateway_id,
+        # shared by every home on the machine).
+        journal = self.runtime_dir / "journal" / f"{state.name}.journal"
+        env["DORAFORGE_GATEWAY_JOURNAL"] = str(journal)
+        env.update(_skill_variables(state, bundle))
+        for key, value in profile.environment.items():
+            env[key] = render_placeholders(value, values, source=f"profile {state.profile}")
+        # Last, so a profile cannot point the Gateway at another token than the runtime's.
+        if state.gateway_token_file is not None:
+            env[TOKEN_FILE_ENV] = state.gateway_token_file
+        return env
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def _store(self) -> _StoreScope:
+        return _StoreScope(self.store, self.home.store_path)
+
+    def _log_path(self, name: str) -> Path:
+        path = self.runtime_dir / "logs" / f"{name}.log"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _log(self, name: str, message: str) -> None:
+        with open(self._log_path(name), "a", encoding="utf-8") as log:
+            log.write(f"{utc_now().isoformat()} {message}\n")
+
+
+class _StoreScope:
+    """The injected store, or the home's store opened for one command and closed after."""
+
+    def __init__(self, store: AgentTaskStore | None, path: Path) -> None:
+        self._given = store
+        self._path = path
+        self._opened: AgentTaskStore | None = None
+
+    def __enter__(self) -> AgentTaskStore | None:
+        if self._given is not None:
+            return self._given
+        self._opened = stop_guards.open_store(self._path)
+        return self._opened
+
+    def __exit__(self, *exc: object) -> None:
+        if self._opened is not None:
+            self._opened.close()
+
+
+def _check_name(name: str) -> None:
+    # The name becomes file names under runtime/: only manifest-valid names get there.
+    if not re.fullmatch(NAME_PATTERN, name):
+        raise RuntimeStateError("SKILL_NAME_INVALID", f"{name!r} is not a valid skill name")
+
+
+def _choose_profile(manifest: SkillManifest, profile: str | None) -> str:
+    if profile is not None:
+        if profile not in manifest.profiles:
+            raise RuntimeStateError(
+                "SKILL_PROFILE_UNKNOWN",
+                f"{manifest.name} has no profile {profile!r}",
+                details={"profiles": sorted(manifest.profiles)},
+            )
+        return profile
+    if len(manifest.profiles) == 1:
+        return next(iter(manifest.profiles))
+    if "default" in manifest.profiles:
+        return "default"
+    raise RuntimeStateError(
+        "SKILL_PROFILE_REQUIRED",
+        f"{manifest.name} has several profiles; choose one",
+        details={"profiles": sorted(manifest.profiles)},
+    )
+
+
+def _skill_variables(state: RuntimeState, bundle: Path) -> dict[str, str]:
+    return {
+        "PAOS_SKILL_NAME": state.name,
+        "PAOS_SKILL_VERSION": state.version,
+        "PAOS_SKILL_PROFILE": state.profile,
+        "PAOS_SKILL_ROOT": str(bundle),
+        "PAOS_RUNTIME_INSTANCE_ID": state.runtime_instance_id,
+    }
+
+
+def _recorded(error: PaosError) -> RecordedError:
+    return RecordedError(code=error.code, message=error.message, details=error.details)
+
+
+def _which(name: str, search_path: str) -> str | None:
+    return shutil.which(name, path=search_path)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_port() -> int:
+    """A free loopback port that is not Dora's machine-wide default."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        if port != SHARED_DEFAULT_PORT:
+            return port
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
