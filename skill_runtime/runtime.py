@@ -589,7 +589,7 @@ class RuntimeManager:
     ) -> dict[str, str]:
         """What ``dora start --env`` passes: nodes get the DAEMON's environment otherwise."""
         project = self._project_env()
-        env = {key: project[key] for key in ("PATH", "PYTHONPATH", "DORA_ZENOH_CONFIG_OVERLAY")}
+        env = {key: project[key] for key in ("PATH", "DORA_ZENOH_CONFIG_OVERLAY")}
         env["PYTHONUNBUFFERED"] = "1"
         # Each home keeps its own Gateway journal (the default is one file per gateway_id,
         # shared by every home on the machine).
