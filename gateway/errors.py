@@ -7,37 +7,11 @@ is chosen in exactly one place, :mod:`gateway.http`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from doraforge.wire.errors import StructuredError
 
 
-class GatewayError(Exception):
-    """Base of every error the Gateway reports to a caller."""
-
-    retryable_default = False
-
-    def __init__(
-        self,
-        code: str,
-        message: str,
-        *,
-        retryable: bool | None = None,
-        details: Mapping[str, Any] | None = None,
-    ) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-        self.retryable = self.retryable_default if retryable is None else retryable
-        self.details = dict(details or {})
-
-    def to_payload(self) -> dict[str, Any]:
-        """Return the wire form ``{code, message, retryable, details}``."""
-        return {
-            "code": self.code,
-            "message": self.message,
-            "retryable": self.retryable,
-            "details": self.details,
-        }
+class GatewayError(StructuredError):
+    """Base of every error the Gateway reports to a caller (wire form: ``to_payload``)."""
 
 
 class InvalidRequest(GatewayError, ValueError):

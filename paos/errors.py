@@ -11,34 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from doraforge.wire.errors import StructuredError
+
 type RemoteState = Literal["unknown"]
 
 
-class PaosError(Exception):
-    """Base of every error PAOS raises to its callers."""
-
-    def __init__(
-        self,
-        code: str,
-        message: str,
-        *,
-        retryable: bool = False,
-        details: Mapping[str, Any] | None = None,
-    ) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-        self.retryable = retryable
-        self.details = dict(details or {})
-
-    def to_payload(self) -> dict[str, Any]:
-        """The wire form ``{code, message, retryable, details}``."""
-        return {
-            "code": self.code,
-            "message": self.message,
-            "retryable": self.retryable,
-            "details": self.details,
-        }
+class PaosError(StructuredError):
+    """Base of every error PAOS raises to its callers (wire form: ``to_payload``)."""
 
 
 class ForgeHttpError(PaosError):

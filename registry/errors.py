@@ -4,7 +4,8 @@
 unknown call id, registration conflict); ``status`` is the HTTP status an edge should use.
 ``ToolFailure`` is raised by an adapter: the tool ran and failed, and the registry turns it
 into a ``failed`` result rather than a refusal. Both carry a stable ``code``, a human
-``message``, ``retryable`` and structured ``details``.
+``message``, ``retryable`` and structured ``details``, and one wire form, ``to_payload``
+(:class:`doraforge.wire.errors.StructuredError`).
 """
 
 from __future__ import annotations
@@ -12,35 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-
-class _Structured(Exception):
-    """Code, message, retryable and details, and their wire form."""
-
-    def __init__(
-        self,
-        code: str,
-        message: str,
-        *,
-        retryable: bool = False,
-        details: Mapping[str, Any] | None = None,
-    ) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-        self.retryable = retryable
-        self.details: dict[str, Any] = dict(details or {})
-
-    def to_dict(self) -> dict[str, Any]:
-        """The wire form ``{code, message, retryable, details}``."""
-        return {
-            "code": self.code,
-            "message": self.message,
-            "retryable": self.retryable,
-            "details": self.details,
-        }
+from doraforge.wire.errors import StructuredError
 
 
-class RegistryError(_Structured):
+class RegistryError(StructuredError):
     """A refusal by the registry; nothing was executed because of this request."""
 
     def __init__(
@@ -56,5 +32,5 @@ class RegistryError(_Structured):
         self.status = status
 
 
-class ToolFailure(_Structured):
+class ToolFailure(StructuredError):
     """Raised by an adapter when the tool ran and failed; becomes a ``failed`` result."""

@@ -198,13 +198,13 @@ async def execute(tool: RegisteredTool, arguments: dict[str, Any]) -> Outcome:
             retryable=not write,
             details={"timeoutMs": policy.timeoutMs, "remoteState": "unknown" if write else "none"},
         )
-        return Outcome("timeout", error=error.to_dict())
+        return Outcome("timeout", error=error.to_payload())
     except ToolFailure as failure:
-        return Outcome("failed", error=failure.to_dict())
+        return Outcome("failed", error=failure.to_payload())
     except Exception as exc:  # an adapter bug must become a result, never leak
         logger.warning("adapter for %s raised", tool.entry.name, exc_info=exc)
         message = f"{tool.entry.name} adapter raised {type(exc).__name__}"
-        return Outcome("failed", error=ToolFailure("TOOL_ADAPTER_ERROR", message).to_dict())
+        return Outcome("failed", error=ToolFailure("TOOL_ADAPTER_ERROR", message).to_payload())
 
 
 def is_json(value: Any, depth: int = 0) -> bool:
@@ -233,7 +233,7 @@ _OPEN_OBJECT_SCHEMAS = (
 def validate_output(validator: Draft202012Validator, result: Any) -> dict[str, Any] | None:
     """``None`` when the result is JSON data matching the output schema, else an error."""
     if not is_json(result):
-        return ToolFailure("TOOL_OUTPUT_INVALID", "tool result is not JSON data").to_dict()
+        return ToolFailure("TOOL_OUTPUT_INVALID", "tool result is not JSON data").to_payload()
     if validator.schema in _OPEN_OBJECT_SCHEMAS:
         if isinstance(result, dict):
             return None
@@ -244,4 +244,4 @@ def validate_output(validator: Draft202012Validator, result: Any) -> dict[str, A
         "TOOL_OUTPUT_INVALID",
         "tool result does not match its output schema",
         details={"path": ".".join(str(p) for p in error.absolute_path) or "(result)"},
-    ).to_dict()
+    ).to_payload()

@@ -44,7 +44,7 @@ _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,200}$")
 
 def error_response(error: RegistryError, headers: dict[str, str] | None = None) -> JSONResponse:
     """The one mapping of a registry error onto HTTP."""
-    return JSONResponse({"ok": False, "error": error.to_dict()}, error.status, headers=headers)
+    return JSONResponse({"ok": False, "error": error.to_payload()}, error.status, headers=headers)
 
 
 def is_authenticated(settings: ServerSettings) -> bool:

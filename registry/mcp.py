@@ -198,8 +198,8 @@ class McpEndpoint:
             )
         except RegistryError as exc:
             if exc.status == 409:
-                raise _Fault(-32000, exc.message, exc.to_dict()) from exc
-            return _tool_error(exc.to_dict(), request_id)
+                raise _Fault(-32000, exc.message, exc.to_payload()) from exc
+            return _tool_error(exc.to_payload(), request_id)
         return tool_result(outcome, self.settings)
 
 

@@ -186,11 +186,11 @@ class RegistryService:
             result = await self._gated(call, tool, principal, arguments, repairs, valid)
         except Exception as exc:  # a registry bug must still settle the call and its waiters
             logger.exception("registry call %s failed internally", call.requestId)
-            error = ToolFailure("TOOL_INTERNAL_ERROR", type(exc).__name__).to_dict()
+            error = ToolFailure("TOOL_INTERNAL_ERROR", type(exc).__name__).to_payload()
             result = _result(call, tool, "failed", error=error)
         finally:
             if result is None:  # cancelled before settling: never run again
-                error = ToolFailure("TOOL_CALL_INTERRUPTED", "call was interrupted").to_dict()
+                error = ToolFailure("TOOL_CALL_INTERRUPTED", "call was interrupted").to_payload()
                 result = _result(call, tool, "failed", error=error)
             self._store.finish(call.requestId, result)
             self._record(result, principal, call.arguments, started)
@@ -216,7 +216,7 @@ class RegistryService:
             gates.validate_input(tool, arguments, valid)
             gates.egress(entry, self._egress_allowlist)
         except gates.Denied as denied:
-            return _result(call, tool, "denied", error=denied.to_dict(), repairs=repairs)
+            return _result(call, tool, "denied", error=denied.to_payload(), repairs=repairs)
         outcome = await gates.execute(tool, arguments)
         if outcome.state != "completed":
             return _result(call, tool, outcome.state, error=outcome.error, repairs=repairs)

@@ -25,7 +25,7 @@ _NAME = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
 
 
 def _error(exc: RegistryError | ToolFailure, status: int) -> JSONResponse:
-    return JSONResponse({"ok": False, "error": exc.to_dict()}, status_code=status)
+    return JSONResponse({"ok": False, "error": exc.to_payload()}, status_code=status)
 
 
 async def _guarded(action: Callable[[], Awaitable[Any]]) -> Any:

@@ -162,7 +162,7 @@ def preview(tool: Tool, status: int, body: Any) -> dict[str, Any]:
     try:
         return {"ok": True, "result": interpret(tool, RawResponse(status, content_type, raw))}
     except ToolFailure as failure:
-        return {"ok": False, "error": failure.to_dict()}
+        return {"ok": False, "error": failure.to_payload()}
 
 
 async def probe(
@@ -202,9 +202,9 @@ async def _live(
     try:
         result = await execute(bundle, tool, arguments, secrets=secrets, client=client)
     except ToolFailure as failure:
-        return {"ok": False, "error": failure.to_dict()}
+        return {"ok": False, "error": failure.to_payload()}
     except Exception as exc:  # the probe is a diagnosis: report an unforeseen fault
         logger.warning("live probe of %s failed", tool_name(bundle, tool), exc_info=exc)
         failure = ToolFailure("API_PROBE_FAILED", f"the live request failed ({type(exc).__name__})")
-        return {"ok": False, "error": failure.to_dict()}
+        return {"ok": False, "error": failure.to_payload()}
     return {"ok": True, "result": result}

@@ -37,7 +37,7 @@ def _run(base: str, spec: dict[str, Any], arguments: dict[str, Any] | None = Non
 def _failure(base: str, spec: dict[str, Any], **kw: Any) -> ToolFailure:
     with pytest.raises(ToolFailure) as info:
         _run(base, spec, **kw)
-    assert SECRET not in json.dumps(info.value.to_dict())
+    assert SECRET not in json.dumps(info.value.to_payload())
     return info.value
 
 

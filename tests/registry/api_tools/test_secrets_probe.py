@@ -60,7 +60,7 @@ def test_secrets_are_redacted_from_tool_errors(upstream: Upstream) -> None:
         _execute(upstream.base, spec, {"id": "1"})
     assert info.value.code == "API_ENVELOPE_ERROR"
     assert "Bearer [REDACTED]" in info.value.message
-    assert SECRET not in json.dumps(info.value.to_dict())
+    assert SECRET not in json.dumps(info.value.to_payload())
 
 
 def test_missing_credential_and_bad_arguments_are_tool_errors(upstream: Upstream) -> None:
