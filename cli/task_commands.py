@@ -104,9 +104,9 @@ def _cancel(ctx: Context, args: argparse.Namespace) -> int:
 def _gateway(ctx: Context, args: argparse.Namespace) -> str:
     if args.gateway:
         return str(args.gateway)
-    from doraforge.skill_runtime.manifest import load_manifest
+    from doraforge.skill_runtime import installed_manifest
 
-    return load_manifest(ctx.home.skills_dir / args.skill / "current").gateway_url
+    return installed_manifest(ctx.home, args.skill).gateway_url
 
 
 def _client_call(ctx: Context, args: argparse.Namespace, call: Any) -> Any:

@@ -168,7 +168,7 @@ class RobotTools:
         return {"runtimes": await asyncio.to_thread(self._runtimes, arguments.get("skill"))}
 
     def _runtimes(self, skill: str | None) -> list[dict[str, Any]]:
-        from doraforge.skill_runtime.runtime_state import all_states
+        from doraforge.skill_runtime import all_states
 
         try:
             runtime = (self.runtime_factory or _default_runtime(self.home))()
@@ -204,7 +204,7 @@ class RobotTools:
 
 def _default_runtime(home: PaosHome) -> Callable[[], Any]:
     def build() -> Any:
-        from doraforge.skill_runtime.runtime import RuntimeManager
+        from doraforge.skill_runtime import RuntimeManager
 
         return RuntimeManager(home)
 
@@ -212,27 +212,16 @@ def _default_runtime(home: PaosHome) -> Callable[[], Any]:
 
 
 def _installed(home: PaosHome) -> list[dict[str, Any]]:
-    from doraforge.skill_runtime.manifest import load_manifest
+    from doraforge.skill_runtime import installed_skills
 
     skills: list[dict[str, Any]] = []
-    if not home.skills_dir.is_dir():
-        return skills
-    for skill_dir in sorted(home.skills_dir.iterdir()):
-        current = skill_dir / "current"
-        if skill_dir.name.startswith(".") or not current.is_dir():
-            continue
-        try:
-            manifest = load_manifest(current)
-        except PaosError as exc:
-            skills.append({"name": skill_dir.name, "error": {"code": exc.code}})
-            continue
-        skills.append(
-            {
-                "name": manifest.name,
-                "version": manifest.version,
-                "gateway_url": manifest.gateway_url,
-            }
-        )
+    for skill in installed_skills(home):
+        if skill.error_code is not None:
+            skills.append({"name": skill.name, "error": {"code": skill.error_code}})
+        else:
+            skills.append(
+                {"name": skill.name, "version": skill.version, "gateway_url": skill.gateway_url}
+            )
     return skills
 
 

@@ -87,13 +87,10 @@ class SkillGateways:
         return await asyncio.to_thread(self._resolve, skill)
 
     def _resolve(self, skill: str) -> str:
-        from doraforge.skill_runtime.manifest import load_manifest
+        from doraforge.skill_runtime import installed_manifest
 
-        bundle = self._home.skills_dir / skill / "current"
         try:
-            if not bundle.is_dir():
-                raise PaosError("SKILL_NOT_INSTALLED", "not installed")
-            manifest = load_manifest(bundle)
+            manifest = installed_manifest(self._home, skill)
             state = self._runtime_factory().healthy_runtime(skill)
         except PaosError as exc:
             raise _skill_failure(skill, exc) from exc

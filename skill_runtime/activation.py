@@ -7,6 +7,7 @@ from typing import Any
 
 from doraforge.paos.binding import BindingCandidate
 from doraforge.paos.home import PaosHome
+from doraforge.skill_runtime.catalog import current_bundle
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ def activate_skill(home: PaosHome, name: str, runtime: Any) -> SkillActivation:
     )
 
     state = runtime.healthy_runtime(name)
-    bundle = home.skills_dir / name / "current"
+    bundle = current_bundle(home, name)
     manifest = load_manifest(bundle)
     profile = manifest.profiles[state.profile]
     tools = set(manifest.required_tools) | set(getattr(profile, "required_tools", None) or [])

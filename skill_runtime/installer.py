@@ -55,6 +55,7 @@ from doraforge.paos.store import AgentTaskStore
 from doraforge.skill_runtime.archive import ArchiveLimits, extract, extract_artifact
 from doraforge.skill_runtime.artifacts import ArtifactReceipt, NodeLock, install_artifact, installed
 from doraforge.skill_runtime.artifacts import verify_receipt as verify_artifact_receipt
+from doraforge.skill_runtime.catalog import current_bundle
 from doraforge.skill_runtime.download import DownloadCache, ProgressCallback, fetch_with_retry
 from doraforge.skill_runtime.errors import InstallError
 from doraforge.skill_runtime.manifest import SkillManifest, load_manifest
@@ -210,7 +211,7 @@ class Installer:
         return InstallResult(
             name=skill,
             version=manifest.version,
-            path=self.home.skills_dir / skill / "current",
+            path=current_bundle(self.home, skill),
             sha256=cached.sha256,
             previous_version=previous,
             artifacts=artifacts,
@@ -383,7 +384,7 @@ class Installer:
         return state if isinstance(state, str) else "unknown"
 
     def _ask(self, name: str, version: str, yes: bool) -> None:
-        current = self.home.skills_dir / name / "current"
+        current = current_bundle(self.home, name)
         was = f" (replacing {load_manifest(current).version})" if current.is_dir() else ""
         if yes or self._confirm(f"Install skill {name} {version}{was}?"):
             return

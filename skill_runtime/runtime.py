@@ -39,6 +39,7 @@ from doraforge.paos.errors import PaosError
 from doraforge.paos.home import PaosHome
 from doraforge.paos.store import AgentTaskStore
 from doraforge.skill_runtime import gateway_probe, stop_guards
+from doraforge.skill_runtime.catalog import current_bundle
 from doraforge.skill_runtime.dora import SHARED_DEFAULT_PORT, DoraControl, dora_version
 from doraforge.skill_runtime.dora_run import dora_binary
 from doraforge.skill_runtime.errors import RuntimeStateError
@@ -259,7 +260,7 @@ class RuntimeManager:
     # ------------------------------------------------------------------ start, step by step
 
     def _bundle(self, name: str) -> Path:
-        bundle = self.home.skills_dir / name / "current"
+        bundle = current_bundle(self.home, name)
         if not (bundle / "skill.yaml").is_file():
             raise RuntimeStateError(
                 "SKILL_NOT_INSTALLED", f"{name!r} is not installed", details={"path": str(bundle)}

@@ -1,0 +1,78 @@
+"""The installed skills of a PAOS home: where each lives and what its manifest says.
+
+The one place that knows the home layout ``skills/<name>/current`` (the installed version)
+and ``skills/<name>/previous`` (the one an update replaced); everything outside the Skill
+Runtime reads installed skills through these functions, never by building paths.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from doraforge.paos.errors import PaosError
+from doraforge.paos.home import PaosHome
+from doraforge.skill_runtime.errors import SkillError
+from doraforge.skill_runtime.manifest import NAME_PATTERN, SkillManifest, load_manifest
+
+_NAME = re.compile(NAME_PATTERN)
+
+
+@dataclass(frozen=True)
+class InstalledSkill:
+    """One installed skill: its manifest's name, version and Gateway URL, or why its
+    manifest cannot be read (``error_code``)."""
+
+    name: str
+    version: str | None = None
+    gateway_url: str | None = None
+    error_code: str | None = None
+
+
+def skill_dir(home: PaosHome, name: str) -> Path:
+    """``skills/<name>``; raises :class:`SkillError` ``SKILL_NAME_INVALID`` for a name the
+    manifest would not allow (so no caller can reach outside the skills folder)."""
+    if not _NAME.fullmatch(name):
+        raise SkillError(
+            "SKILL_NAME_INVALID",
+            f"{name[:80]!r} is not a skill name",
+            details={"pattern": NAME_PATTERN},
+        )
+    return home.skills_dir / name
+
+
+def current_bundle(home: PaosHome, name: str) -> Path:
+    """The installed version's folder ``skills/<name>/current`` (it may not exist)."""
+    return skill_dir(home, name) / "current"
+
+
+def previous_bundle(home: PaosHome, name: str) -> Path:
+    """The replaced version's folder ``skills/<name>/previous`` (it may not exist)."""
+    return skill_dir(home, name) / "previous"
+
+
+def installed_manifest(home: PaosHome, name: str) -> SkillManifest:
+    """The manifest of the installed ``name``; raises ``SKILL_NOT_INSTALLED`` or the
+    manifest's ``SKILL_MANIFEST_INVALID``."""
+    bundle = current_bundle(home, name)
+    if not bundle.is_dir():
+        raise SkillError("SKILL_NOT_INSTALLED", f"skill {name!r} is not installed")
+    return load_manifest(bundle)
+
+
+def installed_skills(home: PaosHome) -> list[InstalledSkill]:
+    """Every installed skill, by name; one whose manifest is unreadable says why."""
+    if not home.skills_dir.is_dir():
+        return []
+    found: list[InstalledSkill] = []
+    for entry in sorted(home.skills_dir.iterdir()):
+        if not _NAME.fullmatch(entry.name) or not (entry / "current").is_dir():
+            continue  # staging folders, locks and stray files are not skills
+        try:
+            manifest = load_manifest(entry / "current")
+        except PaosError as exc:
+            found.append(InstalledSkill(entry.name, error_code=exc.code))
+            continue
+        found.append(InstalledSkill(manifest.name, manifest.version, manifest.gateway_url))
+    return found
