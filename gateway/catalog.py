@@ -10,9 +10,9 @@ from forge_tool import ToolEndpointDescriptor, ToolOperationDescriptor
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from doraforge.gateway.canonical import canonical_bytes, sha256_hex
 from doraforge.gateway.config import ToolSpecConfig
 from doraforge.gateway.errors import ConfigError
+from doraforge.wire.canonical import canonical_bytes, sha256_hex
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ from forge_tool import ToolEnvelope, ToolProtocolError, event_from_payload
 
 from doraforge.gateway import admission, recovery, wire
 from doraforge.gateway.admission import InvokeBody, failed_result, unknown_result
-from doraforge.gateway.canonical import sha256_hex
 from doraforge.gateway.catalog import Catalog, ToolSpec
 from doraforge.gateway.clock import Clock
 from doraforge.gateway.config import GatewayConfig
@@ -35,6 +34,7 @@ from doraforge.gateway.invocation import TERMINAL_PHASES, Invocation
 from doraforge.gateway.journal import Journal, JournalHealth
 from doraforge.gateway.registry import EndpointRecord, EndpointRegistry
 from doraforge.gateway.store import InvocationStore
+from doraforge.wire.canonical import sha256_hex
 
 log = logging.getLogger(__name__)
 

@@ -8,13 +8,12 @@ built from a Gateway URL and a required-tools list (:meth:`BindingCandidate.adho
 
 from __future__ import annotations
 
-import hashlib
-import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from doraforge.paos.errors import PaosError
+from doraforge.wire.canonical import sha256_hex
 
 
 class BindingError(PaosError):
@@ -56,12 +55,6 @@ class BindingCandidate:
             gateway_url=gateway_url.rstrip("/"),
             required_tools=tuple(sorted(set(required_tools))),
         )
-
-
-def canonical_sha256(document: Any) -> str:
-    """SHA-256 of the canonical JSON of ``document``."""
-    text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 async def preview(api: ToolApi, candidate: BindingCandidate) -> dict[str, Any]:
@@ -122,7 +115,7 @@ async def freeze(api: ToolApi, candidate: BindingCandidate) -> tuple[str, str, d
             for tool_id, tool in live["tools"].items()
         },
     }
-    return f"bind_{uuid.uuid4().hex}", canonical_sha256(document), document
+    return f"bind_{uuid.uuid4().hex}", sha256_hex(document), document
 
 
 async def recheck(

@@ -17,7 +17,6 @@ Contract (``spec/forge-tool-api.md`` sections 2-5):
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -34,6 +33,7 @@ from doraforge.paos.errors import (
     ForgeTimeout,
     ForgeTransportError,
 )
+from doraforge.wire.canonical import sha256_hex
 
 type JsonObject = dict[str, Any]
 type ImageFormat = Literal["png", "jpeg"]
@@ -73,16 +73,9 @@ class _Reply:
     content: bytes
 
 
-def canonical_bytes(value: Any) -> bytes:
-    """Canonical JSON: sorted keys, compact separators, UTF-8, no ASCII escaping, no NaN."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
-
-
 def spec_sha256(document: Any) -> str:
     """The SHA-256 (hex) of a ToolSpec's canonical JSON: the context's ``spec_sha256``."""
-    return hashlib.sha256(canonical_bytes(document)).hexdigest()
+    return sha256_hex(document)
 
 
 def path_segment(value: str) -> str:

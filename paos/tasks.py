@@ -14,8 +14,6 @@ invocation by ``caller_id``.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -37,6 +35,7 @@ from doraforge.paos.errors import (
 from doraforge.paos.evidence import capture
 from doraforge.paos.store import AgentTaskStore, NewRecord, RecordRow, StoreUnavailable, TaskRow
 from doraforge.paos.store.models import RESULT_TO_STATE, TERMINAL_RECORD_STATES
+from doraforge.wire.canonical import sha256_hex
 
 ACTIVE_TASK_STATES = frozenset({"executing", "awaiting_replan", "cancelling"})
 _LIVE = frozenset({"intent", "indeterminate", "accepted", "running", "stopping"})
@@ -47,11 +46,6 @@ type ClientFactory = Callable[[str], ForgeToolClient]
 
 class TaskError(PaosError):
     """A governed call was refused by PAOS before anything was sent."""
-
-
-def _sha256(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _new_id(prefix: str) -> str:
@@ -486,6 +480,12 @@ class TaskService:
         arguments: dict[str, Any],
         ownership: str | None = None,
     ) -> RecordRow:
+        try:
+            arguments_sha256 = sha256_hex(arguments)
+        except (TypeError, ValueError) as exc:
+            # NaN, Infinity or a lone surrogate: no Gateway accepts them, and an intent
+            # must not be recorded for a call that cannot be sent.
+            raise TaskError("PAOS_ARGUMENTS_INVALID", "arguments are not strict JSON data") from exc
         record_id = _new_id("rec")
         return self.store.record_intent(
             NewRecord(
@@ -495,7 +495,7 @@ class TaskService:
                 tool_id=tool_id,
                 semantics=semantics,
                 caller_id=f"paos:{task.task_id}:{uuid.uuid4().hex}",
-                arguments_sha256=_sha256(arguments),
+                arguments_sha256=arguments_sha256,
                 spec_sha256=binding["tools"][tool_id]["spec_sha256"],
                 ownership=ownership,
             )

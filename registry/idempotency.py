@@ -19,14 +19,13 @@ The same id with a different fingerprint is 409 TOOL_IDEMPOTENCY_CONFLICT in eve
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from doraforge.registry.errors import RegistryError
-from doraforge.registry.projections import canonical_json
+from doraforge.wire.canonical import sha256_hex
 
 TOMBSTONE_FACTOR = 24
 
@@ -36,10 +35,9 @@ type Result = dict[str, Any]
 def fingerprint(canonical_name: str, arguments: dict[str, Any], scope: str) -> str:
     """SHA-256 over the canonical name, the normalised arguments and the caller scope."""
     try:
-        text = canonical_json([canonical_name, arguments, scope])
-    except (TypeError, ValueError) as exc:
+        return sha256_hex([canonical_name, arguments, scope])
+    except (TypeError, ValueError) as exc:  # NaN, a lone surrogate, a non-JSON value
         raise RegistryError("TOOL_INVALID_CALL", "arguments are not JSON data") from exc
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass(slots=True)

@@ -10,31 +10,19 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 from collections.abc import Callable
 from typing import Any
 
 from doraforge.registry.errors import RegistryError
 from doraforge.registry.model import ToolEntry
+from doraforge.wire.canonical import canonical_bytes
 
 FORMATS = ("portos", "openai", "anthropic", "mcp")
 
 
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def canonical_json(value: Any) -> str:
-    """Sorted keys, no whitespace, UTF-8 text: the form every hash here is taken over.
-
-    Same output as ``json.dumps(value, sort_keys=True, separators=(",", ":"),
-    ensure_ascii=False)``; one shared encoder avoids building one per call.
-    """
-    return _CANONICAL.encode(value)
-
-
 def etag(body: Any) -> str:
     """``"base64url-no-pad(sha256(canonical JSON))"``, quoted as an HTTP entity tag."""
-    digest = hashlib.sha256(canonical_json(body).encode()).digest()
+    digest = hashlib.sha256(canonical_bytes(body)).digest()
     return '"' + base64.urlsafe_b64encode(digest).rstrip(b"=").decode() + '"'
 
 

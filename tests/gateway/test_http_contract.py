@@ -15,7 +15,7 @@ from forge_tool import (
     make_invoke_response_envelope,
 )
 
-from doraforge.gateway.canonical import canonical_bytes
+from doraforge.wire.canonical import canonical_bytes
 from tests.gateway.harness import Stack, running_stack
 from tests.gateway.support import (
     assert_error,

@@ -205,6 +205,17 @@ async def test_toolspec_drift_after_binding_is_refused_before_any_post(cell: Cel
     assert cell.invokes("move") == 0
 
 
+async def test_non_finite_arguments_are_refused_before_an_intent_or_a_post(cell: Cell):
+    task_id = await new_task(cell)
+    with pytest.raises(TaskError) as caught:
+        await cell.service.start_action(
+            task_id, "mock.move", {"duration_s": float("nan"), "behaviour": "succeed"}
+        )
+    assert caught.value.code == "PAOS_ARGUMENTS_INVALID"
+    assert cell.service.store.records(task_id) == []
+    assert cell.invokes("move") == 0
+
+
 async def test_a_cancel_is_recorded_as_a_request_not_as_a_stop(cell: Cell):
     task_id = await new_task(cell)
     started = await cell.service.start_action(
