@@ -16,7 +16,10 @@ from urllib.parse import unquote
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware import Middleware
+from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from doraforge.gateway.admission import InvokeBody
@@ -34,7 +37,7 @@ from doraforge.gateway.errors import (
     Unavailable,
     Unprocessable,
 )
-from doraforge.gateway.http_observations import add_observation_routes
+from doraforge.gateway.http_observations import OBSERVATION_ROUTES, Observations
 from doraforge.gateway.invocation import Invocation
 from doraforge.gateway.openapi import (
     EMPTY_BODY,
@@ -198,99 +201,162 @@ def parse_invoke_body(value: dict[str, Any]) -> InvokeBody:
     return InvokeBody(arguments=arguments, caller_id=caller_id, timeout_ms=timeout_ms)
 
 
-def create_app(gateway: Gateway, policy: TransportPolicy | None = None) -> FastAPI:
-    """Build the HTTP application serving ``gateway`` behind the transport guard.
+def gateway_of(request: Request) -> Gateway:
+    """The Gateway the app serving ``request`` was built over (``app.state.gateway``)."""
+    gateway: Gateway = request.app.state.gateway
+    return gateway
 
-    ``policy`` defaults to the config's with no token, which refuses to build for a
-    non-loopback bind unless the config says ``security.insecure``."""
-    app = FastAPI(
-        title="doraforge Gateway",
-        version="1.0",
-        description="Forge Tool API: Query, Action and Session over Dora ToolEndpoints.",
-        docs_url=None,
-        redoc_url=None,
+
+async def on_gateway_error(_request: Request, exc: GatewayError) -> Response:
+    """A domain error raised by any route, answered through :data:`STATUS_FOR_ERROR`."""
+    return error_response(exc)
+
+
+async def on_http_error(request: Request, exc: StarletteHTTPException) -> Response:
+    """The router's own 404 and 405 (with ``Allow``) in the error envelope."""
+    code = {404: "FORGE_TOOL_ROUTE_NOT_FOUND", 405: "FORGE_TOOL_METHOD_NOT_ALLOWED"}.get(
+        exc.status_code, "FORGE_TOOL_HTTP_ERROR"
     )
-    install_openapi(app)
+    error = {"code": code, "message": str(exc.detail), "retryable": False, "details": {}}
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:  # every method of every route on this path (RFC 9110)
+        headers["Allow"] = ", ".join(allowed_methods(request.app.router.routes, request.scope))
+    payload = {"ok": False, "msg": str(exc.detail), "error": error}
+    return json_response(exc.status_code, payload, headers or None)
 
-    @app.exception_handler(GatewayError)
-    async def _gateway_error(_: Request, exc: GatewayError) -> Response:
-        return error_response(exc)
 
-    @app.exception_handler(StarletteHTTPException)
-    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
-        code = {404: "FORGE_TOOL_ROUTE_NOT_FOUND", 405: "FORGE_TOOL_METHOD_NOT_ALLOWED"}.get(
-            exc.status_code, "FORGE_TOOL_HTTP_ERROR"
+async def list_tools(request: Request) -> Response:
+    gateway = gateway_of(request)
+    return ok(
+        {
+            "gateway_identity": gateway.identity,
+            "revision": gateway.registry.revision,
+            "catalog_revision": gateway.catalog.revision(),
+            "tools": [spec.document for spec in gateway.catalog.all()],
+        }
+    )
+
+
+async def get_tool(tool_id: str, request: Request) -> Response:
+    spec = gateway_of(request).catalog.get(_decoded(tool_id, "tool_id"))
+    if spec is None:
+        raise NotFound("FORGE_TOOL_NOT_FOUND", f"no tool {tool_id!r}")
+    body = b'{"ok":true,"data":' + spec.canonical + b"}"
+    return Response(
+        body,
+        media_type="application/json",
+        headers={"X-Spec-SHA256": spec.sha256, "ETag": f'"{spec.sha256}"'},
+    )
+
+
+async def get_context(tool_id: str, request: Request) -> Response:
+    context = tool_context(gateway_of(request), _decoded(tool_id, "tool_id"))
+    if context is None:
+        raise NotFound("FORGE_TOOL_NOT_FOUND", f"no tool {tool_id!r}")
+    return ok(context)
+
+
+async def invoke_query(endpoint_id: str, operation: str, request: Request) -> Response:
+    body = parse_invoke_body(read_json_object(request, allow_empty=False))
+    data = await gateway_of(request).queries.query(
+        _decoded(endpoint_id, "endpoint_id"), _decoded(operation, "operation"), body
+    )
+    return ok(data)
+
+
+async def invoke_async(tool_id: str, request: Request) -> Response:
+    body = parse_invoke_body(read_json_object(request, allow_empty=False))
+    runtime = gateway_of(request).runtime
+    invocation, duplicate = await runtime.start(_decoded(tool_id, "tool_id"), body)
+    return ok(_admission(invocation, duplicate), status=202)
+
+
+async def lookup(request: Request, caller_id: str | None = None) -> Response:
+    if not caller_id:
+        raise InvalidRequest("FORGE_TOOL_INVALID_QUERY", "caller_id is required")
+    found = gateway_of(request).runtime.lookup_caller(caller_id)
+    return ok({"caller_id": caller_id, "invocations": [inv.public() for inv in found]})
+
+
+async def get_invocation(invocation_id: str, request: Request) -> Response:
+    runtime = gateway_of(request).runtime
+    return ok(runtime.get(_decoded(invocation_id, "invocation_id")).public())
+
+
+async def get_result(invocation_id: str, request: Request) -> Response:
+    invocation = gateway_of(request).runtime.get(_decoded(invocation_id, "invocation_id"))
+    if not invocation.terminal:
+        return ok({"status": "pending", "phase": invocation.phase}, status=202)
+    return ok({"status": "available", "phase": invocation.phase, "result": invocation.result})
+
+
+async def cancel(invocation_id: str, request: Request) -> Response:
+    return await _control(gateway_of(request), request, invocation_id, "cancel")
+
+
+async def stop(invocation_id: str, request: Request) -> Response:
+    return await _control(gateway_of(request), request, invocation_id, "stop")
+
+
+async def events(invocation_id: str, request: Request) -> Response:
+    invocation = gateway_of(request).runtime.get(_decoded(invocation_id, "invocation_id"))
+    after = _last_event_id(request)
+    # Only a resume can miss events; a fresh subscriber starts at the oldest retained.
+    if after is not None and invocation.events and after + 1 < invocation.events[0].seq:
+        raise Gone(
+            "FORGE_TOOL_EVENTS_EVICTED",
+            f"events after {after} were evicted; oldest is {invocation.events[0].seq}",
         )
-        error = {"code": code, "message": str(exc.detail), "retryable": False, "details": {}}
-        headers = dict(exc.headers or {})
-        if exc.status_code == 405:  # every method of every route on this path (RFC 9110)
-            headers["Allow"] = ", ".join(allowed_methods(app.router.routes, request.scope))
-        payload = {"ok": False, "msg": str(exc.detail), "error": error}
-        return json_response(exc.status_code, payload, headers or None)
+    return StreamingResponse(
+        _sse(invocation, after or 0),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache"},
+    )
 
-    @app.get(
+
+_TOOL_ERRORS = [400, 404]
+_INVOCATION_ERRORS = [400, 404, 410]
+
+#: The Tool API, one row per operation: path, endpoint, method and what it documents.
+ROUTES: list[BaseRoute] = [
+    APIRoute(
         "/tools",
+        list_tools,
+        methods=["GET"],
         summary="List ToolSpecs",
         responses=responses({200: success(Envelope, "The catalog and this Gateway's identity")}),
-    )
-    async def list_tools() -> Response:
-        tools = [spec.document for spec in gateway.catalog.all()]
-        return ok(
-            {
-                "gateway_identity": gateway.identity,
-                "revision": gateway.registry.revision,
-                "catalog_revision": gateway.catalog.revision(),
-                "tools": tools,
-            }
-        )
-
-    @app.get(
+    ),
+    APIRoute(
         "/tools/{tool_id}",
+        get_tool,
+        methods=["GET"],
         summary="One ToolSpec as byte-stable canonical JSON",
         responses=responses(
-            {200: success(Envelope, "The ToolSpec; ETag is its SHA-256")}, [400, 404]
+            {200: success(Envelope, "The ToolSpec; ETag is its SHA-256")}, _TOOL_ERRORS
         ),
-    )
-    async def get_tool(tool_id: str) -> Response:
-        spec = gateway.catalog.get(_decoded(tool_id, "tool_id"))
-        if spec is None:
-            raise NotFound("FORGE_TOOL_NOT_FOUND", f"no tool {tool_id!r}")
-        body = b'{"ok":true,"data":' + spec.canonical + b"}"
-        return Response(
-            body,
-            media_type="application/json",
-            headers={"X-Spec-SHA256": spec.sha256, "ETag": f'"{spec.sha256}"'},
-        )
-
-    @app.get(
+    ),
+    APIRoute(
         "/tools/{tool_id}/context",
+        get_context,
+        methods=["GET"],
         summary="Live binding, readiness and concurrency",
-        responses=responses({200: success(Envelope, "The tool's live context")}, [400, 404]),
-    )
-    async def get_context(tool_id: str) -> Response:
-        context = tool_context(gateway, _decoded(tool_id, "tool_id"))
-        if context is None:
-            raise NotFound("FORGE_TOOL_NOT_FOUND", f"no tool {tool_id!r}")
-        return ok(context)
-
-    @app.post(
+        responses=responses({200: success(Envelope, "The tool's live context")}, _TOOL_ERRORS),
+    ),
+    APIRoute(
         "/tools/{endpoint_id}/{operation}:invoke",
+        invoke_query,
+        methods=["POST"],
         summary="Invoke a Query",
         openapi_extra=request_body(INVOKE_BODY, required=True),
         responses=post_responses(
             {200: success(Envelope, "The Query's terminal response")},
             [404, 409, 422, 502, 503, 504],
         ),
-    )
-    async def invoke_query(endpoint_id: str, operation: str, request: Request) -> Response:
-        body = parse_invoke_body(read_json_object(request, allow_empty=False))
-        data = await gateway.queries.query(
-            _decoded(endpoint_id, "endpoint_id"), _decoded(operation, "operation"), body
-        )
-        return ok(data)
-
-    @app.post(
+    ),
+    APIRoute(
         "/tools/{tool_id}:invoke",
+        invoke_async,
+        methods=["POST"],
         status_code=202,
         summary="Admit an Action or Session",
         openapi_extra=request_body(INVOKE_BODY, required=True),
@@ -298,97 +364,90 @@ def create_app(gateway: Gateway, policy: TransportPolicy | None = None) -> FastA
             {202: success(AdmissionEnvelope, "Admitted, or a replay of the same caller_id")},
             [404, 409, 422, 502, 503],
         ),
-    )
-    async def invoke_async(tool_id: str, request: Request) -> Response:
-        body = parse_invoke_body(read_json_object(request, allow_empty=False))
-        invocation, duplicate = await gateway.runtime.start(_decoded(tool_id, "tool_id"), body)
-        return ok(_admission(invocation, duplicate), status=202)
-
-    @app.get(
+    ),
+    APIRoute(
         "/invocations",
+        lookup,
+        methods=["GET"],
         summary="Read-only lookup by caller_id for recovery",
         responses=responses({200: success(Envelope, "Invocations admitted for caller_id")}, [400]),
-    )
-    async def lookup(caller_id: str | None = None) -> Response:
-        if not caller_id:
-            raise InvalidRequest("FORGE_TOOL_INVALID_QUERY", "caller_id is required")
-        found = gateway.runtime.lookup_caller(caller_id)
-        return ok({"caller_id": caller_id, "invocations": [inv.public() for inv in found]})
-
-    @app.get(
+    ),
+    APIRoute(
         "/invocations/{invocation_id}",
+        get_invocation,
+        methods=["GET"],
         summary="Invocation status",
-        responses=responses({200: success(Envelope, "The status document")}, [400, 404, 410]),
-    )
-    async def get_invocation(invocation_id: str) -> Response:
-        return ok(gateway.runtime.get(_decoded(invocation_id, "invocation_id")).public())
-
-    @app.get(
+        responses=responses({200: success(Envelope, "The status document")}, _INVOCATION_ERRORS),
+    ),
+    APIRoute(
         "/invocations/{invocation_id}/result",
+        get_result,
+        methods=["GET"],
         summary="Pending or terminal result",
         responses=responses(
             {
                 200: success(ResultEnvelope, "Terminal: the result is available"),
                 202: success(ResultEnvelope, "Not terminal yet: pending"),
             },
-            [400, 404, 410],
+            _INVOCATION_ERRORS,
         ),
-    )
-    async def get_result(invocation_id: str) -> Response:
-        invocation = gateway.runtime.get(_decoded(invocation_id, "invocation_id"))
-        if not invocation.terminal:
-            return ok({"status": "pending", "phase": invocation.phase}, status=202)
-        return ok({"status": "available", "phase": invocation.phase, "result": invocation.result})
-
-    @app.post(
+    ),
+    APIRoute(
         "/invocations/{invocation_id}/cancel",
+        cancel,
+        methods=["POST"],
         summary="Request Action cancellation",
         openapi_extra=request_body(EMPTY_BODY, required=False),
         responses=post_responses(_CONTROL_RESPONSES, [404, 409, 410]),
-    )
-    async def cancel(invocation_id: str, request: Request) -> Response:
-        return await _control(gateway, request, invocation_id, "cancel")
-
-    @app.post(
+    ),
+    APIRoute(
         "/invocations/{invocation_id}/stop",
+        stop,
+        methods=["POST"],
         summary="Request a Session stop",
         openapi_extra=request_body(EMPTY_BODY, required=False),
         responses=post_responses(_CONTROL_RESPONSES, [404, 409, 410]),
-    )
-    async def stop(invocation_id: str, request: Request) -> Response:
-        return await _control(gateway, request, invocation_id, "stop")
-
-    @app.get(
+    ),
+    APIRoute(
         "/invocations/{invocation_id}/events",
+        events,
+        methods=["GET"],
         summary="Server-sent events",
         response_class=StreamingResponse,
         openapi_extra=EVENT_RESUME,
         responses=responses(
             {200: event_stream("The invocation's events, from Last-Event-ID on")},
-            [400, 404, 410],
+            _INVOCATION_ERRORS,
         ),
-    )
-    async def events(invocation_id: str, request: Request) -> Response:
-        invocation = gateway.runtime.get(_decoded(invocation_id, "invocation_id"))
-        after = _last_event_id(request)
-        # Only a resume can miss events; a fresh subscriber starts at the oldest retained.
-        if after is not None and invocation.events and after + 1 < invocation.events[0].seq:
-            raise Gone(
-                "FORGE_TOOL_EVENTS_EVICTED",
-                f"events after {after} were evicted; oldest is {invocation.events[0].seq}",
-            )
-        return StreamingResponse(
-            _sse(invocation, after or 0),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache"},
-        )
+    ),
+    *OBSERVATION_ROUTES,
+]
 
-    add_observation_routes(app, gateway.observations, gateway.config.observations)
-    app.add_middleware(RawPathRouting)
-    # Outermost: nothing below runs for a request the guard refuses.
-    app.add_middleware(
-        TransportGuard, policy=policy or gateway_policy(gateway.config, None), render=render_refusal
+
+def create_app(gateway: Gateway, policy: TransportPolicy | None = None) -> FastAPI:
+    """The HTTP application serving ``gateway`` through :data:`ROUTES` behind the guard.
+
+    ``policy`` defaults to the config's with no token, which refuses to build for a
+    non-loopback bind unless the config says ``security.insecure``
+    (:class:`~doraforge.wire.guard.BindRefused`)."""
+    guard = policy or gateway_policy(gateway.config, None)
+    app = FastAPI(
+        title="doraforge Gateway",
+        version="1.0",
+        description="Forge Tool API: Query, Action and Session over Dora ToolEndpoints.",
+        docs_url=None,
+        redoc_url=None,
+        routes=list(ROUTES),
+        exception_handlers={GatewayError: on_gateway_error, StarletteHTTPException: on_http_error},
+        middleware=[
+            # Outermost: nothing below runs for a request the guard refuses.
+            Middleware(TransportGuard, policy=guard, render=render_refusal),
+            Middleware(RawPathRouting),
+        ],
     )
+    app.state.gateway = gateway
+    app.state.observations = Observations(gateway.observations, gateway.config.observations)
+    install_openapi(app)
     return app
 
 

@@ -13,10 +13,14 @@ import base64
 import json
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
-from fastapi import FastAPI, WebSocket, WebSocketDisconnect
+from fastapi import Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import Response
+from fastapi.routing import APIRoute, APIWebSocketRoute
+from starlette.requests import HTTPConnection
+from starlette.routing import BaseRoute
 
 from doraforge.gateway.config import ObservationsConfig
 from doraforge.gateway.errors import InvalidRequest, NotFound, Unavailable
@@ -26,74 +30,104 @@ from doraforge.gateway.openapi import Envelope, media, responses, success
 _KEEPALIVE_S = 5.0
 
 
-def add_observation_routes(app: FastAPI, store: ObservationStore, config: ObservationsConfig):
-    """Register ``/observations/*``, ``/ws/images`` and ``/ws/state`` on ``app``."""
+@dataclass(frozen=True)
+class Observations:
+    """What the observation routes read, as ``app.state.observations``."""
 
-    @app.get(
+    store: ObservationStore
+    config: ObservationsConfig
+
+
+def observations_of(connection: HTTPConnection) -> Observations:
+    """The observation state of the app serving ``connection`` (HTTP or WebSocket)."""
+    observations: Observations = connection.app.state.observations
+    return observations
+
+
+async def list_sources(request: Request) -> Response:
+    store = observations_of(request).store
+    sources = []
+    for name in store.sources:
+        frame = store.latest_frame(name)
+        sources.append({"source": name, "latest": None if frame is None else _meta(frame)})
+    return _json({"ok": True, "data": {"sources": sources}})
+
+
+async def latest_image(request: Request, source: str, format: str | None = None) -> Response:
+    store, config = observations_of(request).store, observations_of(request).config
+    fmt = format or config.image_format
+    if fmt not in ("png", "jpeg"):
+        raise InvalidRequest("FORGE_OBSERVATION_INVALID_FORMAT", "format is png or jpeg")
+    frame = _frame(store, source)
+    body = await asyncio.to_thread(frame.encoded, fmt, config.jpeg_quality)
+    return Response(body, media_type=content_type(fmt), headers=_frame_headers(frame))
+
+
+async def latest_state(request: Request) -> Response:
+    seq, state = observations_of(request).store.latest_state()
+    if state is None:
+        raise Unavailable("FORGE_OBSERVATION_NO_STATE", "no joint state received yet")
+    return _json({"ok": True, "data": {"seq": seq, "joint_state": state}})
+
+
+async def ws_images(websocket: WebSocket) -> None:
+    store, config = observations_of(websocket).store, observations_of(websocket).config
+    wanted = _requested_sources(websocket, store)
+    sent: dict[str, int] = {}
+
+    async def send_new() -> None:
+        for name in wanted:
+            frame = store.latest_frame(name)
+            if frame is not None and sent.get(name) != frame.seq:
+                await websocket.send_text(await _image_message(frame, config))
+                sent[name] = frame.seq
+
+    await _stream(websocket, store, send_new, 1.0 / config.ws_image_max_hz)
+
+
+async def ws_state(websocket: WebSocket) -> None:
+    store, config = observations_of(websocket).store, observations_of(websocket).config
+    last = [-1]
+
+    async def send_new() -> None:
+        seq, state = store.latest_state()
+        if state is not None and seq != last[0]:
+            message = {"type": "state", "seq": seq, "joint_state": state}
+            await websocket.send_text(json.dumps(message))
+            last[0] = seq
+
+    await _stream(websocket, store, send_new, 1.0 / config.ws_state_max_hz)
+
+
+#: ``/observations/*`` over HTTP, ``/ws/images`` and ``/ws/state`` over WebSocket.
+OBSERVATION_ROUTES: list[BaseRoute] = [
+    APIRoute(
         "/observations/images",
+        list_sources,
+        methods=["GET"],
         summary="Camera sources and their latest frame",
         responses=responses({200: success(Envelope, "Each source and its newest frame")}),
-    )
-    async def list_sources() -> Response:
-        sources = []
-        for name in store.sources:
-            frame = store.latest_frame(name)
-            sources.append({"source": name, "latest": None if frame is None else _meta(frame)})
-        return _json({"ok": True, "data": {"sources": sources}})
-
-    @app.get(
+    ),
+    APIRoute(
         "/observations/images/{source}/latest",
+        latest_image,
+        methods=["GET"],
         summary="The newest frame as PNG/JPEG",
         response_class=Response,
         responses=responses(
             {200: media("The newest frame", "image/png", "image/jpeg")}, [400, 404, 503]
         ),
-    )
-    async def latest_image(source: str, format: str | None = None) -> Response:
-        fmt = format or config.image_format
-        if fmt not in ("png", "jpeg"):
-            raise InvalidRequest("FORGE_OBSERVATION_INVALID_FORMAT", "format is png or jpeg")
-        frame = _frame(store, source)
-        body = await asyncio.to_thread(frame.encoded, fmt, config.jpeg_quality)
-        return Response(body, media_type=content_type(fmt), headers=_frame_headers(frame))
-
-    @app.get(
+    ),
+    APIRoute(
         "/observations/state",
+        latest_state,
+        methods=["GET"],
         summary="The newest joint state",
         responses=responses({200: success(Envelope, "The newest joint state")}, [503]),
-    )
-    async def latest_state() -> Response:
-        seq, state = store.latest_state()
-        if state is None:
-            raise Unavailable("FORGE_OBSERVATION_NO_STATE", "no joint state received yet")
-        return _json({"ok": True, "data": {"seq": seq, "joint_state": state}})
-
-    @app.websocket("/ws/images")
-    async def ws_images(websocket: WebSocket) -> None:
-        wanted = _requested_sources(websocket, store)
-        sent: dict[str, int] = {}
-
-        async def send_new() -> None:
-            for name in wanted:
-                frame = store.latest_frame(name)
-                if frame is not None and sent.get(name) != frame.seq:
-                    await websocket.send_text(await _image_message(frame, config))
-                    sent[name] = frame.seq
-
-        await _stream(websocket, store, send_new, 1.0 / config.ws_image_max_hz)
-
-    @app.websocket("/ws/state")
-    async def ws_state(websocket: WebSocket) -> None:
-        last = [-1]
-
-        async def send_new() -> None:
-            seq, state = store.latest_state()
-            if state is not None and seq != last[0]:
-                message = {"type": "state", "seq": seq, "joint_state": state}
-                await websocket.send_text(json.dumps(message))
-                last[0] = seq
-
-        await _stream(websocket, store, send_new, 1.0 / config.ws_state_max_hz)
+    ),
+    APIWebSocketRoute("/ws/images", ws_images),
+    APIWebSocketRoute("/ws/state", ws_state),
+]
 
 
 def _frame(store: ObservationStore, source: str) -> Frame:
