@@ -19,7 +19,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, TypedDict
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +39,108 @@ _HINTS = {
 }
 
 
+# -- the episode and lesson documents -------------------------------------------------------
+# Every string is a token, a version, a fingerprint or a SHA-256, or None where the source
+# had nothing safe to keep; episodes are stored as these JSON documents.
+
+
+class EpisodeCriterion(TypedDict):
+    """One verification criterion's outcome in a revision."""
+
+    criterion_id: str | None
+    status: str | None
+
+
+class EpisodeRevision(TypedDict):
+    """One planning generation: its fingerprint, ordinal and verdict."""
+
+    revision: str | None
+    ordinal: int | None
+    verdict: str | None
+    criteria: list[EpisodeCriterion]
+
+
+class EpisodeRecord(TypedDict):
+    """One tool execution record, reduced to what it was and how it ended."""
+
+    revision_ordinal: int | None
+    tool_id: str | None
+    semantics: str | None
+    ownership: str | None
+    status: str | None
+    error_code: str | None
+    invocation: str | None
+    attempt: str | None
+
+
+class EpisodeArtifact(TypedDict):
+    """One evidence artifact by content hash."""
+
+    revision_ordinal: int | None
+    source: str | None
+    phase: str | None
+    sha256: str | None
+    capture_error: str | None
+
+
+class Episode(TypedDict):
+    """The redacted episode of one terminal AgentTask (schema :data:`EPISODE_SCHEMA`)."""
+
+    schema: str
+    skill: str | None
+    version: str | None
+    binding: str | None
+    task: str | None
+    outcome: str | None
+    mode: str | None
+    replans_used: int | None
+    revisions: list[EpisodeRevision]
+    records: list[EpisodeRecord]
+    evidence: list[EpisodeArtifact]
+
+
+class ToolLesson(TypedDict):
+    """A cluster of tool failures: one tool ending with one error code."""
+
+    skill: str
+    version: str
+    kind: Literal["tool_failure"]
+    key: str
+    tool_id: str
+    error_code: str
+    count: int
+    episodes: int
+    of_episodes: int
+    advice: str
+
+
+class CheckLesson(TypedDict):
+    """A cluster of unverified outcomes: one criterion ending with one status."""
+
+    skill: str
+    version: str
+    kind: Literal["verification"]
+    key: str
+    criterion_id: str
+    status: str
+    count: int
+    episodes: int
+    of_episodes: int
+    advice: str
+
+
+type Lesson = ToolLesson | CheckLesson
+
+
 class ExperienceLog(Protocol):
     """Where episodes are kept; the AgentTask store implements it."""
 
-    def add_episode(self, task_id: str, skill: str, version: str, episode: dict[str, Any]) -> None:
+    def add_episode(self, task_id: str, skill: str, version: str, episode: Episode) -> None:
         """Keep one episode per terminal task (a second one for the same task is ignored)."""
         ...
 
-    def episodes(self, skill: str, version: str) -> list[dict[str, Any]]:
-        """The episodes of one skill version, oldest first."""
+    def episodes(self, skill: str, version: str) -> Sequence[Mapping[str, Any]]:
+        """The stored episodes of one skill version, oldest first (read defensively)."""
         ...
 
 
@@ -55,13 +148,13 @@ class InMemoryExperienceLog:
     """An :class:`ExperienceLog` in memory, for tests and one-shot tools."""
 
     def __init__(self) -> None:
-        self._episodes: dict[str, tuple[str, str, dict[str, Any]]] = {}
+        self._episodes: dict[str, tuple[str, str, Episode]] = {}
 
-    def add_episode(self, task_id: str, skill: str, version: str, episode: dict[str, Any]) -> None:
+    def add_episode(self, task_id: str, skill: str, version: str, episode: Episode) -> None:
         """Keep ``episode`` unless ``task_id`` already has one."""
         self._episodes.setdefault(task_id, (skill, version, episode))
 
-    def episodes(self, skill: str, version: str) -> list[dict[str, Any]]:
+    def episodes(self, skill: str, version: str) -> list[Episode]:
         """Episodes of ``skill`` at ``version`` in insertion order."""
         return [e for s, v, e in self._episodes.values() if (s, v) == (skill, version)]
 
@@ -87,34 +180,34 @@ def episode_from(
     verdicts: Sequence[Mapping[str, Any]],
     evidence: Sequence[Mapping[str, Any]],
     binding: Mapping[str, Any],
-) -> dict[str, Any]:
+) -> Episode:
     """One redacted episode of a terminal task, scoped to the bound skill name and version.
 
     ``verdicts`` fill in revisions that carry no ``verdict`` of their own (matched by
     ``revision_id``, else by position). Malformed entries are skipped, never raised on.
     """
     ordinals = _ordinals(revisions)
-    return _scrub(
-        {
-            "schema": EPISODE_SCHEMA,
-            "skill": token(_get(binding, "skill", "skill_name")),
-            "version": _version(_get(binding, "version", "skill_version")),
-            "binding": fingerprint(_get(binding, "binding_id") or _get(task, "binding_id")),
-            "task": fingerprint(_get(task, "task_id")),
-            "outcome": token(_get(task, "state")),
-            "mode": token(_get(_mapping(_get(task, "contract")), "mode")),
-            "replans_used": _count(_get(task, "replans_used")),
-            "revisions": _each(
-                partial(_revision, verdicts=_verdicts_by(verdicts)),
-                enumerate(_safe_list(revisions)),
-            ),
-            "records": _each(partial(_record, ordinals=ordinals), records),
-            "evidence": _each(partial(_artifact, ordinals=ordinals), evidence),
-        }
-    )
+    episode: Episode = {
+        "schema": EPISODE_SCHEMA,
+        "skill": token(_get(binding, "skill", "skill_name")),
+        "version": _version(_get(binding, "version", "skill_version")),
+        "binding": fingerprint(_get(binding, "binding_id") or _get(task, "binding_id")),
+        "task": fingerprint(_get(task, "task_id")),
+        "outcome": token(_get(task, "state")),
+        "mode": token(_get(_mapping(_get(task, "contract")), "mode")),
+        "replans_used": _count(_get(task, "replans_used")),
+        "revisions": _each(
+            partial(_revision, verdicts=_verdicts_by(verdicts)),
+            enumerate(_safe_list(revisions)),
+        ),
+        "records": _each(partial(_record, ordinals=ordinals), records),
+        "evidence": _each(partial(_artifact, ordinals=ordinals), evidence),
+    }
+    scrubbed: Episode = _scrub(episode)
+    return scrubbed
 
 
-def lessons(episodes: Iterable[Any], skill: str, version: str) -> list[dict[str, Any]]:
+def lessons(episodes: Iterable[Any], skill: str, version: str) -> list[Lesson]:
     """Failure clusters of ``skill`` at ``version``, most frequent first.
 
     Tool failures are grouped by ``(tool_id, error_code)`` (the record status stands in for a
@@ -129,12 +222,13 @@ def lessons(episodes: Iterable[Any], skill: str, version: str) -> list[dict[str,
             for key in _failure_keys(episode):
                 counts[key] += 1
                 seen[key].add(index)
-        found = [_lesson(key, n, len(seen[key]), len(scoped)) for key, n in counts.items()]
+        scope = (skill, version)
+        found = [_lesson(scope, key, n, len(seen[key]), len(scoped)) for key, n in counts.items()]
     except Exception:  # fail-open: no lessons rather than a failed task
         log.exception("could not derive lessons for %s %s", skill, version)
         return []
     found.sort(key=lambda lesson: (-lesson["count"], lesson["kind"], lesson["key"]))
-    return [{"skill": skill, "version": version, **lesson} for lesson in found]
+    return found
 
 
 def record_episode(
@@ -145,14 +239,15 @@ def record_episode(
     verdicts: Sequence[Mapping[str, Any]],
     evidence: Sequence[Mapping[str, Any]],
     binding: Mapping[str, Any],
-) -> dict[str, Any] | None:
+) -> Episode | None:
     """Build and keep the episode of a terminal task; ``None`` (logged) on any failure."""
     try:
         episode = episode_from(task, revisions, records, verdicts, evidence, binding)
-        if episode["skill"] is None or episode["version"] is None:
+        skill, version = episode["skill"], episode["version"]
+        if skill is None or version is None:
             log.warning("episode of task skipped: the binding names no skill version")
             return None
-        log_.add_episode(str(task["task_id"]), episode["skill"], episode["version"], episode)
+        log_.add_episode(str(task["task_id"]), skill, version, episode)
         return episode
     except Exception:  # experience is fail-open by contract
         log.exception("could not record an episode")
@@ -172,7 +267,7 @@ def _verdicts_by(verdicts: Sequence[Mapping[str, Any]]) -> dict[Any, Mapping[str
     return found
 
 
-def _revision(item: tuple[int, Any], verdicts: Mapping[Any, Mapping[str, Any]]) -> dict[str, Any]:
+def _revision(item: tuple[int, Any], verdicts: Mapping[Any, Mapping[str, Any]]) -> EpisodeRevision:
     position, revision = item
     rid = _get(revision, "revision_id")
     own = _mapping(_get(revision, "verdict"))
@@ -188,14 +283,14 @@ def _revision(item: tuple[int, Any], verdicts: Mapping[Any, Mapping[str, Any]]) 
     }
 
 
-def _criterion(result: Any) -> dict[str, Any]:
+def _criterion(result: Any) -> EpisodeCriterion:
     return {
         "criterion_id": token(_get(result, "criterion_id")),
         "status": token(_get(result, "status")),
     }
 
 
-def _record(record: Any, ordinals: Mapping[str, int]) -> dict[str, Any]:
+def _record(record: Any, ordinals: Mapping[str, int]) -> EpisodeRecord:
     error = _mapping(_get(record, "error")) or _mapping(
         _get(_mapping(_get(record, "result")), "error")
     )
@@ -211,7 +306,7 @@ def _record(record: Any, ordinals: Mapping[str, int]) -> dict[str, Any]:
     }
 
 
-def _artifact(artifact: Any, ordinals: Mapping[str, int]) -> dict[str, Any]:
+def _artifact(artifact: Any, ordinals: Mapping[str, int]) -> EpisodeArtifact:
     error = _mapping(_get(artifact, "error"))
     digest = _get(artifact, "sha256")
     return {
@@ -259,16 +354,23 @@ def _failure_keys(episode: Mapping[str, Any]) -> Iterable[tuple[str, str, str]]:
                 yield "verification", str(_get(result, "criterion_id") or "?"), str(status)
 
 
-def _lesson(key: tuple[str, str, str], count: int, episodes: int, total: int) -> dict[str, Any]:
+def _lesson(
+    scope: tuple[str, str], key: tuple[str, str, str], count: int, episodes: int, total: int
+) -> Lesson:
     kind, subject, code = key
-    build = _tool_lesson if kind == "tool_failure" else _check_lesson
-    return build((subject, code), count, episodes, total)
+    if kind == "tool_failure":
+        return _tool_lesson(scope, (subject, code), count, episodes, total)
+    return _check_lesson(scope, (subject, code), count, episodes, total)
 
 
-def _tool_lesson(key: tuple[str, str], count: int, episodes: int, total: int) -> dict[str, Any]:
+def _tool_lesson(
+    scope: tuple[str, str], key: tuple[str, str], count: int, episodes: int, total: int
+) -> ToolLesson:
     tool_id, code = key
     hint = _HINTS.get(code, "check its readiness and preconditions before calling it")
     return {
+        "skill": scope[0],
+        "version": scope[1],
         "kind": "tool_failure",
         "key": f"{tool_id}/{code}",
         "tool_id": tool_id,
@@ -280,9 +382,13 @@ def _tool_lesson(key: tuple[str, str], count: int, episodes: int, total: int) ->
     }
 
 
-def _check_lesson(key: tuple[str, str], count: int, episodes: int, total: int) -> dict[str, Any]:
+def _check_lesson(
+    scope: tuple[str, str], key: tuple[str, str], count: int, episodes: int, total: int
+) -> CheckLesson:
     criterion_id, status = key
     return {
+        "skill": scope[0],
+        "version": scope[1],
         "kind": "verification",
         "key": f"{criterion_id}/{status}",
         "criterion_id": criterion_id,
@@ -332,9 +438,9 @@ def _version(value: Any) -> str | None:
     return value if isinstance(value, str) and _VERSION.match(value) else None
 
 
-def _each(build: Callable[[Any], dict[str, Any]], items: Any) -> list[dict[str, Any]]:
+def _each[T](build: Callable[[Any], T], items: Any) -> list[T]:
     """``build`` applied to every item; an item it cannot handle is logged and skipped."""
-    kept = []
+    kept: list[T] = []
     for item in _safe_list(items):
         try:
             kept.append(build(item))

@@ -12,16 +12,20 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from doraforge.paos.evidence import EvidenceArtifact, validate_bundle
 from doraforge.paos.store import TaskRow
 from doraforge.paos.tasks import TaskError, TaskService
 from doraforge.paos.verify.aggregate import Verdict, apply_mode, decide
 from doraforge.paos.verify.contract import parse_contract
-from doraforge.paos.verify.protocol import CriterionResult, VerificationContext
+from doraforge.paos.verify.protocol import CriterionResult, QueryFn, VerificationContext
 from doraforge.paos.verify.registry import VerifierRegistry, default_registry, run_criteria
+
+if TYPE_CHECKING:
+    from doraforge.paos.experience import Lesson
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +193,9 @@ async def _verdict(
     return verdict
 
 
-def _with_files(evidence: list[dict[str, Any]], workspace: Path, revision_id: str) -> list[dict]:
+def _with_files(
+    evidence: list[dict[str, Any]], workspace: Path, revision_id: str
+) -> list[dict[str, Any]]:
     files = []
     for artifact in evidence:
         if artifact.get("error") is None and artifact["revision_id"] == revision_id:
@@ -197,18 +203,19 @@ def _with_files(evidence: list[dict[str, Any]], workspace: Path, revision_id: st
     return files
 
 
-def _bound_query(service: TaskService, task_id: str):
-    async def query(tool_id: str, arguments: Any) -> Any:
+def _bound_query(service: TaskService, task_id: str) -> QueryFn:
+    async def query(tool_id: str, arguments: Mapping[str, Any]) -> Mapping[str, Any]:
         data = await service.query(tool_id, dict(arguments), task_id=task_id)
         result = data["response"]["result"]
         if result["status"] != "succeeded":
             raise TaskError("PAOS_QUERY_FAILED", f"{tool_id} {result['status']}")
-        return result["outputs"]
+        outputs: Mapping[str, Any] = result["outputs"]  # a Query's outputs are an object
+        return outputs
 
     return query
 
 
-def _lessons(service: TaskService, task: TaskRow) -> list[dict[str, Any]]:
+def _lessons(service: TaskService, task: TaskRow) -> list[Lesson]:
     # Advisory only, scoped to the bound skill version; never allowed to break finalize.
     try:
         from doraforge.paos.experience import lessons

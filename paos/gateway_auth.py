@@ -81,13 +81,14 @@ def dataflow_auth(environ: Mapping[str, str], *, generate: bool = False) -> Iter
     :class:`~doraforge.wire.tokens.TokenError` before anything starts for a bad token.
     """
     if generate:
-        token: str | None = secrets.token_urlsafe(32)
+        token = secrets.token_urlsafe(32)
         mode = "bearer token generated for this run"
     else:
-        token = operator_token(environ)
-        if token is None:
+        configured = operator_token(environ)
+        if configured is None:
             yield DataflowAuth("no token: loopback only, any local process may call it")
             return
+        token = configured
         if not environ.get(TOKEN_ENV):
             path = Path(environ[TOKEN_FILE_ENV])
             yield DataflowAuth(f"bearer token from ${TOKEN_FILE_ENV} ({path})", token, path)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from importlib.resources import files
 from pathlib import Path
@@ -147,7 +147,8 @@ class AgentTaskStore:
 
     def _first(self, sql: str, *args: Any) -> sqlite3.Row | None:
         with _translated("read"):
-            return self._db.execute(sql, args).fetchone()
+            row: sqlite3.Row | None = self._db.execute(sql, args).fetchone()
+            return row
 
     def _one(self, sql: str, *args: Any) -> sqlite3.Row:
         row = self._first(sql, *args)
@@ -166,8 +167,10 @@ class AgentTaskStore:
             )
 
     def binding(self, binding_id: str) -> dict[str, Any]:
-        """The frozen binding document."""
-        return _load(self._one("SELECT * FROM bindings WHERE binding_id = ?", binding_id)[2])
+        """The frozen binding document (as it was stored: always a JSON object)."""
+        row = self._one("SELECT * FROM bindings WHERE binding_id = ?", binding_id)
+        document: dict[str, Any] = _load(row[2])
+        return document
 
     # ------------------------------------------------------------------ tasks
 
@@ -436,7 +439,9 @@ class AgentTaskStore:
         )
         return [_load(row[0]) for row in rows]
 
-    def add_episode(self, task_id: str, skill: str, version: str, episode: dict[str, Any]) -> None:
+    def add_episode(
+        self, task_id: str, skill: str, version: str, episode: Mapping[str, Any]
+    ) -> None:
         """Keep one redacted episode per terminal task."""
         with self._write() as db:
             db.execute(

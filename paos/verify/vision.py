@@ -18,11 +18,14 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 import cv2
 import numpy as np
+
+if TYPE_CHECKING:
+    from cv2.typing import MatLike
 
 from doraforge.paos.verify.contract import Criterion, VisionCriterion
 from doraforge.paos.verify.protocol import (
@@ -72,10 +75,10 @@ class VisionConfig:
     min_move_px: float = 3.0
 
 
-def color_mask(image: np.ndarray, color: str) -> np.ndarray:
+def color_mask(image: np.ndarray, color: str) -> MatLike:
     """A 0/255 mask of the pixels of ``color`` in a BGR ``image``."""
     hsv = cv2.cvtColor(image, cv2.COLOR_BGR2HSV)
-    mask = np.zeros(hsv.shape[:2], dtype=np.uint8)
+    mask: MatLike = np.zeros(hsv.shape[:2], dtype=np.uint8)
     for low, high in HUE_BANDS[color]:
         band = cv2.inRange(hsv, (low, _SAT_MIN, _VAL_MIN), (high, 255, 255))
         mask = cv2.bitwise_or(mask, band)
@@ -85,7 +88,9 @@ def color_mask(image: np.ndarray, color: str) -> np.ndarray:
 def find_blob(image: np.ndarray, color: str, min_area: int) -> Blob | None:
     """The largest ``color`` region, merged with regions touching its box (an object lying on
     a region splits it); ``None`` when no region reaches ``min_area`` pixels."""
-    count, _, stats, centroids = cv2.connectedComponentsWithStats(color_mask(image, color), 8)
+    count, _, stats, centroids = cv2.connectedComponentsWithStats(
+        color_mask(image, color), connectivity=8
+    )
     parts = [i for i in range(1, count) if stats[i, cv2.CC_STAT_AREA] >= min_area]
     if not parts:
         return None
