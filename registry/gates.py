@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,10 @@ logger = logging.getLogger(__name__)
 MAX_REPORTED_ERRORS = 10
 MAX_MESSAGE_CHARS = 300
 MAX_RESULT_DEPTH = 64
+
+#: Opens the scope a call runs in, given its deadline in seconds: ``asyncio.timeout`` in
+#: production; tests pass a fake clock's, so a deadline expires when they advance it.
+type Deadline = Callable[[float], AbstractAsyncContextManager[object]]
 
 
 class Denied(RegistryError):
@@ -179,8 +184,10 @@ def egress(entry: ToolEntry, allowlist: Iterable[str]) -> None:
         )
 
 
-async def execute(tool: RegisteredTool, arguments: dict[str, Any]) -> Outcome:
-    """Run the adapter under ``asyncio.timeout(policy.timeoutMs / 1000)``.
+async def execute(
+    tool: RegisteredTool, arguments: dict[str, Any], *, deadline: Deadline = asyncio.timeout
+) -> Outcome:
+    """Run the adapter under ``deadline(policy.timeoutMs / 1000)`` (``asyncio.timeout``).
 
     At the deadline the adapter is cancelled and the call returns; an adapter must let
     ``CancelledError`` propagate. A write that timed out may or may not have taken effect,
@@ -188,7 +195,7 @@ async def execute(tool: RegisteredTool, arguments: dict[str, Any]) -> Outcome:
     """
     policy = tool.entry.policy
     try:
-        async with asyncio.timeout(policy.timeoutMs / 1000):
+        async with deadline(policy.timeoutMs / 1000):
             return Outcome("completed", result=await tool.adapter(arguments))
     except TimeoutError:
         write = policy.sideEffect == "write"

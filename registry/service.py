@@ -33,7 +33,8 @@ class RegistryService:
 
     ``call`` returns a ``portos_tool_result`` for every gate outcome and raises
     ``RegistryError`` only for a malformed envelope or key (400) and idempotency conflicts
-    or expiry (409).
+    or expiry (409). ``clock`` measures the retention windows and ``deadline`` opens each
+    execution's deadline (``asyncio.timeout``); tests inject a fake clock for both.
     """
 
     def __init__(
@@ -45,6 +46,7 @@ class RegistryService:
         max_results: int = 10_000,
         require_auth_for_writes: bool = False,
         egress_allowlist: frozenset[str] = frozenset(),
+        deadline: gates.Deadline = asyncio.timeout,
     ) -> None:
         self._catalog = Catalog()
         self._audit = audit if audit is not None else AuditLog()
@@ -54,6 +56,7 @@ class RegistryService:
         self._require_auth_for_writes = require_auth_for_writes
         self._egress_allowlist = frozenset(host.lower() for host in egress_allowlist)
         self._running: set[asyncio.Task[ToolResult]] = set()
+        self._deadline = deadline
 
     @property
     def audit(self) -> AuditLog:
@@ -217,7 +220,7 @@ class RegistryService:
             gates.egress(entry, self._egress_allowlist)
         except gates.Denied as denied:
             return _result(call, tool, "denied", error=denied.to_payload(), repairs=repairs)
-        outcome = await gates.execute(tool, arguments)
+        outcome = await gates.execute(tool, arguments, deadline=self._deadline)
         if outcome.state != "completed":
             return _result(call, tool, outcome.state, error=outcome.error, repairs=repairs)
         error = gates.validate_output(tool.output_validator, outcome.result)

@@ -12,6 +12,8 @@ from doraforge.registry.errors import ToolFailure
 from doraforge.registry.model import Principal
 from doraforge.registry.service import RegistryService
 from tests.registry.test_core_support import AGENT, CountingAdapter, call, entry
+from tests.support.clock import FakeClock
+from tests.support.waiting import eventually_async, settle
 
 pytestmark = pytest.mark.anyio
 
@@ -175,12 +177,14 @@ async def test_unrepairable_arguments_are_denied_with_parameters_and_enums(
 
 @pytest.mark.parametrize(("side_effect", "retryable"), [("read", True), ("write", False)])
 async def test_timeout_returns_at_the_deadline(side_effect: str, retryable: bool) -> None:
-    service = RegistryService()
-    cancelled = asyncio.Event()
+    clock = FakeClock()
+    service = RegistryService(deadline=clock.timeout)
+    entered, cancelled = asyncio.Event(), asyncio.Event()
 
     async def stuck(arguments: dict[str, Any]) -> dict[str, Any]:
+        entered.set()
         try:
-            await asyncio.sleep(10)
+            await asyncio.Event().wait()  # never set: only the deadline ends this call
         finally:
             cancelled.set()
         return {}
@@ -188,14 +192,31 @@ async def test_timeout_returns_at_the_deadline(side_effect: str, retryable: bool
     service.register(
         entry(policy={"timeoutMs": 200, "sideEffect": side_effect, "idempotent": False}), stuck
     )
-    started = time.perf_counter()
-    result = await service.call(call("t", query="q"), AGENT)
-    elapsed = time.perf_counter() - started
-    assert 0.19 <= elapsed < 1.0
+    calling = asyncio.create_task(service.call(call("t", query="q"), AGENT))
+    await eventually_async(entered.is_set, what="the adapter to run")
+    assert clock.requested == [0.2]
+    clock.advance(0.199)
+    await settle()
+    assert not calling.done()  # a millisecond before the deadline the call still runs
+    clock.advance(0.001)
+    result = await asyncio.wait_for(calling, timeout=5)
     assert result["state"] == "timeout"
     assert result["error"]["code"] == "TOOL_TIMEOUT"
     assert result["error"]["retryable"] is retryable
-    await asyncio.wait_for(cancelled.wait(), timeout=1)
+    assert cancelled.is_set()
+
+
+async def test_without_an_injected_clock_the_deadline_runs_on_the_event_loop() -> None:
+    service = RegistryService()
+
+    async def stuck(arguments: dict[str, Any]) -> dict[str, Any]:
+        await asyncio.Event().wait()
+        return {}
+
+    service.register(entry(policy={"timeoutMs": 1}), stuck)
+    result = await asyncio.wait_for(service.call(call("t", query="q"), AGENT), timeout=5)
+    assert result["state"] == "timeout"
+    assert result["error"]["details"] == {"timeoutMs": 1, "remoteState": "none"}
 
 
 async def test_adapter_failures_become_failed_results() -> None:

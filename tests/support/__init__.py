@@ -1,0 +1,1 @@
+"""Test plumbing written once: bounded waits, live servers, the fake clock."""
