@@ -59,9 +59,11 @@ def bare_render_ms(frames: int) -> float:
     gl_backend()
     import mujoco
 
+    from doraforge.sim.environment import Environment
+    from doraforge.sim.tasks import DEFAULT_TASK, TASKS
     from doraforge.sim.world import World
 
-    world = World(seed=0)
+    world = Environment(World(), TASKS.create(DEFAULT_TASK), seed=0).physics
     renderer = mujoco.Renderer(world.model, 480, 640)
     renderer.update_scene(world.data, camera="scene")
     renderer.render()

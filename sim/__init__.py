@@ -19,11 +19,19 @@ workspace) and ``wrist`` (on the hand, looking along the tool z axis).
 Modules, split as dm_control splits Physics from Task:
 
 - :mod:`sim.world`: :class:`~sim.world.World`, the physics state (targets in, joint state and
-  ``scene_state`` out, divergence detection, seeded reset).
-- :mod:`sim.scenario`: the seeded cube region and the success predicates over
-  ``scene_state`` dicts.
+  a typed scene state out, free bodies placed, divergence detection). Its reset restores the
+  model and draws nothing.
+- :mod:`sim.state`: :class:`~sim.state.SceneState`, the frozen scene snapshot (objects, target
+  zone, gripper, sim time, episode seed) that predicates judge.
+- :mod:`sim.task`: the :class:`~sim.task.Task` contract (``initialize_episode(physics, rng)``,
+  named ``predicates``, ``success(state)``) and the :class:`~sim.task.TaskRegistry`.
+- :mod:`sim.tasks`: the registered tasks (``TASKS``); :mod:`sim.tasks.pick_place` draws the
+  seeded cube region and judges ``cube_in_target_and_resting`` and ``cube_lifted``.
+- :mod:`sim.environment`: :class:`~sim.environment.Environment`, a physics and a task: reset
+  restores the physics and lets the task draw from the episode's seed.
 - :mod:`sim.errors`: ``SimError`` and its coded subclasses ``PhysicsDiverged``
-  (``SIM_PHYSICS_DIVERGED``) and ``RenderUnavailable`` (``SIM_RENDER_UNAVAILABLE``).
+  (``SIM_PHYSICS_DIVERGED``), ``RenderUnavailable`` (``SIM_RENDER_UNAVAILABLE``),
+  ``DuplicateTask`` and ``UnknownTask``.
 - :mod:`sim.render`: :func:`~sim.render.gl_backend` (EGL, else OSMesa; call it before
   importing ``mujoco``) and :class:`~sim.render.Cameras` (480x640 RGB by default).
 

@@ -27,3 +27,15 @@ class RenderUnavailable(SimError):
     """No headless OpenGL backend can be used in this process."""
 
     code = "SIM_RENDER_UNAVAILABLE"
+
+
+class DuplicateTask(SimError, ValueError):
+    """A task name was registered twice."""
+
+    code = "SIM_DUPLICATE_TASK"
+
+
+class UnknownTask(SimError, LookupError):
+    """No task is registered under the requested name."""
+
+    code = "SIM_UNKNOWN_TASK"

@@ -1,9 +1,10 @@
 """The simulated cell's physics: one ``MjModel``/``MjData`` pair, stepped at a fixed timestep.
 
 :class:`World` is the state a world node (or a test) drives: sparse joint position targets
-in, joint state and a ``scene_state`` report out. It knows nothing about Dora or pacing;
-callers decide how fast to step. Scenario setup (where the cube starts) comes from
-``sim.scenario``.
+in, joint state and a typed :class:`~doraforge.sim.state.SceneState` out. It knows nothing
+about Dora or pacing (callers decide how fast to step) and nothing about scenarios: a
+:class:`~doraforge.sim.task.Task` places the objects after a reset, and
+:class:`~doraforge.sim.environment.Environment` runs the two together.
 """
 
 from __future__ import annotations
@@ -12,13 +13,21 @@ import math
 from collections.abc import Sequence
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
 
 import mujoco
 import numpy as np
 
 from doraforge.sim.errors import PhysicsDiverged
-from doraforge.sim.scenario import CubeRegion, draw_cube_pose
+from doraforge.sim.state import (
+    GripperState,
+    ObjectState,
+    Quaternion,
+    SceneState,
+    Vec3,
+    Zone,
+    quaternion,
+    vec3,
+)
 
 ASSETS = Path(str(files(__package__))) / "assets"
 DEFAULT_SCENE = ASSETS / "cell.xml"
@@ -67,17 +76,10 @@ class World:
     ``scene_path`` defaults to the shipped cell; another scene must keep its body, site and
     joint names (``base``, ``cube``, ``tool_center``, ``target_zone``, the joints above) and a
     ``home`` numeric. ``shadows`` turns shadow casting on for every light (about 9x the CPU
-    render cost). ``cube_region`` bounds the seeded cube pose drawn on every reset.
+    render cost). A new world is reset (:meth:`reset`).
     """
 
-    def __init__(
-        self,
-        scene_path: str | Path | None = None,
-        *,
-        seed: int = 0,
-        shadows: bool = False,
-        cube_region: CubeRegion | None = None,
-    ) -> None:
+    def __init__(self, scene_path: str | Path | None = None, *, shadows: bool = False) -> None:
         path = Path(scene_path) if scene_path is not None else DEFAULT_SCENE
         self.model = mujoco.MjModel.from_xml_path(str(path))
         # Keep a blown-up state for inspection instead of MuJoCo's silent auto-reset; the
@@ -85,13 +87,11 @@ class World:
         self.model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_AUTORESET
         self.model.light_castshadow[:] = 1 if shadows else 0
         self.data = mujoco.MjData(self.model)
-        self.cube_region = cube_region or CubeRegion()
         self.joint_names: tuple[str, ...] = JOINT_NAMES
         self._index = _ModelIndex(self.model)
         self._home = self._index.home_pose(self.model)
         self._diverged: PhysicsDiverged | None = None
-        self._seed = seed
-        self.reset(seed)
+        self.reset()
 
     @property
     def sim_time(self) -> float:
@@ -104,22 +104,14 @@ class World:
         return float(self.model.opt.timestep)
 
     @property
-    def seed(self) -> int:
-        """The seed of the last reset."""
-        return self._seed
-
-    @property
     def diverged(self) -> bool:
         """True after :class:`PhysicsDiverged` until the next :meth:`reset`."""
         return self._diverged is not None
 
-    def reset(self, seed: int | None = None) -> None:
-        """Put the arm at home with the gripper open and re-draw the cube from the region.
-
-        ``seed`` None reuses the last seed; the same seed always yields the same state.
-        """
-        if seed is not None:
-            self._seed = int(seed)
+    def reset(self) -> None:
+        """Restore the model: time zero, everything at rest, the arm at home with the
+        gripper open (targets too), other bodies where the scene file puts them; and clear
+        a divergence. Always the same state: the physics draws nothing."""
         mujoco.mj_resetData(self.model, self.data)
         index = self._index
         self.data.qpos[index.arm_qpos] = self._home
@@ -127,12 +119,34 @@ class World:
         self.data.qpos[index.mimic_qpos] = index.gripper_open
         self.data.ctrl[index.arm_ctrl] = self._home
         self.data.ctrl[index.gripper_ctrl] = index.gripper_open
-        pose = draw_cube_pose(self.cube_region, self._seed)
-        half = index.cube_half_extents[2]
-        self.data.qpos[index.cube_qpos : index.cube_qpos + 3] = (pose.x, pose.y, half)
-        self.data.qpos[index.cube_qpos + 3 : index.cube_qpos + 7] = pose.quaternion_wxyz()
         self._diverged = None
         mujoco.mj_forward(self.model, self.data)
+
+    def set_free_body_pose(self, body: str, position: Vec3, orientation_wxyz: Quaternion) -> None:
+        """Place the free-floating ``body`` at ``position`` (m) with ``orientation_wxyz``,
+        both in the robot base frame, at rest; the derived state is recomputed. Raises
+        ``ValueError`` for an unknown body or one without a free joint."""
+        qpos, dof = self._free_joint_addresses(body)
+        index = self._index
+        origin = self.data.xpos[index.base_body]
+        self.data.qpos[qpos : qpos + 3] = index.base_rot(self.data) @ np.asarray(position) + origin
+        mujoco.mju_mulQuat(
+            self.data.qpos[qpos + 3 : qpos + 7],
+            self.data.xquat[index.base_body],
+            np.asarray(orientation_wxyz, dtype=float),
+        )
+        self.data.qvel[dof : dof + 6] = 0.0
+        mujoco.mj_forward(self.model, self.data)
+
+    def _free_joint_addresses(self, body: str) -> tuple[int, int]:
+        try:
+            body_id = self.model.body(body).id
+        except KeyError:
+            raise ValueError(f"unknown body {body!r}") from None
+        joint = int(self.model.body_jntadr[body_id])
+        if joint < 0 or self.model.jnt_type[joint] != mujoco.mjtJoint.mjJNT_FREE:
+            raise ValueError(f"body {body!r} has no free joint")
+        return int(self.model.jnt_qposadr[joint]), int(self.model.jnt_dofadr[joint])
 
     def set_targets(self, names: Sequence[str], positions: Sequence[float]) -> dict[str, float]:
         """Set position targets for the named joints; others keep their targets.
@@ -215,31 +229,28 @@ class World:
         """The tool-centre site position in the base frame (m)."""
         return self._to_base(self.data.site_xpos[self._index.tool_site])
 
-    def scene_state(self) -> dict[str, Any]:
-        """A JSON-ready report of the scene, positions in the robot base frame.
-
-        Shape: ``{"objects": {"cube": {position, orientation_wxyz, linear_velocity, size}},
-        "target_zone": {center, half_extents}, "gripper": {width, joint_positions,
-        tool_position}, "sim_time", "seed"}``.
-        """
+    def scene_state(self) -> SceneState:
+        """What the physics measures now, in the robot base frame: the cube, the target
+        zone, the gripper and the sim time. ``seed`` is ``None``: the physics knows no
+        episode (:meth:`Environment.scene_state <doraforge.sim.environment.Environment.scene_state>`
+        labels it)."""
         index = self._index
         _, positions, _, _ = self.joint_state()
-        return {
-            "objects": {"cube": self._cube_state()},
-            "target_zone": {
-                "center": self._to_base(self.data.site_xpos[index.target_site]).tolist(),
-                "half_extents": self.model.site_size[index.target_site].tolist(),
-            },
-            "gripper": {
-                "width": self.gripper_width(),
-                "joint_positions": {GRIPPER_JOINT: positions[-1]},
-                "tool_position": self.tool_position().tolist(),
-            },
-            "sim_time": self.sim_time,
-            "seed": self._seed,
-        }
+        return SceneState(
+            objects={CUBE_BODY: self._cube_state()},
+            target_zone=Zone(
+                center=vec3(self._to_base(self.data.site_xpos[index.target_site]).tolist()),
+                half_extents=vec3(self.model.site_size[index.target_site].tolist()),
+            ),
+            gripper=GripperState(
+                width=self.gripper_width(),
+                joint_positions={GRIPPER_JOINT: positions[-1]},
+                tool_position=vec3(self.tool_position().tolist()),
+            ),
+            sim_time=self.sim_time,
+        )
 
-    def _cube_state(self) -> dict[str, list[float]]:
+    def _cube_state(self) -> ObjectState:
         index = self._index
         body = index.cube_body
         quat_world = self.data.xquat[body]
@@ -248,17 +259,18 @@ class World:
         velocity = np.empty(6)
         # Translational velocity of the body frame, expressed in the world frame (flg 0).
         mujoco.mj_objectVelocity(self.model, self.data, mujoco.mjtObj.mjOBJ_BODY, body, velocity, 0)
-        return {
-            "position": self._to_base(self.data.xpos[body]).tolist(),
-            "orientation_wxyz": quat_base.tolist(),
-            "linear_velocity": (index.base_rot(self.data).T @ velocity[3:]).tolist(),
-            "size": (2.0 * index.cube_half_extents).tolist(),
-        }
+        return ObjectState(
+            position=vec3(self._to_base(self.data.xpos[body]).tolist()),
+            orientation_wxyz=quaternion(quat_base.tolist()),
+            linear_velocity=vec3((index.base_rot(self.data).T @ velocity[3:]).tolist()),
+            size=vec3((2.0 * index.cube_half_extents).tolist()),
+        )
 
     def _to_base(self, world_point: np.ndarray) -> np.ndarray:
         index = self._index
         origin = self.data.xpos[index.base_body]
-        return index.base_rot(self.data).T @ (np.asarray(world_point) - origin)
+        base_point: np.ndarray = index.base_rot(self.data).T @ (np.asarray(world_point) - origin)
+        return base_point
 
 
 class _ModelIndex:
@@ -266,7 +278,7 @@ class _ModelIndex:
 
     def __init__(self, model: mujoco.MjModel) -> None:
         def joint(name: str) -> int:
-            return model.joint(name).id
+            return int(model.joint(name).id)
 
         self.arm_qpos = [int(model.jnt_qposadr[joint(n)]) for n in ARM_JOINTS]
         self.gripper_qpos = int(model.jnt_qposadr[joint(GRIPPER_JOINT)])
@@ -279,7 +291,6 @@ class _ModelIndex:
         self.joint_ctrl = [*self.arm_ctrl, self.gripper_ctrl]
         self.gripper_open = float(model.jnt_range[joint(GRIPPER_JOINT)][1])
         self.cube_body = model.body(CUBE_BODY).id
-        self.cube_qpos = int(model.jnt_qposadr[model.body_jntadr[self.cube_body]])
         self.cube_half_extents = np.array(model.geom(CUBE_BODY).size, dtype=float)
         self.tool_site = model.site(TOOL_SITE).id
         self.target_site = model.site(TARGET_SITE).id
@@ -293,7 +304,8 @@ class _ModelIndex:
         return home
 
     def base_rot(self, data: mujoco.MjData) -> np.ndarray:
-        return data.xmat[self.base_body].reshape(3, 3)
+        rotation: np.ndarray = data.xmat[self.base_body].reshape(3, 3)
+        return rotation
 
     def base_quat_inv(self, data: mujoco.MjData) -> np.ndarray:
         inverse = np.empty(4)

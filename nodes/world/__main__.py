@@ -1,4 +1,5 @@
-"""Entry point of the world node: ``python -m doraforge.nodes.world [--unpaced] [--seed N] ...``."""
+"""Entry point of the world node: ``python -m doraforge.nodes.world [--unpaced] [--seed N]
+[--task NAME] ...``."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from doraforge.nodes.cli import build_parser, configure_logging, options_from_args
 from doraforge.nodes.definition import EndpointDefinition
@@ -14,6 +16,12 @@ from doraforge.nodes.runner import run_endpoint
 from doraforge.nodes.world.dataplane import WorldDataPlane
 from doraforge.nodes.world.endpoint import DESCRIPTOR, ResetAction, SceneStateQuery, world_status
 from doraforge.nodes.world.simulation import Simulation, SimulationOptions
+from doraforge.sim.tasks import DEFAULT_TASK, TASKS
+
+if TYPE_CHECKING:  # importing these loads MuJoCo, which must wait for gl_backend()
+    from doraforge.sim.environment import Environment
+    from doraforge.sim.render import Cameras
+    from doraforge.sim.world import World
 
 log = logging.getLogger("doraforge.nodes.world")
 
@@ -22,6 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = build_parser("doraforge simulated world (MuJoCo)", os.environ)
     parser.add_argument("--unpaced", action="store_true", help="run faster than real time")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--task", choices=TASKS.names, default=DEFAULT_TASK)
     parser.add_argument("--state-hz", type=float, default=100.0)
     parser.add_argument("--camera-hz", type=float, default=15.0)
     parser.add_argument("--width", type=int, default=640)
@@ -45,9 +54,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         width=args.width,
         height=args.height,
         seed=int(os.environ.get("DORAFORGE_SIM_SEED", args.seed)),
+        task=args.task,
         shadows=args.shadows,
     )
-    simulation = Simulation(_world_factory(options), _cameras_factory(options), options)
+    simulation = Simulation(_environment_factory(options), _cameras_factory(options), options)
     definition = EndpointDefinition(
         descriptor=DESCRIPTOR,
         operations={"scene_state": SceneStateQuery(simulation), "reset": ResetAction(simulation)},
@@ -57,17 +67,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_endpoint(definition, options=options_from_args(args))
 
 
-def _world_factory(options: SimulationOptions):
-    def make():
+def _environment_factory(options: SimulationOptions) -> Callable[[], Environment]:
+    def make() -> Environment:
+        from doraforge.sim.environment import Environment
         from doraforge.sim.world import World
 
-        return World(seed=options.seed, shadows=options.shadows)
+        world = World(shadows=options.shadows)
+        return Environment(world, TASKS.create(options.task), seed=options.seed)
 
     return make
 
 
-def _cameras_factory(options: SimulationOptions):
-    def make(world):
+def _cameras_factory(options: SimulationOptions) -> Callable[[World], Cameras]:
+    def make(world: World) -> Cameras:
         from doraforge.sim.render import Cameras
 
         return Cameras(world.model, height=options.height, width=options.width)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 from forge_tool import (
@@ -46,7 +47,8 @@ def _error(code: str, message: str) -> ToolError:
 
 
 class SceneStateQuery:
-    """The latest scene snapshot: cube pose, target zone, gripper, sim time, seed."""
+    """The latest scene snapshot: cube pose, target zone, gripper, sim time, seed and the
+    task's success predicates (the JSON of ``nodes.world.scene``)."""
 
     def __init__(self, simulation: Simulation) -> None:
         self._simulation = simulation
@@ -64,7 +66,8 @@ class SceneStateQuery:
 
 
 class ResetAction:
-    """Reset the cell (arm home, gripper open, cube re-drawn from the seeded region)."""
+    """Start a new episode: the physics reset (arm home, gripper open), then the task draws
+    its scenario from the seed (the cube's pose in its region)."""
 
     def __init__(self, simulation: Simulation) -> None:
         self._simulation = simulation
@@ -105,7 +108,7 @@ class ResetAction:
         return self.executions.result(key)
 
 
-def _seed(arguments: dict[str, Any]) -> int | None:
+def _seed(arguments: Mapping[str, Any]) -> int | None:
     unknown = set(arguments) - {"seed"}
     if unknown:
         raise ToolEndpointError(_error("WORLD_INVALID_ARGUMENTS", f"unknown: {sorted(unknown)}"))

@@ -1,8 +1,9 @@
 """The physics thread of the world node: fixed timestep, joint state out, cameras out.
 
-The simulation owns ``sim.World`` and one ``sim.render.Cameras`` in a single thread (the
-GL context belongs to the thread that created it). Other threads talk to it only through
-thread-safe requests: joint targets, a reset, and reading the latest scene snapshot.
+The simulation owns a ``sim.Environment`` (the physics and its task) and one
+``sim.render.Cameras`` in a single thread (the GL context belongs to the thread that created
+it). Other threads talk to it only through thread-safe requests: joint targets, a reset, and
+reading the latest scene snapshot (the ``scene_state`` JSON with the task's predicates).
 """
 
 from __future__ import annotations
@@ -12,21 +13,28 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from forge_msgs import Image, JointState
 
 from doraforge.nodes.dataplane import Publish
+from doraforge.nodes.world.scene import SceneJson, scene_json
+
+if TYPE_CHECKING:  # sim imports MuJoCo, which must wait until the GL backend is chosen
+    from doraforge.sim.environment import Environment
+    from doraforge.sim.render import Cameras
+    from doraforge.sim.world import World
 
 log = logging.getLogger(__name__)
 
-type ResetDone = Callable[[dict[str, Any] | Exception], None]
+type ResetDone = Callable[[SceneJson | Exception], None]
 
 
 @dataclass(frozen=True)
 class SimulationOptions:
-    """Rates and rendering choices of the world node.
+    """Rates, rendering choices and the task (a ``doraforge.sim.tasks`` name) of the world
+    node.
 
     ``state_hz`` is in simulated time (joint state is a physical signal); ``camera_hz`` is
     in wall-clock time (frames are for observers, and rendering is the expensive part).
@@ -39,6 +47,7 @@ class SimulationOptions:
     width: int = 640
     height: int = 480
     seed: int = 0
+    task: str = "pick_place"
     shadows: bool = False
 
 
@@ -53,36 +62,24 @@ class SimulationStats:
     render_seconds: float = 0.0
 
 
-LIFT_HEIGHT_M = 0.05  # "lifted": the cube's bottom face at least this far above the table
-
-
-def predicates(scene: dict[str, Any]) -> dict[str, bool]:
-    """The scenario's success predicates, evaluated on one scene snapshot."""
-    from doraforge.sim.scenario import cube_in_target_and_resting, cube_lifted
-
-    return {
-        "cube_in_target_and_resting": cube_in_target_and_resting(scene),
-        "cube_lifted": cube_lifted(scene, LIFT_HEIGHT_M),
-    }
-
-
 class Simulation:
-    """Steps ``world`` at its timestep in a background thread and publishes what it sees."""
+    """Steps an environment's physics at its timestep in a background thread and publishes
+    what it sees. ``make_environment`` and ``make_cameras`` run in that thread."""
 
     def __init__(
         self,
-        make_world: Callable[[], Any],
-        make_cameras: Callable[[Any], Any],
+        make_environment: Callable[[], Environment],
+        make_cameras: Callable[[World], Cameras],
         options: SimulationOptions,
     ) -> None:
-        self._make_world = make_world
+        self._make_environment = make_environment
         self._make_cameras = make_cameras
         self.options = options
         self._publish: Publish | None = None
         self._lock = threading.Lock()
         self._targets: dict[str, float] = {}
         self._reset: tuple[int | None, ResetDone] | None = None
-        self._snapshot: dict[str, Any] | None = None
+        self._snapshot: SceneJson | None = None
         self._diverged: str | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -110,13 +107,15 @@ class Simulation:
             self._targets.update(zip(names, positions, strict=True))
 
     def request_reset(self, seed: int | None, done: ResetDone) -> None:
-        """Ask for a reset; ``done`` runs in the physics thread with the new scene state."""
+        """Ask for a new episode (``seed`` None: the current one again); ``done`` runs in
+        the physics thread with the new scene's JSON (without predicates) or the error."""
         with self._lock:
             self._reset = (seed, done)
         self._wake.set()
 
-    def snapshot(self) -> dict[str, Any] | None:
-        """The latest scene state, or ``None`` before the first step."""
+    def snapshot(self) -> SceneJson | None:
+        """The latest scene state JSON with the task's ``predicates``, or ``None`` before
+        the first step."""
         with self._lock:
             return self._snapshot
 
@@ -129,7 +128,8 @@ class Simulation:
 
     def _run(self) -> None:
         try:
-            world = self._make_world()
+            environment = self._make_environment()
+            world = environment.physics
             cameras = self._make_cameras(world)
         except Exception as exc:  # the node stays up and reports itself unavailable
             log.exception("cannot build the simulated world")
@@ -141,9 +141,9 @@ class Simulation:
         next_frame = started
         next_state = started
         state_period = 1.0 / self.options.state_hz
-        self._publish_state(world)
+        self._publish_state(environment)
         while not self._stop.is_set():
-            if self._serve_reset(world):
+            if self._serve_reset(environment):
                 started, sim_origin = time.monotonic(), world.sim_time
             if world.diverged:
                 self._wake.wait(0.1)
@@ -156,7 +156,7 @@ class Simulation:
             # At most state_hz per wall second as well: unpaced physics would otherwise
             # flood consumers whose controllers run on wall time anyway.
             if now >= next_state:
-                self._publish_state(world)
+                self._publish_state(environment)
                 next_state = max(next_state + state_period, now)
             if now >= next_frame:
                 self._render_all(world, cameras)
@@ -166,7 +166,7 @@ class Simulation:
                 self._pace(started, world.sim_time - sim_origin)
         cameras.close()
 
-    def _step(self, world: Any, n: int) -> bool:
+    def _step(self, world: World, n: int) -> bool:
         from doraforge.sim.world import PhysicsDiverged
 
         try:
@@ -178,7 +178,7 @@ class Simulation:
         self.stats.steps += n
         return True
 
-    def _apply_targets(self, world: Any) -> None:
+    def _apply_targets(self, world: World) -> None:
         with self._lock:
             targets, self._targets = self._targets, {}
         if not targets:
@@ -188,7 +188,7 @@ class Simulation:
         except ValueError as exc:
             log.warning("joint command rejected: %s", exc)
 
-    def _serve_reset(self, world: Any) -> bool:
+    def _serve_reset(self, environment: Environment) -> bool:
         with self._lock:
             request, self._reset = self._reset, None
             if request is not None:
@@ -197,25 +197,26 @@ class Simulation:
             return False
         seed, done = request
         try:
-            world.reset(seed)
-        except Exception as exc:
+            scene = environment.reset(seed)
+        except Exception as exc:  # reported to the caller of world.reset as its failure
             done(exc)
             return True
         self._diverged = None
-        self._publish_state(world)
-        done(world.scene_state())
+        self._publish_state(environment)
+        done(scene_json(scene))
         return True
 
-    def _publish_state(self, world: Any) -> None:
+    def _publish_state(self, environment: Environment) -> None:
+        world = environment.physics
         names, positions, velocities, efforts = world.joint_state()
         state = JointState(name=names, position=positions, velocity=velocities, effort=efforts)
-        scene = world.scene_state()
-        scene["predicates"] = predicates(scene)
+        scene = environment.scene_state()
+        snapshot = scene_json(scene, environment.success(scene))
         with self._lock:
-            self._snapshot = scene
+            self._snapshot = snapshot
         self._emit("joint_state", state.to_arrow(), {"sim_time_ns": int(world.sim_time * 1e9)})
 
-    def _render_all(self, world: Any, cameras: Any) -> None:
+    def _render_all(self, world: World, cameras: Cameras) -> None:
         for name in self.options.cameras:
             began = time.perf_counter()
             pixels: np.ndarray = cameras.render(world.data, name)
@@ -229,7 +230,7 @@ class Simulation:
         if self._publish is not None:
             self._publish(output, value, metadata)
 
-    def _account(self, world: Any, started: float, sim_origin: float) -> None:
+    def _account(self, world: World, started: float, sim_origin: float) -> None:
         self.stats.sim_time = world.sim_time
         self.stats.wall_time = time.monotonic() - started
 

@@ -14,7 +14,9 @@ from forge_tool import ToolContext, ToolEndpointError, ToolExecutionKey, ToolReq
 
 from doraforge.nodes.world.endpoint import ResetAction, SceneStateQuery, world_status
 from doraforge.nodes.world.simulation import Simulation, SimulationOptions
+from doraforge.sim.environment import Environment
 from doraforge.sim.render import Cameras
+from doraforge.sim.tasks.pick_place import PickPlace
 from doraforge.sim.world import World
 
 pytestmark = pytest.mark.anyio
@@ -49,12 +51,12 @@ def simulation():
     options = SimulationOptions(paced=False, camera_hz=20.0, width=160, height=120)
     worlds: list[World] = []
 
-    def make_world() -> World:
-        worlds.append(World(seed=3))
-        return worlds[-1]
+    def make_environment() -> Environment:
+        worlds.append(World())
+        return Environment(worlds[-1], PickPlace(), seed=3)
 
     sim = Simulation(
-        make_world,
+        make_environment,
         lambda world: Cameras(world.model, height=options.height, width=options.width),
         options,
     )

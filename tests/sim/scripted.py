@@ -1,5 +1,8 @@
 """A scripted pick-and-place over the public World and Kinematics APIs, unpaced.
 
+It reads only what the physics reports (the typed ``SceneState``); the episode's task judges
+the outcome.
+
 Joint targets are interpolated with a smoothstep profile, as the arm endpoint does over Dora,
 so the servos see a smooth reference rather than a step.
 """
@@ -7,12 +10,12 @@ so the servos see a smooth reference rather than a step.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
 from doraforge.nodes.arm.kinematics import Kinematics
+from doraforge.sim.state import Quaternion, SceneState
 from doraforge.sim.world import GRIPPER_JOINT, World
 
 HOVER = 0.12  # m above the grasp point before descending
@@ -23,10 +26,10 @@ CARRY = 0.15  # m above the table while carrying
 class PickReport:
     """Scene snapshots taken at each phase of the script."""
 
-    grasped: dict[str, Any] = field(default_factory=dict)
-    lifted: dict[str, Any] = field(default_factory=dict)
-    over_target: dict[str, Any] = field(default_factory=dict)
-    final: dict[str, Any] = field(default_factory=dict)
+    grasped: SceneState
+    lifted: SceneState
+    over_target: SceneState
+    final: SceneState
 
 
 def arm_positions(world: World) -> np.ndarray:
@@ -61,7 +64,7 @@ def set_gripper(world: World, width: float, seconds: float = 0.6) -> None:
     world.step(round(seconds / world.timestep))
 
 
-def grasp_yaw(orientation_wxyz: list[float]) -> float:
+def grasp_yaw(orientation_wxyz: Quaternion) -> float:
     """A tool yaw aligned with the cube's faces, folded into [-pi/4, pi/4)."""
     w, _, _, z = orientation_wxyz
     yaw = 2 * math.atan2(z, w)
@@ -70,23 +73,21 @@ def grasp_yaw(orientation_wxyz: list[float]) -> float:
 
 def pick_and_place(world: World, kin: Kinematics) -> PickReport:
     """Pick the cube where it lies and put it down in the middle of the target zone."""
-    report = PickReport()
     state = world.scene_state()
-    cube = np.array(state["objects"]["cube"]["position"])
-    yaw = grasp_yaw(state["objects"]["cube"]["orientation_wxyz"])
+    cube = np.array(state.object("cube").position)
+    yaw = grasp_yaw(state.object("cube").orientation_wxyz)
     up = np.array([0.0, 0.0, 1.0])
     move_tool(world, kin, cube + HOVER * up, yaw)
     move_tool(world, kin, cube, yaw, seconds=0.8)
     set_gripper(world, 0.0)
-    report.grasped = world.scene_state()
+    grasped = world.scene_state()
     move_tool(world, kin, cube + CARRY * up, yaw)
-    report.lifted = world.scene_state()
-    target = np.array(state["target_zone"]["center"])
+    lifted = world.scene_state()
+    target = np.array(state.target_zone.center)
     target[2] = cube[2]
     move_tool(world, kin, target + CARRY * up, 0.0, seconds=1.5)
-    report.over_target = world.scene_state()
+    over_target = world.scene_state()
     move_tool(world, kin, target + 0.01 * up, 0.0)
     set_gripper(world, 0.08, seconds=0.5)
     move_tool(world, kin, target + CARRY * up, 0.0, seconds=0.8)
-    report.final = world.scene_state()
-    return report
+    return PickReport(grasped, lifted, over_target, world.scene_state())

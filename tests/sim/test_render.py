@@ -14,7 +14,7 @@ from doraforge.sim.world import World
 
 @pytest.fixture(scope="module")
 def world_and_cameras():
-    world = World(seed=0)
+    world = World()
     with Cameras(world.model) as cameras:
         yield world, cameras
 
@@ -49,7 +49,7 @@ def test_both_cameras_render_non_blank_480x640_rgb(world_and_cameras) -> None:
 
 def test_scene_frame_changes_where_the_cube_moves(world_and_cameras) -> None:
     world, cameras = world_and_cameras
-    world.reset(0)
+    world.reset()
     before = cameras.render(world.data, "scene").astype(int)
     cube = world.model.body("cube").jntadr[0]
     address = world.model.jnt_qposadr[cube]
@@ -58,7 +58,7 @@ def test_scene_frame_changes_where_the_cube_moves(world_and_cameras) -> None:
     after = cameras.render(world.data, "scene").astype(int)
     changed = np.abs(after - before).sum(axis=2) > 30
     assert 100 < changed.sum() < 0.2 * changed.size
-    world.reset(0)
+    world.reset()
 
 
 def test_other_sizes_and_unknown_cameras(world_and_cameras) -> None:

@@ -1,4 +1,5 @@
-"""World: joint names, targets, scene_state, seeded reset and divergence detection."""
+"""World, the physics alone: joint names, targets, the typed scene state, a reset that draws
+nothing, placing free bodies and divergence detection."""
 
 from __future__ import annotations
 
@@ -9,13 +10,16 @@ import numpy as np
 import pytest
 
 from doraforge.sim.errors import SimError
-from doraforge.sim.scenario import CubeRegion
+from doraforge.sim.state import SceneState
 from doraforge.sim.world import JOINT_NAMES, PhysicsDiverged, World
+
+# Where cell.xml puts the cube: the physics' reset leaves it there (no task draws it).
+SCENE_FILE_CUBE = (0.35, 0.15, 0.0225)
 
 
 @pytest.fixture
 def world() -> World:
-    return World(seed=5)
+    return World()
 
 
 @pytest.fixture
@@ -39,54 +43,53 @@ def test_joint_names_are_the_arm_joints_then_the_gripper(world: World) -> None:
     assert len(positions) == len(velocities) == len(efforts) == 7
 
 
-def test_scene_state_has_the_documented_shape(world: World) -> None:
+def test_scene_state_is_typed_and_reports_the_cell(world: World) -> None:
     state = world.scene_state()
-    assert set(state) == {"objects", "target_zone", "gripper", "sim_time", "seed"}
-    cube = state["objects"]["cube"]
-    assert set(cube) == {"position", "orientation_wxyz", "linear_velocity", "size"}
-    assert cube["size"] == pytest.approx([0.045] * 3)
-    assert state["target_zone"] == {
-        "center": pytest.approx([0.35, -0.22, 0.025]),
-        "half_extents": pytest.approx([0.06, 0.06, 0.025]),
-    }
-    assert state["gripper"]["width"] == pytest.approx(0.08)
-    assert set(state["gripper"]["joint_positions"]) == {"gripper"}
-    assert state["seed"] == 5
-    assert state["sim_time"] == 0.0
+    assert isinstance(state, SceneState)
+    assert set(state.objects) == {"cube"}
+    cube = state.object("cube")
+    assert cube.size == pytest.approx((0.045,) * 3)
+    assert cube.position == pytest.approx(SCENE_FILE_CUBE)
+    assert state.target_zone.center == pytest.approx((0.35, -0.22, 0.025))
+    assert state.target_zone.half_extents == pytest.approx((0.06, 0.06, 0.025))
+    assert state.gripper.width == pytest.approx(0.08)
+    assert set(state.gripper.joint_positions) == {"gripper"}
+    assert state.seed is None  # the physics knows no episode
+    assert state.sim_time == 0.0
 
 
-def test_cube_starts_on_the_table_inside_the_region() -> None:
-    region = CubeRegion(x=(0.3, 0.32), y=(0.1, 0.12))
-    world = World(seed=1, cube_region=region)
-    world.step(250)
-    x, y, z = world.scene_state()["objects"]["cube"]["position"]
-    assert 0.3 <= x <= 0.32
-    assert 0.1 <= y <= 0.12
-    assert z == pytest.approx(0.0225, abs=1e-3)
-
-
-def test_same_seed_resets_to_an_identical_state(world: World) -> None:
+def test_the_physics_resets_without_a_task_to_one_state(world: World) -> None:
+    initial = (world.data.qpos.copy(), world.data.qvel.copy(), world.data.ctrl.copy())
     world.set_targets(["elbow"], [1.0])
+    world.set_free_body_pose("cube", (0.3, 0.1, 0.2), (1.0, 0.0, 0.0, 0.0))
     world.step(300)
-    world.reset(11)
-    first = (world.data.qpos.copy(), world.data.qvel.copy(), world.data.ctrl.copy())
-    world.step(200)
-    after_steps = world.data.qpos.copy()
-    world.reset(11)
-    np.testing.assert_array_equal(world.data.qpos, first[0])
-    np.testing.assert_array_equal(world.data.qvel, first[1])
-    np.testing.assert_array_equal(world.data.ctrl, first[2])
-    world.step(200)
-    np.testing.assert_array_equal(world.data.qpos, after_steps)
-    assert world.sim_time == pytest.approx(200 * world.timestep)
+    world.reset()
+    np.testing.assert_array_equal(world.data.qpos, initial[0])
+    np.testing.assert_array_equal(world.data.qvel, initial[1])
+    np.testing.assert_array_equal(world.data.ctrl, initial[2])
+    assert world.sim_time == 0.0
+    assert world.scene_state() == World().scene_state()
 
 
-def test_different_seeds_place_the_cube_differently(world: World) -> None:
-    world.reset(1)
-    one = world.scene_state()["objects"]["cube"]["position"]
-    world.reset(2)
-    assert world.scene_state()["objects"]["cube"]["position"] != one
-    assert world.seed == 2
+def test_a_free_body_is_placed_at_rest_in_the_base_frame(world: World) -> None:
+    world.step(50)
+    yaw = 0.4
+    world.set_free_body_pose(
+        "cube", (0.3, 0.1, 0.0225), (math.cos(yaw / 2), 0, 0, math.sin(yaw / 2))
+    )
+    cube = world.scene_state().object("cube")
+    assert cube.position == pytest.approx((0.3, 0.1, 0.0225))
+    w, _, _, z = cube.orientation_wxyz
+    assert 2 * math.atan2(z, w) == pytest.approx(yaw)
+    assert cube.linear_velocity == (0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize(("body", "message"), [("anvil", "unknown body"), ("hand", "no free")])
+def test_only_existing_free_bodies_can_be_placed(world: World, body: str, message: str) -> None:
+    before = world.data.qpos.copy()
+    with pytest.raises(ValueError, match=message):
+        world.set_free_body_pose(body, (0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0))
+    np.testing.assert_array_equal(world.data.qpos, before)
 
 
 def test_targets_drive_the_named_joints_only(world: World) -> None:
