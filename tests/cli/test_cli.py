@@ -12,7 +12,7 @@ from doraforge.gateway.core import Gateway
 from doraforge.gateway.http import gateway_policy
 from doraforge.gateway.local import LocalCarrier
 from tests.gateway.harness import mock_config
-from tests.gateway.live_server import LiveServer
+from tests.gateway.support import live_gateway
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -29,8 +29,8 @@ def test_task_list_in_a_fresh_home_is_an_empty_json_list(tmp_path: Path, capsys)
 
 def test_tools_list_reads_a_live_gateway(tmp_path: Path, capsys):
     gateway = Gateway(mock_config(), send=LocalCarrier().send)
-    with LiveServer(gateway) as server:
-        url = f"http://127.0.0.1:{server.port}"
+    with live_gateway(gateway) as server:
+        url = server.url
         code, out, _ = run(
             capsys, "--home", str(tmp_path), "--json", "tools", "list", "--gateway", url
         )
@@ -44,8 +44,8 @@ def test_tools_list_presents_the_operators_token_to_a_gateway_that_has_one(
     token = "cli-operator-token-0123456789"
     gateway = Gateway(mock_config(), send=LocalCarrier().send)
     policy = gateway_policy(mock_config(), token)
-    with LiveServer(gateway, policy=policy) as server:
-        url = f"http://127.0.0.1:{server.port}"
+    with live_gateway(gateway, policy=policy) as server:
+        url = server.url
         argv = ["--home", str(tmp_path), "--json", "tools", "list", "--gateway", url]
         monkeypatch.delenv("DORAFORGE_GATEWAY_TOKEN_FILE", raising=False)
         monkeypatch.delenv("DORAFORGE_GATEWAY_TOKEN", raising=False)

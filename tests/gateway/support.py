@@ -1,4 +1,4 @@
-"""Shared helpers for the Gateway unit and HTTP contract tests.
+"""Shared helpers for the Gateway unit, HTTP contract and live-socket tests.
 
 Waits here are bounded polls of real state, never sleeps used as synchronisation.
 """
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,32 +19,17 @@ from doraforge.gateway.clock import Clock
 from doraforge.gateway.config import GatewayConfig
 from doraforge.gateway.core import Gateway
 from doraforge.gateway.http import create_app
+from doraforge.gateway.main import server_config
 from doraforge.nodes import toolcodec
 from doraforge.nodes.mock.endpoint import DESCRIPTOR
+from doraforge.wire.guard import TransportPolicy
 from tests.gateway.harness import Stack, mock_config
+from tests.support.live_server import LiveServer
+from tests.support.waiting import eventually_async
 
 type Answer = Callable[[ToolEnvelope], ToolEnvelope | None]
 
 MAX_BYTES = 1_048_576
-
-
-async def eventually(
-    predicate: Callable[[], bool], *, within: float = 5.0, what: str = "condition"
-) -> None:
-    """Poll ``predicate`` (yielding to the loop) until it holds or ``within`` s pass."""
-    try:
-        async with asyncio.timeout(within):
-            # The state polled is plain data updated by callbacks, not an awaitable.
-            while not predicate():  # noqa: ASYNC110
-                await asyncio.sleep(0.002)
-    except TimeoutError:
-        raise AssertionError(f"{what} did not happen within {within} s") from None
-
-
-async def settle(rounds: int = 50) -> None:
-    """Let already-scheduled callbacks and tasks run (bounded; no wall-time wait)."""
-    for _ in range(rounds):
-        await asyncio.sleep(0)
 
 
 def invoke_requests(received: list[ToolEnvelope], operation: str | None = None) -> int:
@@ -100,7 +85,7 @@ async def wait_terminal(stack: Stack, invocation_id: str, within: float = 5.0) -
     """Wait (bounded) until the invocation is terminal; return its status document."""
     invocation = stack.gateway.runtime.store.get(invocation_id)
     assert invocation is not None
-    await eventually(lambda: invocation.terminal, within=within, what="terminal phase")
+    await eventually_async(lambda: invocation.terminal, within=within, what="a terminal phase")
     return await read(stack, invocation_id)
 
 
@@ -188,3 +173,18 @@ async def scripted_stack(
     transport = httpx.ASGITransport(app=create_app(gateway))
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         yield ScriptedStack(gateway, provider, client)
+
+
+@contextmanager
+def live_gateway(
+    gateway: Gateway, *, policy: TransportPolicy | None = None
+) -> Iterator[LiveServer]:
+    """``gateway`` under real uvicorn on a loopback port, with the Gateway's own server
+    settings and its observation streams bound to the server's loop.
+
+    ``policy`` is the transport policy (default: the config's, no token); the server's
+    ``client()`` sends no token, so tests see exactly what an unauthenticated caller gets.
+    """
+    config = server_config(create_app(gateway, policy), "127.0.0.1", 0)
+    with LiveServer(config, on_loop=gateway.observations.bind_loop) as server:
+        yield server

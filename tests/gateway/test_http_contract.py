@@ -21,7 +21,6 @@ from tests.gateway.support import (
     assert_error,
     config_with_tools,
     data,
-    eventually,
     invoke_requests,
     read,
     scripted_stack,
@@ -29,6 +28,7 @@ from tests.gateway.support import (
     wait_terminal,
     with_overrides,
 )
+from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.anyio
 
@@ -370,7 +370,9 @@ async def test_session_runs_until_stopped_and_stop_acceptance_is_not_stopped():
         admitted = await start(stack, "mock.stream", {})
         invocation_id = admitted["invocation_id"]
         invocation = stack.gateway.runtime.store.get(invocation_id)
-        await eventually(lambda: any(e.type == "heartbeat" for e in invocation.events))
+        await eventually_async(
+            lambda: any(e.type == "heartbeat" for e in invocation.events), what="a heartbeat"
+        )
         assert (await read(stack, invocation_id))["phase"] == "running"
         response = await stack.client.post(f"/invocations/{invocation_id}/stop", json={})
         accepted = data(response, 202)
@@ -652,7 +654,9 @@ async def test_absent_provider_is_503_retryable_with_retry_after():
 async def test_unregistered_provider_becomes_503_again():
     async with running_stack() as stack:
         stack.provider.unregister()
-        await eventually(lambda: stack.gateway.registry.current("mock") is None)
+        await eventually_async(
+            lambda: stack.gateway.registry.current("mock") is None, what="the unregistration"
+        )
         response = await stack.client.post(
             "/tools/mock/echo:invoke", json={"arguments": {"message": "x"}}
         )

@@ -14,7 +14,7 @@ from websockets.sync.client import connect
 from doraforge.gateway.config import ImageSource, ObservationsConfig
 from doraforge.gateway.core import Gateway
 from tests.gateway.harness import mock_config
-from tests.gateway.live_server import LiveServer
+from tests.gateway.support import live_gateway
 
 OBSERVATIONS = ObservationsConfig(
     images=[ImageSource(source="scene", input="image_scene")],
@@ -41,7 +41,7 @@ def publish(gateway: Gateway, value: int, seq: int) -> None:
 def test_latest_frame_is_served_as_jpeg_with_its_sequence_and_timestamp(gateway: Gateway):
     publish(gateway, 200, seq=1)
     publish(gateway, 90, seq=2)
-    with LiveServer(gateway) as client:
+    with live_gateway(gateway) as server, server.client() as client:
         response = client.get("/observations/images/scene/latest")
     assert response.status_code == 200
     assert response.headers["content-type"] == "image/jpeg"
@@ -54,7 +54,7 @@ def test_latest_frame_is_served_as_jpeg_with_its_sequence_and_timestamp(gateway:
 
 def test_png_is_lossless(gateway: Gateway):
     publish(gateway, 123, seq=7)
-    with LiveServer(gateway) as client:
+    with live_gateway(gateway) as server, server.client() as client:
         response = client.get("/observations/images/scene/latest?format=png")
     decoded = cv2.imdecode(np.frombuffer(response.content, np.uint8), cv2.IMREAD_COLOR)
     assert response.headers["content-type"] == "image/png"
@@ -62,7 +62,7 @@ def test_png_is_lossless(gateway: Gateway):
 
 
 def test_unknown_source_is_404_and_no_frame_yet_is_503(gateway: Gateway):
-    with LiveServer(gateway) as client:
+    with live_gateway(gateway) as server, server.client() as client:
         missing = client.get("/observations/images/nope/latest")
         empty = client.get("/observations/images/scene/latest")
         bad = client.get("/observations/images/scene/latest?format=gif")
@@ -82,7 +82,7 @@ def test_malformed_observations_are_dropped_and_counted(gateway: Gateway):
 def test_ws_images_sends_the_newest_frame_in_the_upstream_shape(gateway: Gateway):
     publish(gateway, 50, seq=3)
     publish(gateway, 60, seq=4)
-    with LiveServer(gateway) as client, connect(client.ws_url("/ws/images")) as websocket:
+    with live_gateway(gateway) as server, connect(server.ws_url("/ws/images")) as websocket:
         message = json.loads(websocket.recv(timeout=10))
     assert message["type"] == "image"
     assert message["id"] == "scene"
@@ -96,9 +96,9 @@ def test_ws_images_sends_the_newest_frame_in_the_upstream_shape(gateway: Gateway
 def test_ws_state_and_http_state_report_the_latest_joint_state(gateway: Gateway):
     state = JointState(name=["a", "b"], position=[0.1, 0.2], velocity=[0.0, 0.0]).to_arrow()
     gateway.observations.on_input("joint_state", state, {})
-    with LiveServer(gateway) as client:
+    with live_gateway(gateway) as server, server.client() as client:
         http = client.get("/observations/state").json()["data"]
-        with connect(client.ws_url("/ws/state")) as websocket:
+        with connect(server.ws_url("/ws/state")) as websocket:
             message = json.loads(websocket.recv(timeout=10))
     assert http["joint_state"]["position"] == [0.1, 0.2]
     assert message["type"] == "state"

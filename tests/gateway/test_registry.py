@@ -16,11 +16,11 @@ from forge_tool import (
     make_unregister_envelope,
 )
 
-from doraforge.gateway.clock import FakeClock
 from doraforge.gateway.core import Gateway
 from doraforge.gateway.registry import EndpointRegistry
 from doraforge.nodes.mock.endpoint import DESCRIPTOR
 from tests.gateway.harness import mock_config
+from tests.support.clock import FakeClock
 
 TTL_MS = 3000
 

@@ -12,7 +12,7 @@ from doraforge.gateway.core import Gateway, tool_context
 from doraforge.gateway.journal import FileJournal
 from doraforge.gateway.local import LocalCarrier, LocalProvider
 from tests.gateway.harness import mock_config, mock_handler
-from tests.gateway.support import eventually
+from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +36,7 @@ async def _orphan_after_restart(tmp_path: Path) -> tuple[LocalProvider, Gateway,
     first = Gateway(mock_config(), send=carrier.send, journal=FileJournal(journal))
     carrier.add(provider, first.on_message)
     provider.register()
-    await eventually(lambda: first.registry.current("mock") is not None, what="registration")
+    await eventually_async(lambda: first.registry.current("mock") is not None, what="registration")
     invocation, _ = await first.runtime.start("mock.move", InvokeBody(arguments=HANG))
     assert invocation.phase in ("accepted", "running")
     # The Gateway process dies; a new one replays the journal.
@@ -54,8 +54,8 @@ async def test_restarted_gateway_asks_the_same_instance_to_cancel_an_orphaned_ac
     assert _controls(provider, invocation_id) == []
 
     provider.register()  # the provider process lived on and renews its lease
-    await eventually(lambda: _controls(provider, invocation_id) == ["cancel"], what="cancel")
-    await eventually(
+    await eventually_async(lambda: _controls(provider, invocation_id) == ["cancel"], what="cancel")
+    await eventually_async(
         lambda: any(
             e.message_type == "tool.event" and e.payload.get("type") == "cancelled"
             for e in provider.sent
@@ -70,7 +70,7 @@ async def test_orphans_of_a_replaced_instance_are_not_sent_anything(tmp_path: Pa
     provider, gateway, invocation_id = await _orphan_after_restart(tmp_path)
     provider.restart()  # a new process: the orphan died with the old one
     provider.register()
-    await eventually(
+    await eventually_async(
         lambda: (
             gateway.registry.current("mock") is not None
             and gateway.registry.current("mock").instance_id == provider.instance_id
@@ -85,7 +85,9 @@ async def test_context_is_not_ready_when_the_provider_reports_the_operation_satu
     gateway = Gateway(mock_config(), send=carrier.send)
     provider = carrier.add(LocalProvider("mock", mock_handler), gateway.on_message)
     provider.register()
-    await eventually(lambda: gateway.registry.current("mock") is not None, what="registration")
+    await eventually_async(
+        lambda: gateway.registry.current("mock") is not None, what="registration"
+    )
 
     def report(saturated: list[str]) -> None:
         status = EndpointStatus(

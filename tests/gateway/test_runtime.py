@@ -9,21 +9,20 @@ import pytest
 from forge_tool import ToolEvent, make_event_envelope
 
 from doraforge.gateway import wire
-from doraforge.gateway.clock import FakeClock
 from doraforge.gateway.invocation import TERMINAL_PHASES, can_advance
 from doraforge.gateway.journal import FileJournal
 from tests.gateway.harness import Stack, running_stack
 from tests.gateway.support import (
     assert_error,
     data,
-    eventually,
     invoke_requests,
     read,
-    settle,
     start,
     wait_terminal,
     with_overrides,
 )
+from tests.support.clock import FakeClock
+from tests.support.waiting import eventually_async, settle
 
 pytestmark = pytest.mark.anyio
 
@@ -57,7 +56,9 @@ async def renew_lease(stack: Stack) -> None:
     """Send the provider's periodic registration and wait for the Gateway's answer."""
     answered = len(stack.provider.registry_responses)
     stack.provider.register()
-    await eventually(lambda: len(stack.provider.registry_responses) > answered)
+    await eventually_async(
+        lambda: len(stack.provider.registry_responses) > answered, what="the registry answer"
+    )
 
 
 async def cancel_and_wait(stack: Stack, invocation_id: str) -> None:
@@ -95,7 +96,7 @@ async def test_phases_never_regress_and_result_is_retained_before_terminal_phase
                 assert invocation.result is not None  # retained before the phase shows
             return invocation.terminal
 
-        await eventually(observe, what="move completion")
+        await eventually_async(observe, what="move completion")
         assert seen[-1] == "completed"
         assert "running" in seen
         assert [rank(p) for p in seen] == sorted(rank(p) for p in seen)
@@ -167,7 +168,7 @@ async def test_missed_deadline_is_unknown_and_keeps_the_slot_fenced_until_provid
         assert (await context(stack))["active_invocations"] == 1
 
         halt_at_provider(stack, invocation_id)
-        await eventually(
+        await eventually_async(
             lambda: stack.gateway.runtime.active_count(stack.gateway.catalog.get("mock.move")) == 0,
             what="slot release",
         )
@@ -191,7 +192,9 @@ async def test_fenced_slot_is_freed_when_the_instance_is_gone():
         await settle()
         stack.provider.restart()
         stack.provider.register()
-        await eventually(lambda: len(stack.provider.registry_responses) == 2)
+        await eventually_async(
+            lambda: len(stack.provider.registry_responses) == 2, what="the re-registration answer"
+        )
         assert (await context(stack))["active_invocations"] == 0
         final = await read(stack, admitted["invocation_id"])
         assert final["result"]["error"]["code"] == "FORGE_TOOL_DEADLINE_EXCEEDED_OUTCOME_UNKNOWN"
@@ -204,7 +207,9 @@ async def test_deadline_with_cancel_on_deadline_asks_the_provider_to_stop_and_st
         clock.advance(1.5)
         stack.gateway.runtime.tick()
         spec = stack.gateway.catalog.get("mock.move")
-        await eventually(lambda: stack.gateway.runtime.active_count(spec) == 0)
+        await eventually_async(
+            lambda: stack.gateway.runtime.active_count(spec) == 0, what="the slot released"
+        )
         controls = [e for e in stack.provider.received if e.message_type == "tool.control.request"]
         assert len(controls) == 1
         assert controls[0].payload["command"] == "cancel"
@@ -225,7 +230,9 @@ async def test_provider_replacement_in_flight_makes_the_invocation_unknown():
         await settle()
         stack.provider.restart()
         stack.provider.register()
-        await eventually(lambda: len(stack.provider.registry_responses) == 2)
+        await eventually_async(
+            lambda: len(stack.provider.registry_responses) == 2, what="the re-registration answer"
+        )
         status = await read(stack, admitted["invocation_id"])
         assert status["phase"] == "unknown"
         assert status["endpoint_instance_id"] == old_instance

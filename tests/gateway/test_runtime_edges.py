@@ -21,7 +21,6 @@ from tests.gateway.harness import running_stack
 from tests.gateway.support import (
     assert_error,
     data,
-    eventually,
     invoke_requests,
     read,
     scripted_stack,
@@ -29,6 +28,7 @@ from tests.gateway.support import (
     wait_terminal,
     with_overrides,
 )
+from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.anyio
 
@@ -61,7 +61,7 @@ async def test_query_max_concurrency_is_503_and_counted_in_context():
             asyncio.create_task(stack.client.post("/tools/mock/echo:invoke", json=body))
             for _ in range(limit)
         ]
-        await eventually(lambda: len(held) == limit, what="all queries in flight")
+        await eventually_async(lambda: len(held) == limit, what="all queries in flight")
         context = data(await stack.client.get("/tools/mock.echo/context"))
         assert context["active_invocations"] == limit
         busy = await stack.client.post("/tools/mock/echo:invoke", json=body)
@@ -135,7 +135,7 @@ async def test_a_stopping_invocation_never_moves_back_to_running():
     async with running_stack() as stack:
         admitted = await start(stack, "mock.move", HANG)
         invocation = stack.gateway.runtime.store.get(admitted["invocation_id"])
-        await eventually(lambda: invocation.phase == "running")
+        await eventually_async(lambda: invocation.phase == "running", what="the running phase")
         invocation.advance("stopping", 0)
         assert invocation.advance("running", 0) is False
         assert invocation.advance("accepted", 0) is False

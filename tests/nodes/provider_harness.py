@@ -26,6 +26,7 @@ from forge_tool import (
 from forge_tool.dora import tool_envelope_to_message, tool_message_to_envelope
 
 from doraforge.nodes.definition import EndpointDefinition
+from tests.support.clock import FakeClock
 
 WAIT_S = 5.0
 _ids = itertools.count()
@@ -33,19 +34,6 @@ _ids = itertools.count()
 
 def fresh(prefix: str) -> str:
     return f"{prefix}-{next(_ids)}"
-
-
-class FakeClock:
-    """A monotonic clock the test advances by hand."""
-
-    def __init__(self, start: float = 100.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class FakeTiming:

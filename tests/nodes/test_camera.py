@@ -7,9 +7,10 @@ import json
 import numpy as np
 import pytest
 from forge_msgs import Image
-from provider_harness import FakeClock, HandlerHarness
+from provider_harness import HandlerHarness
 
 from doraforge.nodes.camera.endpoint import definition
+from tests.support.clock import FakeClock
 
 pytestmark = pytest.mark.anyio
 

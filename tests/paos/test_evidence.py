@@ -22,7 +22,7 @@ from doraforge.gateway.http import create_app
 from doraforge.paos.client import ForgeToolClient
 from doraforge.paos.evidence import EvidenceArtifact, capture, contained, validate_bundle
 from tests.gateway.harness import mock_config
-from tests.gateway.live_server import LiveServer
+from tests.gateway.support import live_gateway
 
 pytestmark = pytest.mark.anyio
 
@@ -374,8 +374,8 @@ async def test_capture_over_a_real_socket(tmp_path):
     stamp = time.time_ns()
     image = Image.from_numpy(scene(120)).to_arrow()
     gateway.observations.on_input("image_wrist", image, {"seq": 9, "stamp_ns": stamp})
-    with LiveServer(gateway) as live:
-        async with ForgeToolClient(str(live.base_url)) as client:
+    with live_gateway(gateway) as live:
+        async with ForgeToolClient(live.url) as client:
             sources = await client.image_sources()
             artifact = await capture(
                 client,

@@ -9,7 +9,7 @@ from doraforge.gateway.local import LocalCarrier
 from doraforge.paos.errors import ForgeHttpError
 from doraforge.paos.home import PaosHome, open_service
 from tests.gateway.harness import mock_config
-from tests.gateway.live_server import LiveServer
+from tests.gateway.support import live_gateway
 
 
 def test_the_home_comes_from_the_flag_the_environment_or_the_default(tmp_path: Path):
@@ -35,8 +35,8 @@ def test_open_service_clients_ask_for_their_urls_token_on_every_request(tmp_path
     token = "home-test-token-0123456789"
     gateway = Gateway(mock_config(), send=LocalCarrier().send)
     presented: dict[str, str] = {}
-    with LiveServer(gateway, policy=gateway_policy(mock_config(), token)) as server:
-        url = f"http://127.0.0.1:{server.port}"
+    with live_gateway(gateway, policy=gateway_policy(mock_config(), token)) as server:
+        url = server.url
         presented[url] = token
         service = open_service(PaosHome(tmp_path / "home"), token_for=presented.get)
 

@@ -11,13 +11,8 @@ from doraforge.registry.errors import RegistryError
 from doraforge.registry.idempotency import TOMBSTONE_FACTOR
 from doraforge.registry.model import Principal
 from doraforge.registry.service import RegistryService
-from tests.registry.test_core_support import (
-    AGENT,
-    FakeClock,
-    call,
-    entry,
-    service_with_search,
-)
+from tests.registry.test_core_support import AGENT, call, entry, service_with_search
+from tests.support.clock import FakeClock
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""Shared pieces of the registry core tests: entry factories, a fake clock, principals."""
+"""Shared pieces of the registry core tests: entry factories, adapters, principals."""
 
 from __future__ import annotations
 
@@ -36,19 +36,6 @@ def entry(name: str = "brain.search", **overrides: Any) -> dict[str, Any]:
     }
     body.update(overrides)
     return body
-
-
-class FakeClock:
-    """A monotonic clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class CountingAdapter:
