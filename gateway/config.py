@@ -1,21 +1,19 @@
 """Strict Gateway configuration.
 
-The YAML file is hostile-input-safe and strict: duplicate keys, unknown keys, string
-booleans, non-finite numbers and wrong types are rejected with the field path and file
-named in the message.
+The YAML file is hostile-input-safe and strict (:mod:`doraforge.wire.strict_yaml`):
+duplicate keys, unknown keys, string booleans, non-finite numbers, unbounded aliases and
+wrong types are rejected with the field path and file named in the message.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from doraforge.gateway.errors import ConfigError
+from doraforge.wire import strict_yaml
 
 Semantics = Literal["query", "action", "session"]
 Identifier = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:/-]+$")]
@@ -200,72 +198,24 @@ def _unique(values: list[Any], name: str) -> None:
         seen.add(value)
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """A SafeLoader that rejects duplicate mapping keys."""
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    mapping: dict[Any, Any] = {}
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if key in mapping:
-            raise ConfigError(f"duplicate key {key!r} at line {key_node.start_mark.line + 1}")
-        mapping[key] = loader.construct_object(value_node, deep=True)
-    return mapping
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-# YAML 1.1 reads yes/no/on/off as booleans; only true/false are booleans here, so
-# "yes" stays a string and the strict schema rejects it where a boolean is expected.
-_StrictLoader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_StrictLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool",
-    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-    list("tTfF"),
-)
-
-
 def parse_config(text: str, source: str = "<string>") -> GatewayConfig:
-    """Parse and validate configuration text; raise :class:`ConfigError` naming the field."""
+    """Parse and validate configuration text; raise :class:`ConfigError` naming the field.
+
+    The text is read by :mod:`doraforge.wire.strict_yaml` with aliases allowed (the shipped
+    configurations share schemas by anchor) and their expansion bounded.
+    """
     try:
-        raw = yaml.load(text, Loader=_StrictLoader)
-    except ConfigError as exc:
-        raise ConfigError(f"{source}: {exc}") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: invalid YAML: {exc}") from exc
+        raw = strict_yaml.load(text, aliases=True)
+    except strict_yaml.YAMLRefused as exc:
+        raise ConfigError(f"{source}: {exc.field}: {exc.message}") from exc
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: the top level must be a mapping")
-    non_finite = _non_finite_path(raw, "")
-    if non_finite is not None:
-        # Schemas are free-form, so pydantic's allow_inf_nan does not reach inside them,
-        # and a JSON dump would silently publish NaN/Infinity as null.
-        raise ConfigError(f"{source}: {non_finite}: non-finite numbers are not allowed")
     try:
         return GatewayConfig.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(f"{source}: {_describe(exc)}") from exc
-
-
-def _non_finite_path(value: Any, path: str) -> str | None:
-    """The dotted path of the first NaN or infinity inside ``value``, else ``None``."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return path or "<root>"
-    if isinstance(value, dict):
-        items = ((f"{path}.{key}" if path else str(key), item) for key, item in value.items())
-    elif isinstance(value, list):
-        items = ((f"{path}.{index}", item) for index, item in enumerate(value))
-    else:
-        return None
-    for item_path, item in items:
-        found = _non_finite_path(item, item_path)
-        if found is not None:
-            return found
-    return None
 
 
 def load_config(path: str | Path) -> GatewayConfig:

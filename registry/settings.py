@@ -1,20 +1,20 @@
 """Settings of the registry server (``doraforge serve``): where it listens and what it grants.
 
-Built once at the entry point from command-line options and an optional strict YAML or
-JSON config file; below that, code takes a :class:`ServerSettings`. The bearer token itself
-never lives in the config file, only the name of the environment variable that holds it.
+Built once at the entry point from command-line options and an optional config file, read
+as strict YAML or (``.json``) strict JSON by :mod:`doraforge.wire`; below that, code takes
+a :class:`ServerSettings`. The bearer token itself never lives in the config file, only the
+name of the environment variable that holds it.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from doraforge.wire import strict_json, strict_yaml
 from doraforge.wire.tokens import TokenError, load_token
 
 ROBOT_GRANTS = frozenset({"robot.read", "robot.write"})
@@ -93,11 +93,7 @@ def _read_config(path: Path) -> _ConfigFile:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SettingsError(f"{path}: cannot read the config file ({exc.strerror})") from exc
-    try:
-        raw = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        kind = "JSON" if path.suffix == ".json" else "YAML"
-        raise SettingsError(f"{path}: not valid {kind}") from exc
+    raw = _parse(text, path)
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -106,6 +102,19 @@ def _read_config(path: Path) -> _ConfigFile:
         return _ConfigFile.model_validate(raw)
     except ValidationError as exc:
         raise SettingsError(f"{path}: {_first_problem(exc)}") from exc
+
+
+def _parse(text: str, path: Path) -> Any:
+    """The file's document under the wire's strict JSON or strict YAML rules."""
+    if path.suffix == ".json":
+        try:
+            return strict_json.loads(text)
+        except strict_json.JSONRefused as exc:
+            raise SettingsError(f"{path}: not valid JSON: {exc.message}") from exc
+    try:
+        return strict_yaml.load(text)
+    except strict_yaml.YAMLRefused as exc:
+        raise SettingsError(f"{path}: {exc.field}: {exc.message}") from exc
 
 
 def _first_problem(exc: ValidationError) -> str:

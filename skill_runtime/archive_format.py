@@ -29,6 +29,7 @@ from doraforge.skill_runtime.paths import (
     path_problem,
     printable,
 )
+from doraforge.wire import strict_json
 
 ARCHIVE_MANIFEST_NAME = "archive-manifest.json"
 #: The inventory is read whole; 10,000 entries take about 1.5 MB.
@@ -164,9 +165,10 @@ class ArchiveManifest(_Strict):
 
         A key repeated in any object raises ``ARCHIVE_MANIFEST_DUPLICATE_KEY``: readers
         disagree on which copy wins, so the inventory checked here could differ from the
-        one another tool shows for the same archive.
+        one another tool shows for the same archive. The text must be strict JSON
+        (:mod:`doraforge.wire.strict_json`).
         """
-        _refuse_duplicate_keys(data, source)
+        _refuse_hostile_json(data, source)
         try:
             manifest = cls.model_validate_json(data)
         except ValidationError as exc:
@@ -187,38 +189,28 @@ class ArchiveManifest(_Strict):
         return manifest
 
 
-class _DuplicateKey(ValueError):
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
+def _refuse_hostile_json(data: bytes, source: str) -> None:
+    """Read ``data`` under the wire's strict JSON rules before the schema sees it.
 
-
-def _unique_object(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    document: dict[str, object] = {}
-    for key, value in pairs:
-        if key in document:
-            raise _DuplicateKey(key)
-        document[key] = value
-    return document
-
-
-def _refuse_duplicate_keys(data: bytes, source: str) -> None:
-    """Raise ``ARCHIVE_MANIFEST_DUPLICATE_KEY`` if any JSON object in ``data`` repeats a key.
-
-    Other syntax errors are left to the schema parse, which reports them as
-    ``ARCHIVE_MANIFEST_INVALID``.
+    A repeated key raises ``ARCHIVE_MANIFEST_DUPLICATE_KEY``, any other refusal (malformed
+    text, NaN, unsafe integers, deep nesting) ``ARCHIVE_MANIFEST_INVALID``.
     """
     try:
-        json.loads(data, object_pairs_hook=_unique_object)
-    except _DuplicateKey as exc:
+        strict_json.loads(data)
+    except strict_json.JSONRefused as exc:
+        if exc.code == "JSON_DUPLICATE_KEY":
+            key = exc.details["key"]
+            raise archive_error(
+                ArchiveCode.MANIFEST_DUPLICATE_KEY,
+                f"{ARCHIVE_MANIFEST_NAME} in {source} repeats the key {key!r}",
+                archive=source,
+                key=key,
+            ) from exc
         raise archive_error(
-            ArchiveCode.MANIFEST_DUPLICATE_KEY,
-            f"{ARCHIVE_MANIFEST_NAME} in {source} repeats the key {exc.key!r}",
+            ArchiveCode.MANIFEST_INVALID,
+            f"{ARCHIVE_MANIFEST_NAME} in {source}: {exc.message}",
             archive=source,
-            key=exc.key,
         ) from exc
-    except (ValueError, RecursionError):
-        return
 
 
 class MemberRegistry:

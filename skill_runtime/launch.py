@@ -24,6 +24,7 @@ import yaml
 
 from doraforge.skill_runtime.errors import RuntimeStateError
 from doraforge.skill_runtime.manifest import Profile
+from doraforge.wire import strict_yaml
 
 #: ``${NAME}`` placeholders. Only the PAOS_ and FORGE_ namespaces are ours; any other
 #: ``${...}`` is left for Dora, which expands descriptor variables itself.
@@ -99,10 +100,14 @@ def _reset_launch_dir(launch_dir: Path) -> None:
 
 
 def _parse_dataflow(text: str, source: str) -> dict[str, Any]:
+    # Strict, as every file of a downloaded bundle is read; aliases stay allowed (Dora
+    # reads them), bounded in how far they expand.
     try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise _invalid_dataflow(source, f"not valid YAML after rendering: {exc}") from exc
+        document = strict_yaml.load(text, aliases=True)
+    except strict_yaml.YAMLRefused as exc:
+        raise _invalid_dataflow(
+            source, f"{exc.field}: not valid YAML after rendering: {exc.message}"
+        ) from exc
     if not isinstance(document, dict) or not isinstance(document.get("nodes"), list):
         raise _invalid_dataflow(source, "a dataflow is a mapping with a `nodes` list")
     return document

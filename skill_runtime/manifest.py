@@ -2,11 +2,11 @@
 
 ``skill.yaml`` is untrusted input: it arrives inside downloaded archives. Unknown keys are
 rejected at every level, types are strict (``"1"`` is not ``1``, ``yes`` is not a boolean),
-duplicate keys, YAML aliases and deep nesting are refused, the file size is capped, and
-every path is a safe relative path (:mod:`doraforge.skill_runtime.paths`). Every failure is a
-:class:`~doraforge.skill_runtime.errors.ManifestError` with code ``SKILL_MANIFEST_INVALID`` whose
-message
-names the file and the dotted field, also given in ``details`` (``file``, ``field``).
+duplicate keys, YAML aliases, non-finite numbers and deep nesting are refused and the file
+size is capped (:mod:`doraforge.wire.strict_yaml`), and every path is a safe relative path
+(:mod:`doraforge.skill_runtime.paths`). Every failure is a
+:class:`~doraforge.skill_runtime.errors.ManifestError` with code ``SKILL_MANIFEST_INVALID``
+whose message names the file and the dotted field, also given in ``details`` (``file``, ``field``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -31,6 +30,7 @@ from pydantic import (
 
 from doraforge.skill_runtime.errors import ManifestError
 from doraforge.skill_runtime.paths import check_relative_path
+from doraforge.wire import strict_yaml
 
 MANIFEST_FILENAME = "skill.yaml"
 MANIFEST_INVALID = "SKILL_MANIFEST_INVALID"
@@ -156,60 +156,6 @@ def _check_json(value: Any, path: str) -> None:
         raise ValueError(f"{path}: {type(value).__name__} is not a JSON value")
 
 
-class _YamlRefused(Exception):
-    """A structural YAML rule was broken; ``field`` locates it when known."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """A SafeLoader without duplicate keys, aliases, deep nesting or yes/no booleans."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            # Aliases make a small document expand into a huge tree ("billion laughs").
-            line = self.peek_event().start_mark.line + 1
-            raise _YamlRefused("<root>", f"YAML aliases are not allowed (line {line})")
-        self._depth += 1
-        try:
-            if self._depth > MAX_NESTING:
-                raise _YamlRefused("<root>", f"nesting deeper than {MAX_NESTING} levels")
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    mapping: dict[Any, Any] = {}
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if key in mapping:
-            line = key_node.start_mark.line + 1
-            raise _YamlRefused(str(key), f"duplicate key {key!r} at line {line}")
-        mapping[key] = loader.construct_object(value_node, deep=True)
-    return mapping
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-# YAML 1.1 reads yes/no/on/off as booleans; only true/false are booleans here, so "yes"
-# stays a string and the strict schema rejects it where a boolean is expected.
-_StrictLoader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_StrictLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool",
-    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-    list("tTfF"),
-)
-
-
 def _invalid(source: str, field: str, message: str) -> ManifestError:
     return ManifestError(
         MANIFEST_INVALID, f"{source}: {field}: {message}", details={"file": source, "field": field}
@@ -222,14 +168,10 @@ def parse_manifest(text: str, source: str) -> SkillManifest:
     Raises :class:`ManifestError` (``SKILL_MANIFEST_INVALID``) naming ``source`` and the
     dotted field of the first problem (all problems are in the message).
     """
-    if len(text.encode("utf-8", "surrogatepass")) > MAX_MANIFEST_BYTES:
-        raise _invalid(source, "<root>", f"larger than {MAX_MANIFEST_BYTES} bytes")
     try:
-        raw = yaml.load(text, Loader=_StrictLoader)
-    except _YamlRefused as exc:
-        raise _invalid(source, exc.field, str(exc)) from exc
-    except (yaml.YAMLError, RecursionError) as exc:
-        raise _invalid(source, "<root>", f"invalid YAML: {exc}") from exc
+        raw = strict_yaml.load(text, max_bytes=MAX_MANIFEST_BYTES, max_depth=MAX_NESTING)
+    except strict_yaml.YAMLRefused as exc:
+        raise _invalid(source, exc.field, exc.message) from exc
     if not isinstance(raw, dict):
         raise _invalid(source, "<root>", "the top level must be a mapping")
     try:

@@ -15,6 +15,8 @@ import math
 import re
 from typing import Any
 
+from doraforge.wire.errors import StructuredError
+
 MAX_SAFE_INTEGER = 2**53 - 1
 MAX_DEPTH = 64
 # 2^53 - 1 has 16 digits; anything longer (sign aside) is out of range without parsing.
@@ -23,17 +25,20 @@ _MAX_INT_DIGITS = 16
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
-class JSONRefused(ValueError):
-    """JSON that the wire rules refuse; ``code`` names the rule."""
+class JSONRefused(StructuredError, ValueError):
+    """JSON that the wire rules refuse; ``code`` names the rule.
 
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+    A duplicate key names itself in ``details["key"]`` (its first 64 characters).
+    """
 
 
-def loads(data: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
-    """Parse ``data`` under the wire rules; raises :class:`JSONRefused`."""
+def loads(data: str | bytes, *, max_depth: int = MAX_DEPTH, structure: bool = True) -> Any:
+    """Parse ``data`` under the wire rules; raises :class:`JSONRefused`.
+
+    ``structure=False`` leaves nesting depth (past what the parser itself can reach) and
+    lone surrogates to the caller: the ToolMessage codec holds those two to forge-tool's
+    own walk, whose error codes the Provider Wire prescribes.
+    """
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")
@@ -53,6 +58,8 @@ def loads(data: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
         raise JSONRefused("JSON_TOO_DEEP", f"nesting exceeds {max_depth} levels") from exc
     except ValueError as exc:  # json.JSONDecodeError included
         raise JSONRefused("INVALID_JSON", f"malformed JSON: {exc}") from exc
+    if not structure:
+        return value
     # Cheap pre-filter: only text with enough brackets can be too deep.
     if data.count("{") + data.count("[") > max_depth and depth(value) > max_depth:
         raise JSONRefused("JSON_TOO_DEEP", f"nesting exceeds {max_depth} levels")
@@ -99,13 +106,17 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, item in pairs:
         if key in result:
-            raise JSONRefused("JSON_DUPLICATE_KEY", f"duplicate object key {key[:64]!r}")
+            raise JSONRefused(
+                "JSON_DUPLICATE_KEY",
+                f"duplicate object key {key[:64]!r}",
+                details={"key": key[:64]},
+            )
         result[key] = item
     return result
 
 
 def _no_constant(name: str) -> None:
-    raise JSONRefused("JSON_NON_FINITE", f"{name} is not a JSON number")
+    raise JSONRefused("JSON_NON_FINITE", f"non-finite number {name} is not JSON")
 
 
 def _finite_float(text: str) -> float:

@@ -2,8 +2,9 @@
 
 The profile is the only place robot-specific numbers live for the endpoint nodes: joint
 names and limits, the home pose, the kinematic model file, frames, the workspace box and the
-gripper's width-to-joint mapping. Unknown keys are errors; every error names the field and
-the file.
+gripper's width-to-joint mapping. It is read as strict YAML (:mod:`doraforge.wire.strict_yaml`:
+no duplicate keys, aliases or ``yes`` booleans) and unknown keys are errors; every error
+names the field and the file.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from doraforge.wire import strict_yaml
 
 type Name = Annotated[str, Field(min_length=1, max_length=128)]
 type FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
@@ -159,9 +161,13 @@ def load_profile(path: str | Path) -> RobotProfile:
     """
     path = Path(path)
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
         raise ProfileError(f"{path}: cannot read robot profile: {exc}") from exc
+    try:
+        document = strict_yaml.load(text)
+    except strict_yaml.YAMLRefused as exc:
+        raise ProfileError(f"{path}: {exc.field}: {exc.message}") from exc
     if not isinstance(document, dict):
         raise ProfileError(f"{path}: a robot profile must be a mapping")
     try:

@@ -66,3 +66,12 @@ def test_a_missing_model_file_is_reported(tmp_path: Path) -> None:
     path = write(tmp_path, lambda d: d.update(model_file="nowhere.xml"))
     with pytest.raises(ProfileError, match=r"model_file 'nowhere\.xml' does not exist"):
         load_profile(path)
+
+
+def test_a_duplicate_key_is_refused_naming_the_field_and_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, lambda d: None)
+    text = path.read_text().replace("tool_site:", "tool_site: elsewhere\ntool_site:", 1)
+    path.write_text(text)
+    with pytest.raises(ProfileError, match=r"tool_site: duplicate key 'tool_site'") as raised:
+        load_profile(path)
+    assert str(path) in str(raised.value)

@@ -103,3 +103,21 @@ def test_mcp_is_off_until_the_option_or_the_config_file_enables_it(tmp_path: Pat
 def test_serve_takes_mcp_as_a_switch() -> None:
     assert build_parser().parse_args(["serve", "--mcp"]).mcp is True
     assert build_parser().parse_args(["serve"]).mcp is False
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "named"),
+    [
+        ("serve.yml", "port: 9000\ngrants: [robot.read]\nport: 9001\n", "port: duplicate key"),
+        ("serve.json", '{"port": 9000, "port": 9001}', "duplicate object key 'port'"),
+    ],
+)
+def test_a_duplicate_key_is_refused_naming_the_file_and_field(
+    tmp_path: Path, name: str, text: str, named: str
+) -> None:
+    config = tmp_path / name
+    config.write_text(text)
+    with pytest.raises(SettingsError) as caught:
+        load_settings(config=config)
+    assert str(config) in str(caught.value)
+    assert named in str(caught.value)
