@@ -118,7 +118,7 @@ def _unclassified(exc: sqlite3.Error | OSError) -> dict[str, Any]:
 async def _context(service: TaskService, a: dict[str, Any]) -> Any:
     if "task_id" in a:
         task = service.store.task(a["task_id"])
-        gateway_url = service.store.binding(task.binding_id)["gateway_url"]
+        gateway_url = service.binding(task).gateway_url
     else:
         gateway_url = a["gateway_url"]
     client = service.client(gateway_url)

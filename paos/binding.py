@@ -9,8 +9,11 @@ built from a Gateway URL and a required-tools list (:meth:`BindingCandidate.adho
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from doraforge.paos.errors import PaosError
 from doraforge.wire.canonical import sha256_hex
@@ -57,12 +60,88 @@ class BindingCandidate:
         )
 
 
-async def preview(api: ToolApi, candidate: BindingCandidate) -> dict[str, Any]:
-    """Read the live runtime for ``candidate``: identity, tools, readiness, problems."""
+class BoundTool(BaseModel):
+    """One required tool as frozen: what it is and the SHA-256 of its ToolSpec."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    semantics: str
+    endpoint_id: str
+    operation: str
+    spec_sha256: str
+
+
+class PreviewTool(BoundTool):
+    """A required tool as the live runtime shows it, with its readiness."""
+
+    ready: bool
+
+
+class BindingProblem(TypedDict):
+    """Why a required tool cannot be bound (``PAOS_TOOL_MISSING``, ``PAOS_TOOL_NOT_READY``)."""
+
+    code: str
+    tool_id: str
+
+
+class BindingPreview(BaseModel):
+    """What :func:`preview` read of the live runtime; nothing is stored."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    skill: str
+    version: str
+    gateway_url: str
+    gateway_identity: dict[str, Any]  # the Gateway's own identity document, as listed
+    tools: dict[str, PreviewTool]
+    problems: list[BindingProblem]
+
+
+class FrozenBinding(BaseModel):
+    """What a task is bound to, stored as this document; the binding's SHA-256 is the
+    canonical SHA-256 of :meth:`document`. Built by :func:`freeze`, read back with
+    :func:`stored`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    skill: str
+    version: str
+    profile: str
+    manifest_sha256: str | None
+    skill_md_sha256: str | None
+    runtime_instance: str | None
+    node_artifacts: tuple[str, ...]
+    gateway_url: str
+    gateway_identity: dict[str, Any]  # the Gateway's own identity document, as listed
+    tools: dict[str, BoundTool]
+
+    def document(self) -> dict[str, Any]:
+        """The JSON document that is stored and hashed."""
+        return self.model_dump(mode="json")
+
+
+def stored(document: Mapping[str, Any]) -> FrozenBinding:
+    """The :class:`FrozenBinding` of a stored document; :class:`BindingError` when it is not one."""
+    try:
+        return FrozenBinding.model_validate(document)
+    except ValidationError as exc:
+        raise BindingError(
+            "PAOS_BINDING_INVALID",
+            "the task's stored binding is not a frozen binding",
+            details={"errors": exc.errors(include_url=False, include_input=False)},
+        ) from exc
+
+
+async def preview(api: ToolApi, candidate: BindingCandidate) -> BindingPreview:
+    """Read the live runtime for ``candidate``: identity, tools, readiness, problems.
+
+    Raises :class:`BindingError` when the Gateway describes a tool with fields of the
+    wrong type.
+    """
     listing = await api.list_tools()
     known = {tool["tool_id"] for tool in listing["tools"]}
     tools: dict[str, Any] = {}
-    problems: list[dict[str, str]] = []
+    problems: list[BindingProblem] = []
     for tool_id in candidate.required_tools:
         if tool_id not in known:
             problems.append({"code": "PAOS_TOOL_MISSING", "tool_id": tool_id})
@@ -78,70 +157,77 @@ async def preview(api: ToolApi, candidate: BindingCandidate) -> dict[str, Any]:
             "spec_sha256": sha256,
             "ready": bool(context["ready"]),
         }
-    return {
-        "skill": candidate.skill,
-        "version": candidate.version,
-        "gateway_url": candidate.gateway_url,
-        "gateway_identity": listing["gateway_identity"],
-        "tools": tools,
-        "problems": problems,
-    }
+    try:
+        return BindingPreview(
+            skill=candidate.skill,
+            version=candidate.version,
+            gateway_url=candidate.gateway_url,
+            gateway_identity=listing["gateway_identity"],
+            tools=tools,
+            problems=problems,
+        )
+    except ValidationError as exc:
+        raise BindingError(
+            "PAOS_BINDING_INVALID",
+            "the Gateway's catalog does not describe the required tools",
+            details={"errors": exc.errors(include_url=False, include_input=False)},
+        ) from exc
 
 
-async def freeze(api: ToolApi, candidate: BindingCandidate) -> tuple[str, str, dict[str, Any]]:
-    """Revalidate ``candidate`` and return ``(binding_id, sha256, document)``.
+async def freeze(api: ToolApi, candidate: BindingCandidate) -> tuple[str, str, FrozenBinding]:
+    """Revalidate ``candidate`` and return ``(binding_id, sha256, binding)``.
 
     Raises :class:`BindingError` when a required tool is missing or not ready.
     """
     live = await preview(api, candidate)
-    if live["problems"]:
+    if live.problems:
         raise BindingError(
             "PAOS_BINDING_INVALID",
             "the runtime does not satisfy the skill's required tools",
-            details={"problems": live["problems"]},
+            details={"problems": live.problems},
         )
-    document = {
-        "skill": candidate.skill,
-        "version": candidate.version,
-        "profile": candidate.profile,
-        "manifest_sha256": candidate.manifest_sha256,
-        "skill_md_sha256": candidate.skill_md_sha256,
-        "runtime_instance": candidate.runtime_instance,
-        "node_artifacts": list(candidate.node_artifacts),
-        "gateway_url": candidate.gateway_url,
-        "gateway_identity": live["gateway_identity"],
-        "tools": {
-            tool_id: {key: value for key, value in tool.items() if key != "ready"}
-            for tool_id, tool in live["tools"].items()
+    binding = FrozenBinding(
+        skill=candidate.skill,
+        version=candidate.version,
+        profile=candidate.profile,
+        manifest_sha256=candidate.manifest_sha256,
+        skill_md_sha256=candidate.skill_md_sha256,
+        runtime_instance=candidate.runtime_instance,
+        node_artifacts=candidate.node_artifacts,
+        gateway_url=candidate.gateway_url,
+        gateway_identity=live.gateway_identity,
+        tools={
+            tool_id: BoundTool.model_validate(tool.model_dump(exclude={"ready"}))
+            for tool_id, tool in live.tools.items()
         },
-    }
-    return f"bind_{uuid.uuid4().hex}", sha256_hex(document), document
+    )
+    return f"bind_{uuid.uuid4().hex}", sha256_hex(binding.document()), binding
 
 
 async def recheck(
-    api: ToolApi, binding: dict[str, Any], tool_id: str, semantics: str
+    api: ToolApi, binding: FrozenBinding, tool_id: str, semantics: str
 ) -> dict[str, Any]:
     """Recheck membership, semantics, readiness, ToolSpec hash and runtime identity.
 
     Returns the live context; raises :class:`BindingError` with a specific code before
     anything is sent when the runtime drifted from the frozen binding.
     """
-    bound = binding["tools"].get(tool_id)
+    bound = binding.tools.get(tool_id)
     if bound is None:
         raise BindingError("PAOS_TOOL_NOT_BOUND", f"{tool_id} is not in the task's binding")
-    if bound["semantics"] != semantics:
+    if bound.semantics != semantics:
         raise BindingError(
-            "PAOS_TOOL_SEMANTICS", f"{tool_id} is a {bound['semantics']}, not a {semantics}"
+            "PAOS_TOOL_SEMANTICS", f"{tool_id} is a {bound.semantics}, not a {semantics}"
         )
     context = await api.context(tool_id)
     details = {"tool_id": tool_id}
-    if context.get("gateway_instance_id") != binding["gateway_identity"]["instance_id"]:
+    if context.get("gateway_instance_id") != binding.gateway_identity["instance_id"]:
         raise BindingError(
             "PAOS_RUNTIME_DRIFT",
             "the Gateway runtime changed since the task was bound",
             details=details,
         )
-    if context["spec_sha256"] != bound["spec_sha256"]:
+    if context["spec_sha256"] != bound.spec_sha256:
         raise BindingError(
             "PAOS_TOOL_SPEC_DRIFT",
             f"the ToolSpec of {tool_id} changed since binding",

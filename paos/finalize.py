@@ -220,8 +220,8 @@ def _lessons(service: TaskService, task: TaskRow) -> list[Lesson]:
     try:
         from doraforge.paos.experience import lessons
 
-        binding = service.store.binding(task.binding_id)
-        skill, version = binding["skill"], binding["version"]
+        binding = service.binding(task)
+        skill, version = binding.skill, binding.version
         return lessons(service.store.episodes(skill, version), skill, version)
     except Exception:
         log.exception("could not read lessons for task %s", task.task_id)

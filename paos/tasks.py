@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from doraforge.paos import binding as bindings
-from doraforge.paos.binding import BindingCandidate, BindingError
+from doraforge.paos.binding import BindingCandidate, BindingError, FrozenBinding
 from doraforge.paos.client import ForgeToolClient
 from doraforge.paos.client_cache import GatewayClients
 from doraforge.paos.errors import (
@@ -32,7 +32,7 @@ from doraforge.paos.errors import (
     PaosError,
     RecordIndeterminate,
 )
-from doraforge.paos.evidence import capture
+from doraforge.paos.evidence import Phase, capture
 from doraforge.paos.store import AgentTaskStore, NewRecord, RecordRow, StoreUnavailable, TaskRow
 from doraforge.paos.store.models import RESULT_TO_STATE, TERMINAL_RECORD_STATES
 from doraforge.wire.canonical import sha256_hex
@@ -83,7 +83,8 @@ class TaskService:
 
     async def activate(self, candidate: BindingCandidate) -> dict[str, Any]:
         """Preview the runtime a task would bind to (nothing is stored)."""
-        return await bindings.preview(self.client(candidate.gateway_url), candidate)
+        live = await bindings.preview(self.client(candidate.gateway_url), candidate)
+        return live.model_dump(mode="json")
 
     async def create_task(
         self, goal: str, contract: dict[str, Any], candidate: BindingCandidate
@@ -92,10 +93,10 @@ class TaskService:
         from doraforge.paos.verify.contract import parse_contract
 
         parsed = parse_contract(contract).model_dump(mode="json")
-        binding_id, sha256, document = await bindings.freeze(
+        binding_id, sha256, binding = await bindings.freeze(
             self.client(candidate.gateway_url), candidate
         )
-        self.store.put_binding(binding_id, sha256, document)
+        self.store.put_binding(binding_id, sha256, binding.document())
         task = self.store.create_task(
             task_id=_new_id("task"),
             revision_id=_new_id("rev"),
@@ -156,12 +157,12 @@ class TaskService:
         binding, client = self._bound(task)
         await bindings.recheck(client, binding, tool_id, "query")
         record = self._intent(task, binding, tool_id, "query", arguments)
-        bound = binding["tools"][tool_id]
+        bound = binding.tools[tool_id]
         with self._after_intent(record):
             try:
                 data = await client.query(
-                    bound["endpoint_id"],
-                    bound["operation"],
+                    bound.endpoint_id,
+                    bound.operation,
                     arguments,
                     caller_id=record.caller_id,
                     timeout_ms=timeout_ms,
@@ -378,7 +379,7 @@ class TaskService:
         return record, invocation
 
     async def _observe(
-        self, task: TaskRow, record: RecordRow, client: ForgeToolClient, invocation: dict
+        self, task: TaskRow, record: RecordRow, client: ForgeToolClient, invocation: dict[str, Any]
     ) -> RecordRow:
         phase = invocation["phase"]
         if invocation.get("terminal") and invocation.get("result") is not None:
@@ -394,7 +395,7 @@ class TaskService:
         return await self._terminal(task, record, client, available["result"])
 
     async def _terminal(
-        self, task: TaskRow, record: RecordRow, client: ForgeToolClient, result: dict
+        self, task: TaskRow, record: RecordRow, client: ForgeToolClient, result: dict[str, Any]
     ) -> RecordRow:
         state = RESULT_TO_STATE[result["status"]]
         record = self.store.record_terminal(
@@ -440,7 +441,7 @@ class TaskService:
         revision_id: str,
         record_id: str | None,
         source: str,
-        phase: str,
+        phase: Phase,
         not_before_ns: int | None,
     ) -> None:
         artifact = await capture(
@@ -458,9 +459,13 @@ class TaskService:
 
     # ------------------------------------------------------------------ helpers
 
-    def _bound(self, task: TaskRow) -> tuple[dict[str, Any], ForgeToolClient]:
-        binding = self.store.binding(task.binding_id)
-        return binding, self.client(binding["gateway_url"])
+    def binding(self, task: TaskRow) -> FrozenBinding:
+        """The frozen binding of ``task``; :class:`BindingError` when the stored one is not."""
+        return bindings.stored(self.store.binding(task.binding_id))
+
+    def _bound(self, task: TaskRow) -> tuple[FrozenBinding, ForgeToolClient]:
+        binding = self.binding(task)
+        return binding, self.client(binding.gateway_url)
 
     def _record(
         self, task_id: str, record_id: str, *, states: frozenset[str] = ACTIVE_TASK_STATES
@@ -474,7 +479,7 @@ class TaskService:
     def _intent(
         self,
         task: TaskRow,
-        binding: dict[str, Any],
+        binding: FrozenBinding,
         tool_id: str,
         semantics: str,
         arguments: dict[str, Any],
@@ -496,7 +501,7 @@ class TaskService:
                 semantics=semantics,
                 caller_id=f"paos:{task.task_id}:{uuid.uuid4().hex}",
                 arguments_sha256=arguments_sha256,
-                spec_sha256=binding["tools"][tool_id]["spec_sha256"],
+                spec_sha256=binding.tools[tool_id].spec_sha256,
                 ownership=ownership,
             )
         )
