@@ -34,6 +34,7 @@ from extraction and validation); codes raised here:
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import fcntl
 import json
@@ -219,7 +220,7 @@ class Installer:
 
     def list(self) -> list[InstalledSkill]:
         """Installed skills, by name; the version is read from each installed manifest."""
-        result = []
+        result: builtins.list[InstalledSkill] = []
         if not self.home.skills_dir.is_dir():
             return result
         for skill_dir in sorted(self.home.skills_dir.iterdir()):
@@ -280,7 +281,7 @@ class Installer:
             os.replace(skill_dir, trash)
             shutil.rmtree(trash, ignore_errors=True)
 
-    def recover(self) -> list[str]:
+    def recover(self) -> builtins.list[str]:
         """Finish what a crashed install left; return the skills whose backup was restored.
 
         Skipped (empty list) when another installer holds the lock: it recovers itself.
@@ -307,7 +308,7 @@ class Installer:
                 ) from exc
             yield
 
-    def _recover_locked(self) -> list[str]:
+    def _recover_locked(self) -> builtins.list[str]:
         restored = []
         for parent in (self.home.skills_dir, self.home.artifacts_dir):
             if not parent.is_dir():
@@ -398,7 +399,7 @@ class Installer:
 
     def _install_artifacts(
         self, manifest: SkillManifest, staging: Path, origin: _Origin
-    ) -> list[InstalledArtifact]:
+    ) -> builtins.list[InstalledArtifact]:
         spec = getattr(manifest, "artifacts", None)
         if spec is None:
             return []
@@ -479,7 +480,12 @@ class Installer:
     # ------------------------------------------------------------------ swap
 
     def _record(
-        self, name: str, version: str, sha256: str, source: str, artifacts: list[InstalledArtifact]
+        self,
+        name: str,
+        version: str,
+        sha256: str,
+        source: str,
+        artifacts: builtins.list[InstalledArtifact],
     ) -> dict[str, Any]:
         return {
             "name": name,
@@ -546,9 +552,10 @@ class Installer:
 
     def _read_record(self, skill_dir: Path) -> dict[str, Any]:
         try:
-            return json.loads((skill_dir / INSTALL_RECORD).read_text(encoding="utf-8"))
+            record = json.loads((skill_dir / INSTALL_RECORD).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return {}
+        return record if isinstance(record, dict) else {}
 
 
 def bundled_artifact_name(lock: NodeLock) -> str:

@@ -171,7 +171,7 @@ def _write_archive(
         gzip.GzipFile(
             filename="", mode="wb", fileobj=out, mtime=0, compresslevel=COMPRESS_LEVEL
         ) as compressed,
-        tarfile.open(fileobj=compressed, mode="w|", format=tarfile.PAX_FORMAT) as tar,  # type: ignore[call-overload]
+        tarfile.open(fileobj=compressed, mode="w|", format=tarfile.PAX_FORMAT) as tar,
     ):
         header = _header(ARCHIVE_MANIFEST_NAME, is_dir=False, executable=False, size=len(document))
         tar.addfile(header, _BytesReader(document))
@@ -205,7 +205,7 @@ def _add_file(
     try:
         with open(path, "rb") as handle:
             reader = _HashingReader(handle)
-            tar.addfile(header, reader)  # type: ignore[arg-type]
+            tar.addfile(header, reader)
     except OSError as exc:
         raise archive_error(
             ArchiveCode.SOURCE_CHANGED, f"{path} changed while packing: {exc}", member=entry.path

@@ -16,13 +16,13 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from doraforge.skill_runtime.errors import RuntimeStateError
 
-STATE_VERSION = 1
+STATE_VERSION: Final = 1
 #: Lifecycle states that mean "this runtime may own live Dora processes".
 LIVE_STATES = frozenset({"starting", "running", "stopping"})
 

@@ -45,6 +45,7 @@ the field), ``SKILL_SOURCE_NOT_FOUND`` (no such skill, version or node) or
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
@@ -129,16 +130,18 @@ def version_key(version: str) -> tuple[Any, ...]:
     return (numbers, 0 if dash else 1, pre_key if dash else ())
 
 
-def pick_version(entries: list[dict[str, Any]], version: str | None, what: str) -> dict[str, Any]:
-    """The entry with ``version``, or the highest one."""
+def pick_version[E](
+    entries: Sequence[E], version: str | None, what: str, *, version_of: Callable[[E], str]
+) -> E:
+    """The entry whose ``version_of`` is ``version``, or the highest one."""
     if version is not None:
         for entry in entries:
-            if entry["version"] == version:
+            if version_of(entry) == version:
                 return entry
         raise _not_found(f"{what} has no version {version}", version=version)
     if not entries:
         raise _not_found(f"{what} has no versions")
-    return max(entries, key=lambda e: version_key(e["version"]))
+    return max(entries, key=lambda e: version_key(version_of(e)))
 
 
 # ---------------------------------------------------------------------- documents
@@ -278,8 +281,7 @@ class PackageIndex:
         matching = [p for p in packages if p.package_key == key]
         if not matching:
             raise _not_found(f"{self.location} does not list {what}", package_key=key)
-        entries = [{"version": p.version, "package": p} for p in matching]
-        return pick_version(entries, version, what)["package"]
+        return pick_version(matching, version, what, version_of=lambda p: p.version)
 
 
 def load_index(location: str, *, client: httpx.Client | None = None) -> PackageIndex:
@@ -336,7 +338,7 @@ class Registry:
             raise _not_found("a registry source needs a skill name", source=self.base)
         url = f"{self.base}/v1/skills/{quote(name, safe='')}"
         versions = self._versions(url, "name", name)
-        entry = pick_version(versions, version, f"skill {name}")
+        entry = pick_version(versions, version, f"skill {name}", version_of=lambda e: e["version"])
         i = versions.index(entry)
         prefix = f"versions[{i}]"
         return ResolvedBundle(
