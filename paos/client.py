@@ -17,7 +17,6 @@ Contract (``spec/forge-tool-api.md`` sections 2-5):
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -33,9 +32,13 @@ from doraforge.paos.errors import (
     ForgeTimeout,
     ForgeTransportError,
 )
+from doraforge.wire import strict_json
 from doraforge.wire.canonical import sha256_hex
 
 type JsonObject = dict[str, Any]
+#: A Provider Wire payload nests at most 64 levels; the Caller envelope around a result
+#: (``ok``/``data``/``result``/``outputs``) adds a few more.
+MAX_RESPONSE_DEPTH = strict_json.MAX_DEPTH + 8
 type ImageFormat = Literal["png", "jpeg"]
 #: The token to present, asked for on every request (a skill restart changes it).
 type TokenSource = Callable[[], str | None]
@@ -374,33 +377,22 @@ def _invoke_body(
     return body
 
 
-def _strict_object_pairs(pairs: list[tuple[str, Any]]) -> JsonObject:
-    document: JsonObject = {}
-    for key, value in pairs:
-        if key in document:
-            raise ValueError(f"duplicate key {key!r}")
-        document[key] = value
-    return document
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"non-JSON number {name}")
-
-
 def _parse_json(response: _Reply) -> Any:
-    """The body as strict JSON (no duplicate keys, no NaN) or ForgeProtocolError."""
+    """The body under the wire's strict JSON rules, or ForgeProtocolError.
+
+    ``details["rule"]`` is the wire rule that refused it (``JSON_UNSAFE_INTEGER``, ...).
+    """
     try:
-        return json.loads(
-            response.content.decode("utf-8"),
-            object_pairs_hook=_strict_object_pairs,
-            parse_constant=_reject_constant,
-        )
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        return strict_json.loads(response.content, max_depth=MAX_RESPONSE_DEPTH)
+    except strict_json.JSONRefused as exc:
         raise ForgeProtocolError(
             "FORGE_CLIENT_INVALID_JSON",
-            f"HTTP {response.status_code} body is not valid JSON: {exc}",
+            f"HTTP {response.status_code} body is not valid JSON: {exc.message}",
             status_code=response.status_code,
-            details={"body_prefix": response.content[:200].decode("utf-8", "replace")},
+            details={
+                "rule": exc.code,
+                "body_prefix": response.content[:200].decode("utf-8", "replace"),
+            },
         ) from exc
 
 

@@ -134,7 +134,17 @@ async def test_data_that_is_not_an_object_is_a_protocol_error(data: object):
 
 
 @pytest.mark.parametrize(
-    "content", [b"<html>bad gateway</html>", b"", b'{"ok": true, "ok": true, "data": {}}', b"[NaN]"]
+    "content",
+    [
+        b"<html>bad gateway</html>",
+        b"",
+        b'{"ok": true, "ok": true, "data": {}}',
+        b"[NaN]",
+        b'{"ok": true, "data": {"n": 1e999}}',
+        b'{"ok": true, "data": {"n": 9007199254740993}}',
+        b'{"ok": true, "data": {"s": "\\ud800"}}',
+        b"[" * 100 + b"]" * 100,
+    ],
 )
 async def test_a_body_that_is_not_strict_json_is_a_protocol_error(content: bytes):
     recorder = Recorder(lambda _request: httpx.Response(502, content=content))
