@@ -15,7 +15,9 @@ def _time(ms: int | None) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%H:%M:%S.%f")[:-3]
 
 
-def evidence_pair(described: dict[str, Any]) -> tuple[dict | None, dict | None]:
+def evidence_pair(
+    described: dict[str, Any],
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """The first ``before`` and the last ``after`` frame that were captured."""
     frames = [a for a in described["evidence"] if a.get("error") is None]
     before = next((a for a in frames if a["phase"] == "before"), None)

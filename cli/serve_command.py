@@ -9,7 +9,7 @@ from pathlib import Path
 from doraforge.cli.context import Context
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = commands.add_parser("serve", help="serve the tool registry and the MCP endpoint")
     serve.add_argument("--host", default=None, help="listen address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="listen port (default 8765)")

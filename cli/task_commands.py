@@ -11,7 +11,7 @@ from typing import Any
 from doraforge.cli.context import Context
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     task = commands.add_parser("task", help="governed AgentTasks")
     sub = task.add_subparsers(dest="task_command", required=True)
     run = sub.add_parser("run", help="run the scripted pick-and-place agent on a running skill")

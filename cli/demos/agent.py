@@ -25,12 +25,15 @@ class AgentFailure(RuntimeError):
     """An agent tool answered ``ok: false`` (the message carries its error)."""
 
 
-async def call(service: TaskService, tool: str, arguments: dict[str, Any]) -> Any:
+async def call(service: TaskService, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """Invoke one agent tool; raise :class:`AgentFailure` on ``ok: false``."""
     answer = await TOOLS[tool](service, arguments)
     if not answer["ok"]:
         raise AgentFailure(f"{tool}: {answer['error']['code']}: {answer['error']['message']}")
-    return answer["data"]
+    data = answer["data"]
+    if not isinstance(data, dict):  # every agent tool answers an object
+        raise AgentFailure(f"{tool}: answered {type(data).__name__}, not an object")
+    return data
 
 
 async def run_pick_place(service: TaskService, skill: str, *, say: Say = print) -> dict[str, Any]:
@@ -67,5 +70,6 @@ async def _run_action(
         while True:
             answer = await call(service, "forge_tool_action_result", query)
             if answer["status"] == "available":
-                return answer["record"]
+                record: dict[str, Any] = answer["record"]  # the record's public document
+                return record
             await asyncio.sleep(0.05)
