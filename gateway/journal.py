@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from doraforge.wire import strict_json
+
 type JournalRecord = dict[str, Any]
 
 #: A record is a small JSON object; a longer line is damage, not a record.
@@ -100,10 +102,12 @@ def read_line(number: int, raw: bytes) -> JournalLine:
     if len(raw) >= MAX_LINE_BYTES and torn:
         return JournalLine(number, None, f"longer than {MAX_LINE_BYTES} bytes", salvage(raw))
     try:
-        value = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        # The Gateway wrote only strict values, so anything else is damage; nesting is
+        # bounded by what the parser can reach (results are up to the Wire's 64 levels).
+        value = strict_json.loads(raw, structure=False)
+    except strict_json.JSONRefused as exc:
         kind = "torn last line" if torn else "not JSON"
-        return JournalLine(number, None, f"{kind}: {exc}", salvage(raw))
+        return JournalLine(number, None, f"{kind}: {exc.message}", salvage(raw))
     if not isinstance(value, dict):
         return JournalLine(number, None, f"a JSON {type(value).__name__}, not an object")
     return JournalLine(number, value)
@@ -123,10 +127,6 @@ def salvage(raw: bytes) -> dict[str, str]:
         if isinstance(value, str) and 0 < len(value) <= _MAX_ID_CHARS:
             found[name] = value
     return found
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 class MemoryJournal:

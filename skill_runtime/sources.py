@@ -44,7 +44,6 @@ the field), ``SKILL_SOURCE_NOT_FOUND`` (no such skill, version or node) or
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +53,7 @@ import httpx
 
 from doraforge.skill_runtime.download import check_digest, local_path
 from doraforge.skill_runtime.errors import InstallError
+from doraforge.wire import strict_json
 
 MAX_DOCUMENT_BYTES = 4 << 20
 KINDS = ("skill", "forge-node")
@@ -157,9 +157,9 @@ def _fetch_json(location: str, client: httpx.Client | None) -> Any:
     else:
         raw = _get_bounded(location, client)
     try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise _invalid(location, "document", f"is not JSON: {exc}") from exc
+        return strict_json.loads(raw)
+    except strict_json.JSONRefused as exc:
+        raise _invalid(location, "document", f"is not JSON: {exc.message}") from exc
 
 
 def _get_bounded(url: str, client: httpx.Client | None) -> bytes:

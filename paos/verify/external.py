@@ -21,6 +21,7 @@ from doraforge.paos.verify.protocol import (
     VerificationContext,
     artifact_ref,
 )
+from doraforge.wire import strict_json
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +113,8 @@ def _map_answer(
     criterion: ExternalCriterion, content: bytes, context: VerificationContext
 ) -> CriterionResult:
     try:
-        answer = json.loads(content)
-    except ValueError:
+        answer = strict_json.loads(content)
+    except strict_json.JSONRefused:
         return _inconclusive(criterion, "external verifier answer is not JSON")
     status = answer.get("status") if isinstance(answer, Mapping) else None
     if status not in CRITERION_STATUSES:
