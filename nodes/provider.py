@@ -24,12 +24,12 @@ from forge_tool import (
 )
 from forge_tool.dora import DoraToolEndpointBinding
 
-from doraforge.nodes import toolcodec
 from doraforge.nodes.activity import ActivityTracker, tracked_operations
 from doraforge.nodes.carrier import EXECUTION_REQUEST_TYPES, REGISTRY_RESPONSE_TYPE
 from doraforge.nodes.definition import EndpointDefinition, RunnerOptions, new_endpoint_instance_id
 from doraforge.nodes.query_path import QueryPath
 from doraforge.nodes.registration import Registration, RegistrationState
+from doraforge.wire import toolcodec
 
 logger = logging.getLogger(__name__)
 
@@ -234,7 +234,7 @@ class ProviderCore:
             return
         # The binding publishes Action/Session responses through the event sink itself
         # (response first, then events); Query/status/result/control come back here.
-        for batch in await self._binding.dispatch_input(value):  # type: ignore[arg-type]
+        for batch in await self._binding.dispatch_input(value):
             self._publish(batch)
 
     async def _publish_event(self, batch: pa.RecordBatch) -> None:

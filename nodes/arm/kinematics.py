@@ -13,12 +13,12 @@ tool's x axis about the vertical, measured from the base x axis).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import mujoco
 import numpy as np
+import numpy.typing as npt
 
 from doraforge.nodes.robot.profile import RobotProfile
 
@@ -88,12 +88,12 @@ class Kinematics:
         self._jacr = np.zeros((3, self.model.nv))
         self._rng = np.random.default_rng(0)
 
-    def fk(self, q: Sequence[float]) -> tuple[np.ndarray, float]:
+    def fk(self, q: npt.ArrayLike) -> tuple[np.ndarray, float]:
         """Tool position (base frame, m) and yaw (rad) for arm joint positions ``q``."""
         position, rotation = self.tool_pose(q)
         return position, yaw_of(rotation)
 
-    def tool_pose(self, q: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    def tool_pose(self, q: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """Tool position (m) and 3x3 rotation matrix in the base frame for ``q``.
 
         Raises ``ValueError`` unless ``q`` holds one finite position per arm joint.
@@ -101,16 +101,16 @@ class Kinematics:
         self._set(self._joint_vector(q, "q"))
         return self._site_pose()
 
-    def within_limits(self, q: Sequence[float]) -> bool:
+    def within_limits(self, q: npt.ArrayLike) -> bool:
         """True when every arm joint position lies within the profile limits."""
         values = np.asarray(q, dtype=float)
         return bool(np.all(values >= self.lower) and np.all(values <= self.upper))
 
     def ik(
         self,
-        position: Sequence[float],
+        position: npt.ArrayLike,
         yaw: float | None = None,
-        q_seed: Sequence[float] | None = None,
+        q_seed: npt.ArrayLike | None = None,
     ) -> np.ndarray:
         """Joint positions that put the tool at ``position`` pointing down (with ``yaw`` when
         given), within joint limits, starting from ``q_seed`` (home when None).
@@ -144,7 +144,7 @@ class Kinematics:
             },
         )
 
-    def _joint_vector(self, q: Sequence[float], name: str) -> np.ndarray:
+    def _joint_vector(self, q: npt.ArrayLike, name: str) -> np.ndarray:
         values = np.asarray(q, dtype=float)
         if values.shape != (len(self.joint_names),) or not np.all(np.isfinite(values)):
             raise ValueError(f"{name} must hold {len(self.joint_names)} finite joint positions")

@@ -14,7 +14,11 @@ from collections.abc import Callable
 
 from forge_tool import TOOL_ENDPOINT_PROTOCOL, ToolEndpointDescriptor, ToolOperationDescriptor
 
-from doraforge.nodes.definition import EndpointDefinition, new_endpoint_instance_id
+from doraforge.nodes.definition import (
+    EndpointDefinition,
+    OperationImpl,
+    new_endpoint_instance_id,
+)
 from doraforge.nodes.mock.move import MoveAction
 from doraforge.nodes.mock.queries import EchoQuery, InvokeCounter, StatsQuery
 from doraforge.nodes.mock.stream import StreamSession
@@ -71,7 +75,7 @@ def definition(
     timing = timing or RealTiming()
     started_at_ms = (wall_clock_ms or (lambda: time.time_ns() // 1_000_000))()
     counter = InvokeCounter()
-    operations = {
+    operations: dict[str, OperationImpl] = {
         "echo": EchoQuery(counter),
         "stats": StatsQuery(counter, endpoint_instance_id=instance_id, started_at_ms=started_at_ms),
         "move": MoveAction(timing=timing, counter=counter, crash=crash, max_retained=max_retained),

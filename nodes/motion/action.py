@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 from forge_tool import (
+    EndpointState,
     EndpointStatus,
     ToolAccepted,
     ToolContext,
@@ -198,7 +199,7 @@ def motion_status(endpoint_id: str, follower: Follower, guard: MotionGuard) -> E
     """Health snapshot: ``degraded`` on stale joint state, ``busy`` while a motion runs."""
     age = follower.plane.age()
     stale = follower.fresh_sample() is None
-    state = "degraded" if stale else ("busy" if guard.busy else "ready")
+    state: EndpointState = "degraded" if stale else ("busy" if guard.busy else "ready")
     active = {name: int(name == guard.operation) for name in guard.operations}
     return EndpointStatus(
         endpoint_id=endpoint_id,

@@ -97,13 +97,16 @@ class JointPlane:
     def _velocities(
         self, state: JointState, index: np.ndarray, positions: np.ndarray, now: float
     ) -> np.ndarray:
+        velocities: np.ndarray
         if len(state.velocity) == len(state.name):
-            return np.asarray(state.velocity, dtype=float)[index]
+            velocities = np.asarray(state.velocity, dtype=float)[index]
+            return velocities
         previous = self._latest
         # A robot that reports no velocity still settles: difference successive samples.
         if previous is None or now <= previous.received_at:
             return np.zeros_like(positions)
-        return (positions - previous.positions) / (now - previous.received_at)
+        velocities = (positions - previous.positions) / (now - previous.received_at)
+        return velocities
 
     def _indices(self, names: tuple[str, ...]) -> np.ndarray | None:
         cached_names, cached = self._index_cache

@@ -47,7 +47,8 @@ class JointTrajectory:
 
     def at(self, t: float) -> np.ndarray:
         """Commanded positions ``t`` seconds after the start."""
-        return self.start + (self.goal - self.start) * min_jerk(t / self.duration)
+        positions: np.ndarray = self.start + (self.goal - self.start) * min_jerk(t / self.duration)
+        return positions
 
     def fraction(self, t: float) -> float:
         """Share of the path's time elapsed at ``t``, in [0, 1]."""
