@@ -19,7 +19,7 @@ from dora import Node
 def _payload(kind: str) -> pa.Array:
     if kind == "binary":
         return pa.array([b"x" * 200])
-    from doraforge.nodes import toolcodec
+    from doraforge.wire import toolcodec
 
     message = toolcodec.Outbound(
         message_type="tool.invoke.request",

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from doraforge import skills
 from doraforge.cli.context import Context
 
 
@@ -15,8 +16,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     skill = commands.add_parser("skill", help="pack, install and run skill bundles")
     sub = skill.add_subparsers(dest="skill_command", required=True)
     pack = sub.add_parser("pack", help="write a deterministic bundle archive")
-    pack.add_argument("directory", type=Path)
-    pack.add_argument("--output", type=Path, required=True)
+    pack.add_argument(
+        "directory",
+        help=f"a bundle folder, or a shipped example skill: {', '.join(skills.names())}",
+    )
+    pack.add_argument("--output", type=Path, help="the archive (default ./<folder>.tar.gz)")
     pack.set_defaults(handler=_pack)
     install = sub.add_parser("install", help="install from a file, a package index or a registry")
     install.add_argument("source")
@@ -88,11 +92,25 @@ def _installer(ctx: Context, yes: bool = False, progress: Any = None) -> Any:
     )
 
 
+def bundle_directory(spec: str) -> Path:
+    """The bundle folder ``spec`` names: an existing folder, else a shipped example skill
+    (``pick-place``). Raises :class:`FileNotFoundError` naming the shipped skills."""
+    given = Path(spec)
+    if given.is_dir():
+        return given
+    if spec in skills.names():
+        return skills.source(spec)
+    shipped = ", ".join(skills.names())
+    raise FileNotFoundError(f"skill folder {spec} does not exist (shipped skills: {shipped})")
+
+
 def _pack(ctx: Context, args: argparse.Namespace) -> int:
     from doraforge.skill_runtime.archive import pack
 
-    result = pack(args.directory, args.output)
-    ctx.out.say(f"packed {result.files} files into {result.path} ({result.size} bytes)")
+    directory = bundle_directory(args.directory)
+    output = args.output or Path(f"{directory.resolve().name}.tar.gz").absolute()
+    result = pack(directory, output)
+    ctx.out.say(f"packed {len(result.files)} files into {result.path} ({result.size} bytes)")
     ctx.out.data({"path": str(result.path), "sha256": result.sha256, "size": result.size})
     return 0
 

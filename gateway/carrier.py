@@ -15,7 +15,7 @@ from typing import Any
 from forge_tool import DEFAULT_MAX_MESSAGE_BYTES, ToolEnvelope, ToolProtocolError
 
 from doraforge.gateway.config import ProviderRoute
-from doraforge.nodes import toolcodec
+from doraforge.wire import toolcodec
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from doraforge.gateway.observations import ObservationStore
 from doraforge.gateway.query import QueryInvoker
 from doraforge.gateway.registry import EndpointRegistry
 from doraforge.gateway.runtime import ToolRuntime
-from doraforge.nodes.toolcodec import WireMessage
+from doraforge.wire.toolcodec import WireMessage
 
 log = logging.getLogger(__name__)
 

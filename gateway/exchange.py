@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from forge_tool import ToolEnvelope
 
-from doraforge.nodes.toolcodec import WireMessage
+from doraforge.wire.toolcodec import WireMessage
 
 type Send = Callable[[str, WireMessage], None]
 

@@ -21,7 +21,7 @@ from forge_tool import (
 )
 from forge_tool.dora import DoraToolEndpointBinding
 
-from doraforge.nodes import toolcodec
+from doraforge.wire import toolcodec
 
 _MAX_BYTES = 1_048_576
 _HISTORY = 10_000

@@ -22,7 +22,7 @@ from forge_tool import (
 from forge_tool.endpoint import ToolControlResponse, ToolExecutionStatus, ToolResultResponse
 
 from doraforge.gateway.catalog import ToolSpec
-from doraforge.nodes.toolcodec import Outbound
+from doraforge.wire.toolcodec import Outbound
 
 _RESULT_KEYS = frozenset({"status", "outputs", "error"})
 _RESULT_STATUSES = frozenset({"succeeded", "failed", "cancelled", "stopped", "unknown"})

@@ -31,7 +31,7 @@ from forge_tool import (
     tool_result_to_payload,
 )
 
-from doraforge.nodes import toolcodec
+from doraforge.wire import toolcodec
 
 logger = logging.getLogger(__name__)
 

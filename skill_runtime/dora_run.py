@@ -5,6 +5,10 @@ a private coordinator port (the default 6013 is machine-wide and ``dora down`` k
 owner), and this interpreter's ``bin`` first on PATH so ``path: python`` nodes run inside
 the project's environment. The world node chooses its headless GL backend itself (EGL,
 else OSMesa) unless ``MUJOCO_GL`` is set.
+
+``dora run`` writes its ``out/`` logs next to the dataflow file, so a shipped dataflow
+(package data, perhaps in a read-only ``site-packages``) runs from a :func:`private_copy`
+in a run directory of its own (:func:`new_run_directory`).
 """
 
 from __future__ import annotations
@@ -16,10 +20,12 @@ import socket
 import subprocess
 import sys
 import time
+import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO
 
+import tempfile
 from doraforge.dataflows import ZENOH_OVERLAY
 
 
@@ -27,6 +33,10 @@ def free_port() -> int:
     """A TCP port on loopback that nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
+# What a private copy of a dataflow folder leaves behind: earlier runs' logs and the
+# package's own Python files.
+_NOT_COPIED = shutil.ignore_patterns("out", "__pycache__", "*.py", "*.pyc")
+
         return int(probe.getsockname()[1])
 
 
@@ -79,6 +89,30 @@ class Dataflow:
         """SIGINT (Dora's graceful stop), then SIGKILL to the group after ``grace_s``."""
         if self.process is None:
             return 0
+def state_directory(environ: Mapping[str, str]) -> Path:
+    """doraforge's folder in the user's state directory (``$XDG_STATE_HOME``, else
+    ``~/.local/state``), where the Gateway keeps its journal by default too."""
+    state = environ.get("XDG_STATE_HOME")
+    home = Path(environ["HOME"]) if environ.get("HOME") else Path.home()
+    return (Path(state) if state else home / ".local" / "state") / "doraforge"
+
+
+def new_run_directory(environ: Mapping[str, str], name: str) -> Path:
+    """A fresh, private (0700) directory for one run of ``name`` under
+    ``<state>/doraforge/runs/``; it stays after the run so its logs can be read."""
+    runs = state_directory(environ) / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"{name}-{time.strftime('%Y%m%dT%H%M%S')}-", dir=runs))
+
+
+def private_copy(dataflow: Path, run_dir: Path) -> Path:
+    """Copy the folder holding ``dataflow`` (the configs its nodes name relative to it)
+    into ``run_dir`` and return the copy of ``dataflow``, which ``dora run`` can run
+    without writing anywhere else. Earlier runs' ``out/`` and Python files are left out."""
+    shutil.copytree(dataflow.parent, run_dir, ignore=_NOT_COPIED, dirs_exist_ok=True)
+    return run_dir / dataflow.name
+
+
         if self.process.poll() is None:
             self._signal(signal.SIGINT)
             try:
@@ -106,6 +140,17 @@ class Dataflow:
 def wait_until(
     predicate: Callable[[], bool],
     timeout_s: float,
+    def interrupt(self) -> None:
+        """SIGINT to the group (Dora's graceful stop), without waiting: safe in a signal
+        handler that interrupts a frame blocked in :meth:`wait`."""
+        if self.process is not None and self.process.returncode is None:
+            self._signal(signal.SIGINT)
+
+    def kill(self) -> None:
+        """SIGKILL to the whole group, without waiting."""
+        if self.process is not None and self.process.returncode is None:
+            self._signal(signal.SIGKILL)
+
     interval_s: float = 0.1,
     on_wait: Callable[[float], None] | None = None,
 ) -> bool:

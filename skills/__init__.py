@@ -5,7 +5,14 @@ from __future__ import annotations
 from importlib.resources import files
 from pathlib import Path
 
+_ROOT = Path(str(files(__name__)))
+
 
 def source(name: str) -> Path:
     """The source folder of the shipped skill ``name`` (``pick-place``)."""
-    return Path(str(files(__name__))) / name
+    return _ROOT / name
+
+
+def names() -> list[str]:
+    """The shipped example skills by name: every folder here with a ``skill.yaml``."""
+    return sorted(path.parent.name for path in _ROOT.glob("*/skill.yaml"))

@@ -1,9 +1,10 @@
 """``doraforge demo --mock``: the Tool API lifecycle against the scriptable mock provider.
 
-It starts ``dataflows/mock.yml`` (Gateway + mock provider) under ``dora run``, then makes
-one Query, one Action that completes, one Action that is cancelled mid-motion and one
-Session that is stopped, printing what happened at each step. The Gateway runs with a
-token generated for the run (secure by default), which every request presents.
+It starts a private copy of ``dataflows/mock.yml`` (Gateway + mock provider) in a
+temporary directory under ``dora run``, then makes one Query, one Action that completes,
+one Action that is cancelled mid-motion and one Session that is stopped, printing what
+happened at each step. The Gateway runs with a token generated for the run (secure by
+default), which every request presents.
 """
 
 from __future__ import annotations
@@ -18,9 +19,15 @@ from typing import Any
 
 import httpx
 
-from doraforge.dataflows import DATAFLOWS
+from doraforge.dataflows import dataflow
 from doraforge.paos.gateway_auth import bearer, dataflow_auth, http_client
-from doraforge.skill_runtime.dora_run import Dataflow, dora_environment, free_port, wait_until
+from doraforge.skill_runtime.dora_run import (
+    Dataflow,
+    dora_environment,
+    free_port,
+    private_copy,
+    wait_until,
+)
 
 _STARTUP_TIMEOUT_S = 90.0
 _STEP_TIMEOUT_S = 30.0
@@ -50,7 +57,9 @@ def run_mock_demo(port: int | None = None, *, environ: Mapping[str, str]) -> int
             DORAFORGE_GATEWAY_JOURNAL=str(Path(tmp) / "gateway.journal"),
             DORAFORGE_LOG_LEVEL="WARNING",
         )
-        with log_path.open("wb") as log, Dataflow(DATAFLOWS / "mock.yml", env, log):
+        # A private copy: `dora run` writes its out/ logs next to the dataflow file.
+        mock = private_copy(dataflow("mock"), Path(tmp) / "dataflow")
+        with log_path.open("wb") as log, Dataflow(mock, env, log):
             base = f"http://127.0.0.1:{port}"
             try:
                 _wait_for_gateway(base, auth.token)

@@ -20,8 +20,8 @@ from doraforge.gateway.config import GatewayConfig
 from doraforge.gateway.core import Gateway
 from doraforge.gateway.http import create_app
 from doraforge.gateway.main import server_config
-from doraforge.nodes import toolcodec
 from doraforge.nodes.mock.endpoint import DESCRIPTOR
+from doraforge.wire import toolcodec
 from doraforge.wire.guard import TransportPolicy
 from tests.gateway.harness import Stack, mock_config
 from tests.support.live_server import LiveServer

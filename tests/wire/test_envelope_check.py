@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from forge_tool import TOOL_ENDPOINT_PROTOCOL, ToolEnvelope, ToolProtocolError
 
-from doraforge.nodes import toolcodec
-from doraforge.nodes.envelope_check import checked_envelope
+from doraforge.wire import toolcodec
+from doraforge.wire.envelope_check import checked_envelope
 
 BASE: dict[str, Any] = {
     "protocol": TOOL_ENDPOINT_PROTOCOL,

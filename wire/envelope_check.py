@@ -5,7 +5,7 @@ character in Python. On a Query round trip that walk ran on every decode and, wi
 caches cold between processes, was the largest single cost of the control plane. This
 module applies the same rules (protocol section 3.2 and the header matrix of 4.2) with
 C-speed checks and falls back to forge-tool's own walk only when a cheap pre-filter says
-a payload could break a rule. ``tests/nodes/test_envelope_check.py`` holds it to
+a payload could break a rule. ``tests/wire/test_envelope_check.py`` holds it to
 forge-tool's verdict on a corpus of valid and invalid envelopes.
 """
 

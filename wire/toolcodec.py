@@ -11,21 +11,16 @@ all still applied.
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import pyarrow as pa
 from forge_msgs.tool import TOOL_MESSAGE_SCHEMA
-from forge_tool import (
-    MAX_SAFE_JSON_INTEGER,
-    TOOL_ENDPOINT_PROTOCOL,
-    ToolEnvelope,
-    ToolProtocolError,
-)
+from forge_tool import TOOL_ENDPOINT_PROTOCOL, ToolEnvelope, ToolProtocolError
 
-from doraforge.nodes.envelope_check import checked_envelope
+from doraforge.wire import strict_json
+from doraforge.wire.canonical import canonical_json
+from doraforge.wire.envelope_check import checked_envelope
 
 TOOL_MESSAGE_TYPE = pa.struct(list(TOOL_MESSAGE_SCHEMA))
 _COLUMNS = frozenset(TOOL_MESSAGE_SCHEMA.names)
@@ -58,13 +53,7 @@ type WireMessage = ToolEnvelope | Outbound
 def encode(envelope: WireMessage, *, max_message_bytes: int) -> pa.StructArray:
     """Encode ``envelope`` as a one-row ``ToolMessage`` StructArray ready for Dora."""
     try:
-        payload_json = json.dumps(
-            envelope.payload,
-            ensure_ascii=False,
-            allow_nan=False,
-            separators=(",", ":"),
-            sort_keys=True,
-        )
+        payload_json = canonical_json(envelope.payload)
         size = len(payload_json.encode("utf-8"))
     except (TypeError, ValueError, UnicodeEncodeError) as exc:
         raise ToolProtocolError("FORGE_PROTOCOL_INVALID_PAYLOAD", str(exc)) from exc
@@ -97,23 +86,20 @@ def decode(value: Any, *, max_message_bytes: int) -> ToolEnvelope:
         )
     try:
         payload = strict_loads(payload_json)
-    except (ValueError, RecursionError) as exc:
-        raise ToolProtocolError("FORGE_PROTOCOL_INVALID_JSON", str(exc)) from exc
+    except strict_json.JSONRefused as exc:
+        raise ToolProtocolError("FORGE_PROTOCOL_INVALID_JSON", exc.message) from exc
     return checked_envelope(row, payload, payload_json)
 
 
 def strict_loads(text: str | bytes) -> Any:
-    """Parse JSON the Wire way: no duplicate keys, no NaN/Infinity, safe integers only.
+    """Parse a payload the Wire way: no duplicate keys, no NaN/Infinity, safe integers only.
 
-    Raises ``ValueError`` (``json.JSONDecodeError`` included) on any violation.
+    The rules are :mod:`doraforge.wire.strict_json`'s; nesting and lone surrogates are left
+    to :func:`~doraforge.wire.envelope_check.interoperable`, which reports them with the
+    codes forge-tool gives. Raises :class:`~doraforge.wire.strict_json.JSONRefused` (a
+    ``ValueError``) on any violation.
     """
-    return json.loads(
-        text,
-        object_pairs_hook=_no_duplicates,
-        parse_constant=_no_constant,
-        parse_int=_safe_int,
-        parse_float=_finite_float,
-    )
+    return strict_json.loads(text, structure=False)
 
 
 def _row(value: Any, max_carrier_bytes: int) -> dict[str, Any]:
@@ -135,30 +121,3 @@ def _row(value: Any, max_carrier_bytes: int) -> dict[str, Any]:
             "FORGE_PROTOCOL_INVALID_MESSAGE", "columns differ from forge_msgs.ToolMessage"
         )
     return row
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, item in pairs:
-        if key in result:
-            raise ValueError(f"duplicate JSON object key {key!r}")
-        result[key] = item
-    return result
-
-
-def _no_constant(name: str) -> None:
-    raise ValueError(f"non-finite number {name} is not JSON")
-
-
-def _finite_float(text: str) -> float:
-    number = float(text)
-    if math.isinf(number):  # "1e999" parses to infinity without passing parse_constant
-        raise ValueError(f"number {text} is not finite")
-    return number
-
-
-def _safe_int(text: str) -> int:
-    number = int(text)
-    if abs(number) > MAX_SAFE_JSON_INTEGER:
-        raise ValueError("integer exceeds the interoperable range ±(2^53-1)")
-    return number
