@@ -17,7 +17,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import ValidationError
 
-from doraforge.registry.errors import RegistryError
+from doraforge.registry.errors import Conflict, InvalidRequest, NotFound
 from doraforge.registry.model import Adapter, ToolEntry
 
 MAX_INTENT_CHARS = 500
@@ -38,7 +38,7 @@ def _compile(schema: dict[str, Any], field: str, name: str) -> Draft202012Valida
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
-        raise RegistryError(
+        raise InvalidRequest(
             "TOOL_REGISTRATION_INVALID",
             f"{name}: {field} is not a valid JSON Schema: {exc.message}",
             details={"field": field},
@@ -55,7 +55,7 @@ def _as_entry(entry: ToolEntry | Mapping[str, Any]) -> ToolEntry:
         errors = [
             {"loc": ".".join(str(p) for p in e["loc"]), "msg": e["msg"]} for e in exc.errors()
         ]
-        raise RegistryError(
+        raise InvalidRequest(
             "TOOL_REGISTRATION_INVALID", "invalid tool entry", details={"errors": errors}
         ) from exc
 
@@ -69,7 +69,7 @@ def _intent_tokens(intent: str | None) -> set[str]:
         return set()
     intent = intent.strip()
     if len(intent) > MAX_INTENT_CHARS:
-        raise RegistryError(
+        raise InvalidRequest(
             "TOOL_INVALID_QUERY",
             f"intent is longer than {MAX_INTENT_CHARS} characters",
             details={"field": "intent", "maxLength": MAX_INTENT_CHARS},
@@ -86,15 +86,14 @@ class Catalog:
         self._search: dict[str, set[str]] = {}
 
     def register(self, entry: ToolEntry | Mapping[str, Any], adapter: Adapter) -> ToolEntry:
-        """Add a tool. ``RegistryError`` TOOL_REGISTRATION_CONFLICT if any name is taken,
-        TOOL_REGISTRATION_INVALID for a malformed entry or schema."""
+        """Add a tool. :class:`Conflict` TOOL_REGISTRATION_CONFLICT if any name is taken,
+        :class:`InvalidRequest` TOOL_REGISTRATION_INVALID for a malformed entry or schema."""
         tool_entry = _as_entry(entry)
         taken = sorted(n for n in tool_entry.names() if n in self._by_name)
         if taken:
-            raise RegistryError(
+            raise Conflict(
                 "TOOL_REGISTRATION_CONFLICT",
                 f"{tool_entry.name}: name(s) already registered: {', '.join(taken)}",
-                status=409,
                 details={"names": taken, "owners": sorted({self._by_name[n] for n in taken})},
             )
         tool = RegisteredTool(
@@ -111,10 +110,11 @@ class Catalog:
         return tool_entry
 
     def unregister(self, name: str) -> ToolEntry:
-        """Remove the tool ``name`` (any of its names) refers to; 404 TOOL_NOT_FOUND."""
+        """Remove the tool ``name`` (any of its names) refers to; :class:`NotFound`
+        TOOL_NOT_FOUND."""
         tool = self.resolve(name)
         if tool is None:
-            raise RegistryError("TOOL_NOT_FOUND", f"no tool {name!r}", status=404)
+            raise NotFound("TOOL_NOT_FOUND", f"no tool {name!r}")
         for alias in tool.entry.names():
             del self._by_name[alias]
         del self._tools[tool.entry.name]
@@ -131,7 +131,7 @@ class Catalog:
 
         The intent keeps a tool when any intent word occurs among the words of its names and
         description; an empty intent keeps everything. It only ever removes tools.
-        Raises ``RegistryError`` TOOL_INVALID_QUERY for an intent over 500 characters.
+        Raises :class:`InvalidRequest` TOOL_INVALID_QUERY for an intent over 500 characters.
         """
         wanted = _intent_tokens(intent)
         selected = []

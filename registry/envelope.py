@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from doraforge.registry.errors import RegistryError
+from doraforge.registry.errors import InvalidRequest
 
 Identifier = Annotated[
     str, StringConstraints(strip_whitespace=True, pattern=r"^[A-Za-z0-9._:-]{1,200}$")
@@ -43,19 +43,19 @@ def _errors(exc: ValidationError) -> list[dict[str, str]]:
 def parse_call(body: Any, idempotency_key: str | None = None) -> ToolCall:
     """Validate ``body`` and the optional ``Idempotency-Key``.
 
-    Raises ``RegistryError`` 400 TOOL_INVALID_CALL for a malformed envelope and
+    Raises :class:`InvalidRequest` TOOL_INVALID_CALL for a malformed envelope and
     TOOL_IDEMPOTENCY_KEY_MISMATCH when the key differs from the (trimmed) ``requestId``.
     """
     if not isinstance(body, Mapping):
-        raise RegistryError("TOOL_INVALID_CALL", "call body must be a JSON object")
+        raise InvalidRequest("TOOL_INVALID_CALL", "call body must be a JSON object")
     try:
         call = ToolCall.model_validate(dict(body))
     except ValidationError as exc:
-        raise RegistryError(
+        raise InvalidRequest(
             "TOOL_INVALID_CALL", "invalid portos_tool_call", details={"errors": _errors(exc)}
         ) from exc
     if idempotency_key is not None and idempotency_key.strip() != call.requestId:
-        raise RegistryError(
+        raise InvalidRequest(
             "TOOL_IDEMPOTENCY_KEY_MISMATCH",
             "Idempotency-Key must equal requestId",
             details={"requestId": call.requestId},

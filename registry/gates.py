@@ -20,7 +20,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from doraforge.registry.catalog import Catalog, RegisteredTool
-from doraforge.registry.errors import RegistryError, ToolFailure
+from doraforge.registry.errors import Forbidden, ToolFailure
 from doraforge.registry.model import Principal, ToolEntry
 from doraforge.registry.repair import Repair, repair
 
@@ -35,8 +35,11 @@ MAX_RESULT_DEPTH = 64
 type Deadline = Callable[[float], AbstractAsyncContextManager[object]]
 
 
-class Denied(RegistryError):
-    """A gate refused the call; it becomes a ``denied`` result, nothing was executed."""
+class Denied(Forbidden):
+    """A gate refused the call; it becomes a ``denied`` result, nothing was executed.
+
+    Whichever gate refused (an unknown tool, a version pin, grants, arguments), the caller
+    may not run this call as sent: an edge answers a denial as it answers :class:`Forbidden`."""
 
 
 @dataclass(frozen=True)
@@ -52,12 +55,11 @@ def lookup(catalog: Catalog, name: str, version: int | None) -> RegisteredTool:
     """Resolve by canonical, provider or alias name and enforce the version pin."""
     tool = catalog.resolve(name)
     if tool is None:
-        raise Denied("TOOL_NOT_FOUND", f"no tool named {name!r}", status=404)
+        raise Denied("TOOL_NOT_FOUND", f"no tool named {name!r}")
     if version is not None and version != tool.entry.version:
         raise Denied(
             "TOOL_VERSION_MISMATCH",
             f"{tool.entry.name} is at version {tool.entry.version}, not {version}",
-            status=409,
             details={"requested": version, "current": tool.entry.version},
         )
     return tool
@@ -70,7 +72,6 @@ def approval(entry: ToolEntry, principal: Principal) -> None:
         raise Denied(
             "TOOL_APPROVAL_REQUIRED",
             f"{entry.name} ({entry.policy.risk} risk) needs explicit approval",
-            status=403,
             details={"risk": entry.policy.risk, "confirmation": entry.policy.confirmation},
         )
 
@@ -82,7 +83,6 @@ def capabilities(entry: ToolEntry, principal: Principal, *, require_auth_for_wri
         raise Denied(
             "TOOL_CAPABILITY_DENIED",
             f"{entry.name} is not available in scope {principal.scope!r}",
-            status=403,
             details={"scope": principal.scope, "scopes": entry.policy.scopes},
         )
     missing = sorted(set(entry.policy.requiredCapabilities) - principal.grants)
@@ -90,7 +90,6 @@ def capabilities(entry: ToolEntry, principal: Principal, *, require_auth_for_wri
         raise Denied(
             "TOOL_CAPABILITY_DENIED",
             f"{entry.name} needs grant(s): {', '.join(missing)}",
-            status=403,
             details={"missing": missing},
         )
     if (
@@ -98,7 +97,7 @@ def capabilities(entry: ToolEntry, principal: Principal, *, require_auth_for_wri
         and entry.policy.sideEffect == "write"
         and not (principal.authenticated)
     ):
-        raise Denied("TOOL_AUTH_REQUIRED", f"{entry.name} writes; authenticate first", status=401)
+        raise Denied("TOOL_AUTH_REQUIRED", f"{entry.name} writes; authenticate first")
 
 
 def permissions(entry: ToolEntry, principal: Principal) -> None:
@@ -113,7 +112,6 @@ def permissions(entry: ToolEntry, principal: Principal) -> None:
         raise Denied(
             "TOOL_PERMISSION_DENIED",
             f"{entry.name} needs permission(s) not held",
-            status=403,
             details={"missing": missing},
         )
 
@@ -156,7 +154,6 @@ def validate_input(tool: RegisteredTool, arguments: dict[str, Any], valid: bool)
     raise Denied(
         "TOOL_INVALID_ARGUMENTS",
         f"arguments do not match {tool.entry.name}'s input schema",
-        status=422,
         details={
             "errors": [
                 {
@@ -179,7 +176,6 @@ def egress(entry: ToolEntry, allowlist: Iterable[str]) -> None:
         raise Denied(
             "TOOL_EGRESS_DENIED",
             f"{entry.name} declares host(s) outside the egress allowlist",
-            status=403,
             details={"hosts": denied},
         )
 

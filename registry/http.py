@@ -3,26 +3,41 @@
 Authority is derived here, never from a body: every HTTP caller is the ``ui`` principal with
 the server's grants. Every route runs behind the shared transport guard
 (``doraforge.wire.guard``): Host and Origin, the bearer token when one is configured, JSON
-bodies read with a streamed limit and parsed strictly. Errors
-map to the wire in one place (:func:`error_response`) as
-``{"ok": false, "error": {code, message, retryable, details}}``.
+bodies read with a streamed limit and parsed strictly. Errors map to the wire in one
+place: :data:`STATUS_FOR_ERROR` picks the status of every registry error class and
+:func:`error_response` answers ``{"ok": false, "error": {code, message, retryable,
+details}}``. The routes are a table (:data:`ROUTES`); their handlers read the service and
+settings from ``app.state``.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware import Middleware
+from starlette.requests import HTTPConnection
+from starlette.routing import BaseRoute
 from starlette.types import Scope
 
-from doraforge.registry.errors import RegistryError
+from doraforge.registry.errors import (
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    NotFound,
+    RegistryError,
+    ToolFailure,
+    Unprocessable,
+)
 from doraforge.registry.model import Principal
 from doraforge.registry.settings import ServerSettings
-from doraforge.wire.errors import WireError
+from doraforge.wire.errors import StructuredError, WireError
 from doraforge.wire.guard import (
     NO_BODY,
     TransportGuard,
@@ -42,9 +57,70 @@ _CATALOG_PARAMS = frozenset({"scope", "intent", "format"})
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,200}$")
 
 
-def error_response(error: RegistryError, headers: dict[str, str] | None = None) -> JSONResponse:
-    """The one mapping of a registry error onto HTTP."""
-    return JSONResponse({"ok": False, "error": error.to_payload()}, error.status, headers=headers)
+type ExceptionHandler = Callable[[Request, Any], Coroutine[Any, Any, Response]]
+
+#: The single mapping from registry errors to HTTP statuses. A class answers with the
+#: status of the entry it derives from (``Expired`` as a ``Conflict``, ``Denied`` as
+#: ``Forbidden``); the base ``RegistryError`` is never raised, so none is left unmapped.
+STATUS_FOR_ERROR: dict[type[StructuredError], int] = {
+    InvalidRequest: 400,
+    Forbidden: 403,
+    NotFound: 404,
+    Conflict: 409,
+    Unprocessable: 422,
+    # An adapter's failure that escapes outside a call (probing or saving an API bundle):
+    # the request was understood and could not be carried out.
+    ToolFailure: 422,
+}
+
+
+def status_for(error: StructuredError) -> int:
+    """The HTTP status of ``error`` from :data:`STATUS_FOR_ERROR` (500 only for a class
+    outside the registry's tree, which no route raises)."""
+    return next((code for cls, code in STATUS_FOR_ERROR.items() if isinstance(error, cls)), 500)
+
+
+def _envelope(error: dict[str, Any], status: int, headers: dict[str, str] | None) -> JSONResponse:
+    return JSONResponse({"ok": False, "error": error}, status, headers=headers)
+
+
+def error_response(
+    error: RegistryError | ToolFailure, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """The one mapping of a registry error onto HTTP: its table status and envelope."""
+    return _envelope(error.to_payload(), status_for(error), headers)
+
+
+async def on_registry_error(_request: Request, exc: RegistryError | ToolFailure) -> Response:
+    """A registry error raised by any route, answered through :data:`STATUS_FOR_ERROR`."""
+    return error_response(exc)
+
+
+async def on_http_error(_request: Request, exc: StarletteHTTPException) -> Response:
+    """The router's own 404 and 405 (its ``Allow`` kept) in the registry envelope."""
+    code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(exc.status_code, "HTTP_ERROR")
+    error = {"code": code, "message": str(exc.detail), "retryable": False, "details": {}}
+    return _envelope(error, exc.status_code, dict(exc.headers or {}))
+
+
+#: Passed to every registry app: domain errors through the table, routing errors as is.
+EXCEPTION_HANDLERS: dict[int | type[Exception], ExceptionHandler] = {
+    RegistryError: on_registry_error,
+    ToolFailure: on_registry_error,
+    StarletteHTTPException: on_http_error,
+}
+
+
+def service_of(request: HTTPConnection) -> RegistryService:
+    """The service of the app serving ``request`` (``app.state.service``)."""
+    service: RegistryService = request.app.state.service
+    return service
+
+
+def settings_of(request: HTTPConnection) -> ServerSettings:
+    """The settings of the app serving ``request`` (``app.state.settings``)."""
+    settings: ServerSettings = request.app.state.settings
+    return settings
 
 
 def is_authenticated(settings: ServerSettings) -> bool:
@@ -103,23 +179,23 @@ def _catalog_query(request: Request) -> tuple[str | None, str | None, str]:
     params = request.query_params
     unknown = sorted(set(params.keys()) - _CATALOG_PARAMS)
     if unknown:
-        raise RegistryError(
+        raise InvalidRequest(
             "INVALID_QUERY",
             f"unknown query parameter {unknown[0]!r}",
             details={"allowed": sorted(_CATALOG_PARAMS)},
         )
     for key in _CATALOG_PARAMS:
         if len(params.getlist(key)) > 1:
-            raise RegistryError("INVALID_QUERY", f"query parameter {key!r} given twice")
+            raise InvalidRequest("INVALID_QUERY", f"query parameter {key!r} given twice")
     scope = params.get("scope", "all")
     fmt = params.get("format", "portos")
     if scope not in SCOPES:
-        raise RegistryError("INVALID_QUERY", "unknown scope", details={"allowed": list(SCOPES)})
+        raise InvalidRequest("INVALID_QUERY", "unknown scope", details={"allowed": list(SCOPES)})
     if fmt not in FORMATS:
-        raise RegistryError("INVALID_QUERY", "unknown format", details={"allowed": list(FORMATS)})
+        raise InvalidRequest("INVALID_QUERY", "unknown format", details={"allowed": list(FORMATS)})
     intent = (params.get("intent") or "").strip()
     if len(intent) > MAX_INTENT:
-        raise RegistryError("INVALID_QUERY", f"intent exceeds {MAX_INTENT} characters")
+        raise InvalidRequest("INVALID_QUERY", f"intent exceeds {MAX_INTENT} characters")
     return (None if scope == "all" else scope), (intent or None), fmt
 
 
@@ -130,48 +206,64 @@ def _etag_matches(header: str | None, etag: str) -> bool:
     return "*" in candidates or etag in candidates
 
 
-def create_app(service: RegistryService, settings: ServerSettings) -> FastAPI:
-    """The registry HTTP app: ``/api/tools`` routes over ``service`` with ``settings``."""
-    app = FastAPI(title="doraforge registry", docs_url=None, redoc_url=None, openapi_url=None)
+async def catalog(request: Request) -> Response:
+    scope, intent, fmt = _catalog_query(request)
+    body, etag = service_of(request).catalog(scope=scope, intent=intent, fmt=fmt)
+    headers = {"ETag": etag, "Cache-Control": "private, no-cache"}
+    if _etag_matches(request.headers.get("if-none-match"), etag):
+        return Response(status_code=304, headers=headers)
+    return JSONResponse(body, headers=headers)
+
+
+async def call(request: Request) -> JSONResponse:
+    service, settings = service_of(request), settings_of(request)
+    body = read_json_body(request)
+    if not isinstance(body, dict):
+        raise InvalidRequest("INVALID_CALL", "the body must be a portos_tool_call object")
+    principal = server_principal(
+        service, settings, scope="ui", authenticated=is_authenticated(settings)
+    )
+    key = request.headers.get("idempotency-key")
+    result = await service.call(body, principal, idempotency_key=key)
+    # A denied result answers as the gates' refusal class does (Denied is a Forbidden).
+    denied = STATUS_FOR_ERROR[Forbidden]
+    return JSONResponse(result, denied if result.get("state") == "denied" else 200)
+
+
+async def retained(request_id: str, request: Request) -> JSONResponse:
+    if not _REQUEST_ID.fullmatch(request_id):
+        raise NotFound("TOOL_CALL_NOT_FOUND", "no such call")
+    return JSONResponse(service_of(request).get_call(request_id))
+
+
+#: The catalog, call and retained-result routes under ``/api/tools``.
+ROUTES: list[BaseRoute] = [
+    APIRoute("/api/tools", catalog, methods=["GET"]),
+    APIRoute("/api/tools/call", call, methods=["POST"]),
+    APIRoute("/api/tools/calls/{request_id}", retained, methods=["GET"]),
+]
+
+
+def create_app(
+    service: RegistryService,
+    settings: ServerSettings,
+    *,
+    routes: Sequence[BaseRoute] = ROUTES,
+) -> FastAPI:
+    """A registry app serving ``routes`` (by default :data:`ROUTES`) over ``service`` with
+    ``settings``, every route behind the transport guard; raises ``BindRefused`` for a
+    non-loopback bind without a token unless ``settings.insecure``."""
+    guard = Middleware(TransportGuard, policy=registry_policy(settings), render=render_refusal)
+    app = FastAPI(
+        title="doraforge registry",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+        routes=list(routes),
+        exception_handlers=EXCEPTION_HANDLERS,
+        # Every route, MCP and the API-tools routes included, is behind the one guard.
+        middleware=[guard],
+    )
     app.state.service = service
     app.state.settings = settings
-    # Every route, MCP and the API-tools routes included, is behind the one guard.
-    app.add_middleware(TransportGuard, policy=registry_policy(settings), render=render_refusal)
-
-    @app.exception_handler(RegistryError)
-    async def _registry_error(_request: Request, exc: RegistryError) -> JSONResponse:
-        return error_response(exc)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(exc.status_code, "HTTP_ERROR")
-        error = RegistryError(code, str(exc.detail), status=exc.status_code)
-        return error_response(error, dict(exc.headers or {}))
-
-    @app.get("/api/tools")
-    async def catalog(request: Request) -> Response:
-        scope, intent, fmt = _catalog_query(request)
-        body, etag = service.catalog(scope=scope, intent=intent, fmt=fmt)
-        headers = {"ETag": etag, "Cache-Control": "private, no-cache"}
-        if _etag_matches(request.headers.get("if-none-match"), etag):
-            return Response(status_code=304, headers=headers)
-        return JSONResponse(body, headers=headers)
-
-    @app.post("/api/tools/call")
-    async def call(request: Request) -> JSONResponse:
-        authenticated = is_authenticated(settings)
-        body = read_json_body(request)
-        if not isinstance(body, dict):
-            raise RegistryError("INVALID_CALL", "the body must be a portos_tool_call object")
-        principal = server_principal(service, settings, scope="ui", authenticated=authenticated)
-        key = request.headers.get("idempotency-key")
-        result = await service.call(body, principal, idempotency_key=key)
-        return JSONResponse(result, 403 if result.get("state") == "denied" else 200)
-
-    @app.get("/api/tools/calls/{request_id}")
-    async def retained(request_id: str) -> JSONResponse:
-        if not _REQUEST_ID.fullmatch(request_id):
-            raise RegistryError("TOOL_CALL_NOT_FOUND", "no such call", status=404)
-        return JSONResponse(service.get_call(request_id))
-
     return app

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from doraforge.registry.errors import RegistryError
+from doraforge.registry.errors import Conflict, Expired, InvalidRequest
 from doraforge.wire.canonical import sha256_hex
 
 TOMBSTONE_FACTOR = 24
@@ -37,7 +37,7 @@ def fingerprint(canonical_name: str, arguments: dict[str, Any], scope: str) -> s
     try:
         return sha256_hex([canonical_name, arguments, scope])
     except (TypeError, ValueError) as exc:  # NaN, a lone surrogate, a non-JSON value
-        raise RegistryError("TOOL_INVALID_CALL", "arguments are not JSON data") from exc
+        raise InvalidRequest("TOOL_INVALID_CALL", "arguments are not JSON data") from exc
 
 
 @dataclass(slots=True)
@@ -57,11 +57,10 @@ class Begin:
     result: Result | None = None
 
 
-def _conflict(request_id: str) -> RegistryError:
-    return RegistryError(
+def _conflict(request_id: str) -> Conflict:
+    return Conflict(
         "TOOL_IDEMPOTENCY_CONFLICT",
         "requestId was already used for a different call",
-        status=409,
         details={"requestId": request_id},
     )
 
@@ -88,8 +87,9 @@ class IdempotencyStore:
         self._tombstones: OrderedDict[str, tuple[str, float]] = OrderedDict()
 
     def begin(self, request_id: str, fp: str) -> Begin:
-        """Classify a call. Raises ``RegistryError`` 409 TOOL_IDEMPOTENCY_CONFLICT or
-        TOOL_IDEMPOTENCY_EXPIRED; on ``run`` the caller must later call ``finish``."""
+        """Classify a call. Raises :class:`Conflict` TOOL_IDEMPOTENCY_CONFLICT or
+        :class:`Expired` TOOL_IDEMPOTENCY_EXPIRED; on ``run`` the caller must later call
+        ``finish``."""
         self._prune()
         if request_id in self._inflight:
             held, future = self._inflight[request_id]
@@ -108,10 +108,9 @@ class IdempotencyStore:
         if tombstone is not None:
             if tombstone[0] != fp:
                 raise _conflict(request_id)
-            raise RegistryError(
+            raise Expired(
                 "TOOL_IDEMPOTENCY_EXPIRED",
                 "the result of this requestId has expired; it will not be run again",
-                status=409,
                 details={"requestId": request_id},
             )
         self._inflight[request_id] = (fp, None)

@@ -5,7 +5,8 @@ token, JSON body limits), then loopback socket callers only (never judged by hea
 an ``Accept`` that allows both
 ``application/json`` and ``text/event-stream``, a supported ``MCP-Protocol-Version``.
 Tool failures and bad arguments come back as ``isError`` results; protocol faults as
-JSON-RPC errors. Every call runs through :meth:`RegistryService.call` as the ``agent``
+JSON-RPC errors; a registry refusal becomes one or the other in one place,
+:func:`refusal_result`, through :data:`MCP_FAULT_FOR_ERROR`. Every call runs through :meth:`RegistryService.call` as the ``agent``
 principal with the server's grants.
 """
 
@@ -18,12 +19,27 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 import mcp.types as types
-from fastapi import FastAPI, Request, Response
+from fastapi import Request, Response
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from pydantic import ValidationError
+from starlette.routing import BaseRoute
 
-from doraforge.registry.errors import RegistryError
-from doraforge.registry.http import is_authenticated, read_json_body, server_principal
+from doraforge.registry.errors import (
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    NotFound,
+    RegistryError,
+    Unprocessable,
+)
+from doraforge.registry.http import (
+    is_authenticated,
+    read_json_body,
+    server_principal,
+    service_of,
+    settings_of,
+)
 from doraforge.registry.model import Principal
 from doraforge.registry.settings import ServerSettings
 
@@ -197,10 +213,36 @@ class McpEndpoint:
                 body, self._principal(authenticated), idempotency_key=request_id
             )
         except RegistryError as exc:
-            if exc.status == 409:
-                raise _Fault(-32000, exc.message, exc.to_payload()) from exc
-            return _tool_error(exc.to_payload(), request_id)
+            return refusal_result(exc, request_id)
         return tool_result(outcome, self.settings)
+
+
+#: How each registry refusal reaches an MCP client: a JSON-RPC error code for a protocol
+#: fault (the requestId is spent on another call, or expired), or ``None`` for an
+#: ``isError`` result the agent reads and can act on (fix the call, ask for a grant). A
+#: class answers as the entry it derives from.
+MCP_FAULT_FOR_ERROR: dict[type[RegistryError], int | None] = {
+    InvalidRequest: None,
+    Forbidden: None,
+    NotFound: None,
+    Conflict: -32000,
+    Unprocessable: None,
+}
+
+
+def fault_code_for(error: RegistryError) -> int | None:
+    """The JSON-RPC error code of ``error`` from :data:`MCP_FAULT_FOR_ERROR`, ``None`` when
+    it is answered as an ``isError`` tool result."""
+    return next((code for cls, code in MCP_FAULT_FOR_ERROR.items() if isinstance(error, cls)), None)
+
+
+def refusal_result(error: RegistryError, request_id: str) -> dict[str, Any]:
+    """The one place a registry refusal of ``tools/call`` becomes MCP: an ``isError``
+    result, or (raised) the JSON-RPC fault its table entry names."""
+    code = fault_code_for(error)
+    if code is not None:
+        raise _Fault(code, error.message, error.to_payload()) from error
+    return _tool_error(error.to_payload(), request_id)
 
 
 def _problems(exc: ValidationError) -> list[dict[str, Any]]:
@@ -326,22 +368,34 @@ def manifest(service: RegistryService, settings: ServerSettings) -> dict[str, An
     }
 
 
-def mount_mcp(app: FastAPI, service: RegistryService, settings: ServerSettings) -> None:
-    """Add ``/mcp`` and ``/api/agent-context/manifest`` to ``app``."""
-    endpoint = McpEndpoint(service, settings)
+def endpoint_of(request: Request) -> McpEndpoint:
+    """The MCP endpoint of the app serving ``request`` (``app.state.mcp``)."""
+    endpoint: McpEndpoint = request.app.state.mcp
+    return endpoint
 
-    @app.post("/mcp")
-    async def mcp_post(request: Request) -> Response:
-        return await endpoint.handle(request)
 
-    @app.api_route("/mcp", methods=["GET", "DELETE"])
-    async def mcp_other(request: Request) -> Response:
-        denied = guard_caller(request)
-        if denied is not None:
-            return denied
-        return _http_fault(405, "MCP_METHOD_NOT_ALLOWED", "only POST is supported", Allow="POST")
+async def mcp_post(request: Request) -> Response:
+    return await endpoint_of(request).handle(request)
 
-    @app.get("/api/agent-context/manifest")
-    async def agent_manifest(request: Request) -> Response:
-        denied = guard_caller(request)
-        return denied if denied is not None else JSONResponse(manifest(service, settings))
+
+async def mcp_other(request: Request) -> Response:
+    denied = guard_caller(request)
+    if denied is not None:
+        return denied
+    return _http_fault(405, "MCP_METHOD_NOT_ALLOWED", "only POST is supported", Allow="POST")
+
+
+async def agent_manifest(request: Request) -> Response:
+    denied = guard_caller(request)
+    if denied is not None:
+        return denied
+    return JSONResponse(manifest(service_of(request), settings_of(request)))
+
+
+#: ``/mcp`` (POST only; GET and DELETE answered 405) and ``/api/agent-context/manifest``;
+#: they read the app's :class:`McpEndpoint` (``app.state.mcp``) and the registry's state.
+ROUTES: list[BaseRoute] = [
+    APIRoute("/mcp", mcp_post, methods=["POST"]),
+    APIRoute("/mcp", mcp_other, methods=["GET", "DELETE"]),
+    APIRoute("/api/agent-context/manifest", agent_manifest, methods=["GET"]),
+]

@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
-from doraforge.registry.errors import RegistryError
+from doraforge.registry.errors import InvalidRequest
 from doraforge.registry.model import ToolEntry
 from doraforge.wire.canonical import canonical_bytes
 
@@ -83,9 +83,9 @@ _PROJECTIONS: dict[str, Callable[[ToolEntry], dict[str, Any]]] = {
 
 
 def check_format(fmt: str) -> None:
-    """``RegistryError`` TOOL_INVALID_QUERY unless ``fmt`` is a known catalog format."""
+    """:class:`InvalidRequest` TOOL_INVALID_QUERY unless ``fmt`` is a known catalog format."""
     if fmt not in _PROJECTIONS:
-        raise RegistryError(
+        raise InvalidRequest(
             "TOOL_INVALID_QUERY",
             f"unknown catalog format {fmt!r}",
             details={"field": "format", "allowed": list(FORMATS)},
@@ -93,6 +93,6 @@ def check_format(fmt: str) -> None:
 
 
 def project(entry: ToolEntry, fmt: str) -> dict[str, Any]:
-    """The entry in ``fmt``; ``RegistryError`` TOOL_INVALID_QUERY for an unknown format."""
+    """The entry in ``fmt``; :class:`InvalidRequest` TOOL_INVALID_QUERY for an unknown format."""
     check_format(fmt)
     return _PROJECTIONS[fmt](entry)

@@ -1,8 +1,9 @@
 """The registry server behind ``doraforge serve``: one app, one service, one uvicorn.
 
-:func:`build_app` assembles the HTTP catalog and call routes, the MCP endpoint, the agent
-manifest, and (given a bundle directory) the declarative API-tools routes over a single
-:class:`RegistryService`. :func:`serve` runs it on the configured loopback address.
+:func:`build_app` assembles one route table: the HTTP catalog and call routes, the MCP
+endpoint, the agent manifest, and (given a bundle directory) the declarative API-tools
+routes, over a single :class:`RegistryService`. :func:`serve` runs it on the configured
+loopback address.
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ from typing import TYPE_CHECKING, Any
 import uvicorn
 from fastapi import FastAPI
 
+from doraforge.registry.http import ROUTES as CALL_ROUTES
 from doraforge.registry.http import create_app
-from doraforge.registry.mcp import mount_mcp
+from doraforge.registry.mcp import ROUTES as MCP_ROUTES
+from doraforge.registry.mcp import McpEndpoint
 from doraforge.registry.robot_tools import RobotTools, register_robot_tools
 from doraforge.registry.settings import ServerSettings
 
 if TYPE_CHECKING:
+    from doraforge.registry.api_tools.routes import ApiTools
     from doraforge.registry.service import RegistryService
 
 type Say = Callable[[str], None]
@@ -34,17 +38,12 @@ def new_service(settings: ServerSettings) -> RegistryService:
     return RegistryService(require_auth_for_writes=settings.token is not None)
 
 
-def _mount_api_tools(
-    app: FastAPI, service: RegistryService, settings: ServerSettings, store_dir: Path
-) -> None:
+def _api_tools(service: RegistryService, settings: ServerSettings, store_dir: Path) -> ApiTools:
     from doraforge.registry.api_tools.outbound import OutboundPolicy
-    from doraforge.registry.api_tools.routes import api_tools_router
+    from doraforge.registry.api_tools.routes import ApiTools
 
     policy = OutboundPolicy.model_validate(settings.outbound)
-    router = api_tools_router(store_dir, service, policy, settings.secrets)
-    # Saving or probing a bundle opens outbound reach; with a token configured the
-    # transport guard already requires it on these routes as on every other.
-    app.include_router(router)
+    return ApiTools(store_dir, service, policy, settings.secrets)
 
 
 def build_app(
@@ -56,13 +55,22 @@ def build_app(
 ) -> FastAPI:
     """The whole server app; ``robot`` tools (when given) are registered and closed with it;
     API-tool bundles persisted in ``api_tools_dir`` (when given) are registered and their
-    routes mounted under ``/api/api-tools``."""
+    routes served under ``/api/api-tools``.
+
+    One route table: the catalog and calls, MCP and the agent manifest, the API tools.
+    Saving or probing a bundle opens outbound reach; with a token configured the transport
+    guard requires it on those routes as on every other."""
     if robot is not None:
         register_robot_tools(service, robot)
-    app = create_app(service, settings)
-    mount_mcp(app, service, settings)
+    routes = [*CALL_ROUTES, *MCP_ROUTES]
     if api_tools_dir is not None:
-        _mount_api_tools(app, service, settings, api_tools_dir)
+        from doraforge.registry.api_tools.routes import ROUTES as API_TOOLS_ROUTES
+
+        routes += API_TOOLS_ROUTES
+    app = create_app(service, settings, routes=routes)
+    app.state.mcp = McpEndpoint(service, settings)
+    if api_tools_dir is not None:
+        app.state.api_tools = _api_tools(service, settings, api_tools_dir)
     if robot is not None:
         app.router.lifespan_context = _closing(robot)
     return app

@@ -17,7 +17,7 @@ from doraforge.registry import gates
 from doraforge.registry.audit import AuditLog
 from doraforge.registry.catalog import Catalog, RegisteredTool
 from doraforge.registry.envelope import ToolCall, parse_call
-from doraforge.registry.errors import RegistryError, ToolFailure
+from doraforge.registry.errors import NotFound, RegistryError, ToolFailure
 from doraforge.registry.idempotency import IdempotencyStore, fingerprint
 from doraforge.registry.model import Adapter, Principal, ToolEntry
 from doraforge.registry.projections import check_format, etag, project
@@ -32,9 +32,10 @@ class RegistryService:
     """Catalog, projections and governed calls over registered tools.
 
     ``call`` returns a ``portos_tool_result`` for every gate outcome and raises
-    ``RegistryError`` only for a malformed envelope or key (400) and idempotency conflicts
-    or expiry (409). ``clock`` measures the retention windows and ``deadline`` opens each
-    execution's deadline (``asyncio.timeout``); tests inject a fake clock for both.
+    :class:`InvalidRequest` only for a malformed envelope or key and :class:`Conflict` for
+    idempotency conflicts or :class:`Expired`. ``clock`` measures the retention windows and
+    ``deadline`` opens each execution's deadline (``asyncio.timeout``); tests inject a fake
+    clock for both.
     """
 
     def __init__(
@@ -64,8 +65,9 @@ class RegistryService:
         return self._audit
 
     def register(self, entry: ToolEntry | Mapping[str, Any], adapter: Adapter) -> ToolEntry:
-        """Register a tool; ``RegistryError`` TOOL_REGISTRATION_CONFLICT on any name
-        collision, TOOL_REGISTRATION_INVALID for a malformed entry or schema."""
+        """Register a tool; :class:`Conflict` TOOL_REGISTRATION_CONFLICT on any name
+        collision, :class:`InvalidRequest` TOOL_REGISTRATION_INVALID for a malformed entry or
+        schema."""
         return self._catalog.register(entry, adapter)
 
     def unregister(self, name: str) -> ToolEntry:
@@ -104,7 +106,7 @@ class RegistryService:
         fmt: str,
         principal: Principal | None = None,
     ) -> tuple[dict[str, Any], str]:
-        """``({"format", "tools"}, etag)``; ``RegistryError`` TOOL_INVALID_QUERY for an
+        """``({"format", "tools"}, etag)``; :class:`InvalidRequest` TOOL_INVALID_QUERY for an
         unknown format or an over-long intent."""
         check_format(fmt)
         tools = [
@@ -118,14 +120,13 @@ class RegistryService:
         return project(entry, fmt)
 
     def get_call(self, request_id: str) -> ToolResult:
-        """The retained result; ``RegistryError`` 404 TOOL_CALL_NOT_FOUND when unknown,
+        """The retained result; :class:`NotFound` TOOL_CALL_NOT_FOUND when unknown,
         expired or still running."""
         result = self._store.get(request_id)
         if result is None:
-            raise RegistryError(
+            raise NotFound(
                 "TOOL_CALL_NOT_FOUND",
                 "no retained result for this requestId",
-                status=404,
                 details={"requestId": request_id},
             )
         return dict(result)

@@ -17,7 +17,7 @@ from urllib.parse import SplitResult, urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from doraforge.registry.api_tools.addresses import canonical_host, split_port
-from doraforge.registry.api_tools.errors import OutboundDenied, RegistryError
+from doraforge.registry.api_tools.errors import NotFound, OutboundDenied, Unprocessable
 
 SECRET_SLOT = re.compile(r"\{\{secret:([A-Za-z_][A-Za-z0-9_]*)\}\}")
 PATH_SLOT = re.compile(r"\{([^{}]*)\}")
@@ -181,9 +181,7 @@ class Bundle(_Strict):
         for tool in self.tools:
             if tool.name == name:
                 return tool
-        raise RegistryError(
-            "API_TOOL_NOT_FOUND", f"service {self.name!r} has no tool {name!r}", status=404
-        )
+        raise NotFound("API_TOOL_NOT_FOUND", f"service {self.name!r} has no tool {name!r}")
 
 
 def _canonical_netloc(parts: SplitResult) -> str:
@@ -207,9 +205,8 @@ def parse_bundle(data: Any) -> Bundle:
     except ValidationError as exc:
         errors = [{"field": _field(e["loc"]), "message": e["msg"]} for e in exc.errors()]
         summary = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
-        raise RegistryError(
+        raise Unprocessable(
             "API_BUNDLE_INVALID",
             f"invalid API bundle: {summary}",
-            status=422,
             details={"errors": errors},
         ) from None

@@ -10,7 +10,7 @@ from typing import Any
 from doraforge.registry.api_tools.addresses import parse_host
 from doraforge.registry.api_tools.bundle import Bundle, Tool
 from doraforge.registry.api_tools.client import ApiClient, execute, redact
-from doraforge.registry.api_tools.errors import OutboundDenied, RegistryError, ToolFailure
+from doraforge.registry.api_tools.errors import Conflict, OutboundDenied, ToolFailure, Unprocessable
 from doraforge.registry.api_tools.outbound import (
     METADATA_HOSTS,
     OutboundPolicy,
@@ -104,23 +104,22 @@ def build_tools(
 
 
 def check_saveable(bundle: Bundle, policy: OutboundPolicy) -> None:
-    """Refuse (409 ``API_TOOL_HOST_NOT_ALLOWED``) a bundle whose host and port can never be
-    dialed under ``policy``: a link-local or metadata target in every mode, and under
-    ``deny`` a host and port no rule names."""
+    """Refuse (:class:`Conflict` ``API_TOOL_HOST_NOT_ALLOWED``) a bundle whose host and port
+    can never be dialed under ``policy``: a link-local or metadata target in every mode, and
+    under ``deny`` a host and port no rule names."""
     try:
         parsed = parse_host(bundle.host)
     except OutboundDenied as exc:
-        raise RegistryError("API_BUNDLE_INVALID", exc.message, status=422) from None
+        raise Unprocessable("API_BUNDLE_INVALID", exc.message) from None
     blocked = parsed in METADATA_HOSTS if isinstance(parsed, str) else hard_denied(parsed)
     listed = policy.names_host(bundle.host, bundle.port, scheme=bundle.scheme)
     if blocked or (policy.default == "deny" and not listed):
         why = "is a link-local or metadata target" if blocked else "matches no outbound rule"
-        raise RegistryError(
+        raise Conflict(
             "API_TOOL_HOST_NOT_ALLOWED",
             f"host {bundle.host!r} port {bundle.port} {why}; the outbound policy default is "
             f"{policy.default!r}. An administrator must add the host to the internal or "
             "external list (as host:port for a port other than the scheme's default).",
-            status=409,
             details={"host": bundle.host, "port": bundle.port, "default": policy.default},
         )
 

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from doraforge.registry.errors import RegistryError
+from doraforge.registry.http import status_for
 from doraforge.registry.model import Principal, ToolEntry
 from doraforge.registry.service import RegistryService
 from tests.registry.test_core_support import CountingAdapter, entry
@@ -45,7 +46,7 @@ def test_registration_rejects_any_name_collision(second: dict) -> None:
     with pytest.raises(RegistryError) as caught:
         service.register(second, CountingAdapter())
     assert caught.value.code == "TOOL_REGISTRATION_CONFLICT"
-    assert caught.value.status == 409
+    assert status_for(caught.value) == 409
     assert [e.name for e in service.entries()] == ["brain.search"]
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from doraforge.registry.envelope import parse_call
 from doraforge.registry.errors import RegistryError
+from doraforge.registry.http import status_for
 from tests.registry.test_core_support import AGENT, service_with_search
 
 pytestmark = pytest.mark.anyio
@@ -57,7 +58,7 @@ async def test_bad_envelopes_are_400_and_audited(body: Any) -> None:
     with pytest.raises(RegistryError) as caught:
         await service.call(body, AGENT)
     assert caught.value.code == "TOOL_INVALID_CALL"
-    assert caught.value.status == 400
+    assert status_for(caught.value) == 400
     assert adapter.calls == []
     assert service.audit.records()[-1]["state"] == "rejected"
 

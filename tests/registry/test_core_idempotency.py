@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from doraforge.registry.errors import RegistryError
+from doraforge.registry.http import status_for
 from doraforge.registry.idempotency import TOMBSTONE_FACTOR
 from doraforge.registry.model import Principal
 from doraforge.registry.service import RegistryService
@@ -49,7 +50,7 @@ async def test_same_id_different_content_is_a_conflict(second: dict[str, Any]) -
     with pytest.raises(RegistryError) as caught:
         await service.call(second, AGENT)
     assert caught.value.code == "TOOL_IDEMPOTENCY_CONFLICT"
-    assert caught.value.status == 409
+    assert status_for(caught.value) == 409
     assert len(adapter.calls) == 1
 
 
@@ -69,7 +70,7 @@ async def test_expired_result_is_409_and_never_rerun() -> None:
     with pytest.raises(RegistryError) as caught:
         await service.call(call("r1", query="q"), AGENT)
     assert caught.value.code == "TOOL_IDEMPOTENCY_EXPIRED"
-    assert caught.value.status == 409
+    assert status_for(caught.value) == 409
     with pytest.raises(RegistryError) as lookup:
         service.get_call("r1")
     assert lookup.value.code == "TOOL_CALL_NOT_FOUND"
@@ -172,5 +173,5 @@ async def test_unknown_call_is_404() -> None:
     service, _ = service_with_search()
     with pytest.raises(RegistryError) as caught:
         service.get_call("nope")
-    assert caught.value.status == 404
+    assert status_for(caught.value) == 404
     assert caught.value.code == "TOOL_CALL_NOT_FOUND"

@@ -166,6 +166,7 @@ def test_an_idempotency_key_replays_the_retained_result_without_running_again(
 def test_an_idempotency_key_reused_for_another_call_is_refused(base: str, tools: DemoTools) -> None:
     _call(base, "demo_write", {"value": 1}, **{"idempotency-key": "agent-write-2"})
     other = _call(base, "demo_write", {"value": 2}, **{"idempotency-key": "agent-write-2"})
+    assert other["error"]["code"] == -32000  # a JSON-RPC fault, not an isError result
     assert other["error"]["data"]["code"] == "TOOL_IDEMPOTENCY_CONFLICT"
     assert len(tools.writes) == 1
 

@@ -6,6 +6,7 @@ import pytest
 
 from doraforge.registry.api_tools.bundle import parse_bundle
 from doraforge.registry.api_tools.errors import RegistryError
+from doraforge.registry.http import status_for
 
 GOOD_TOOL = {
     "name": "get_item",
@@ -128,7 +129,7 @@ def test_invalid_bundles_name_the_field(document: dict[str, Any], needle: str) -
     with pytest.raises(RegistryError) as info:
         parse_bundle(document)
     assert info.value.code == "API_BUNDLE_INVALID"
-    assert info.value.status == 422
+    assert status_for(info.value) == 422
     assert needle in info.value.message
     assert info.value.details["errors"]
 

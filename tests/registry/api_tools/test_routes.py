@@ -12,8 +12,9 @@ from fastapi import FastAPI
 
 from doraforge.registry.api_tools.bundle import parse_bundle
 from doraforge.registry.api_tools.outbound import OutboundPolicy
-from doraforge.registry.api_tools.routes import api_tools_router
+from doraforge.registry.api_tools.routes import ROUTES, ApiTools
 from doraforge.registry.api_tools.tools import build_tools
+from doraforge.registry.http import EXCEPTION_HANDLERS
 from doraforge.registry.model import Principal
 from doraforge.registry.service import RegistryService
 from doraforge.wire.guard import TransportGuard, default_render, policy_for_bind
@@ -71,8 +72,8 @@ class TestClient:
 
 def _client(store: Path, policy: OutboundPolicy = DENY) -> tuple[TestClient, RegistryService]:
     service = RegistryService()
-    app = FastAPI()
-    app.include_router(api_tools_router(store, service, policy, SECRETS))
+    app = FastAPI(routes=ROUTES, exception_handlers=EXCEPTION_HANDLERS)
+    app.state.api_tools = ApiTools(store, service, policy, SECRETS)
     # As in the server: bodies reach the routes only through the transport guard.
     guard = policy_for_bind("127.0.0.1", token=None, server_names=["test"], max_body_bytes=BODY)
     app.add_middleware(TransportGuard, policy=guard, render=default_render)

@@ -12,6 +12,7 @@ from doraforge.registry.api_tools.client import ApiClient, execute
 from doraforge.registry.api_tools.errors import RegistryError, ToolFailure
 from doraforge.registry.api_tools.outbound import OutboundPolicy
 from doraforge.registry.api_tools.tools import build_tools, check_saveable, probe
+from doraforge.registry.http import status_for
 from doraforge.registry.model import Principal, ToolEntry
 from doraforge.registry.service import RegistryService
 
@@ -112,7 +113,7 @@ def test_probe_previews_given_samples() -> None:
     assert report["preview"]["failure"]["error"]["code"] == "API_RESPONSE_NOT_JSON"
     with pytest.raises(RegistryError) as info:
         asyncio.run(probe(bundle, "missing", {}, secrets=SECRETS))
-    assert info.value.status == 404
+    assert status_for(info.value) == 404
 
 
 def test_probe_live_runs_the_request(upstream: Upstream) -> None:
@@ -206,5 +207,5 @@ def test_check_saveable() -> None:
     ]:
         with pytest.raises(RegistryError) as info:
             check_saveable(make_bundle(base, tool("get", "/x")), policy)
-        assert info.value.status == 409
+        assert status_for(info.value) == 409
         assert info.value.code == "API_TOOL_HOST_NOT_ALLOWED"
