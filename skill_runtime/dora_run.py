@@ -2,9 +2,10 @@
 
 Settings applied to every run: the shipped Zenoh overlay (no silent drops under bursts),
 a private coordinator port (the default 6013 is machine-wide and ``dora down`` kills its
-owner), and this interpreter's ``bin`` first on PATH so ``path: python`` nodes run inside
-the project's environment. The world node chooses its headless GL backend itself (EGL,
-else OSMesa) unless ``MUJOCO_GL`` is set.
+owner), and this interpreter's ``bin`` first on PATH with uv pinned to it
+(:func:`node_interpreter_environment`) so ``path: python`` nodes run inside the project's
+environment. The world node chooses its headless GL backend itself (EGL, else OSMesa)
+unless ``MUJOCO_GL`` is set.
 
 ``dora run`` writes its ``out/`` logs next to the dataflow file, so a shipped dataflow
 (package data, perhaps in a read-only ``site-packages``) runs from a :func:`private_copy`
@@ -15,28 +16,28 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
-import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO
 
-import tempfile
 from doraforge.dataflows import ZENOH_OVERLAY
+
+# What a private copy of a dataflow folder leaves behind: earlier runs' logs and the
+# package's own Python files.
+_NOT_COPIED = shutil.ignore_patterns("out", "__pycache__", "*.py", "*.pyc")
 
 
 def free_port() -> int:
     """A TCP port on loopback that nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
-# What a private copy of a dataflow folder leaves behind: earlier runs' logs and the
-# package's own Python files.
-_NOT_COPIED = shutil.ignore_patterns("out", "__pycache__", "*.py", "*.pyc")
-
         return int(probe.getsockname()[1])
 
 
@@ -46,16 +47,66 @@ def dora_binary() -> str:
     return str(beside) if beside.exists() else "dora"
 
 
+def node_interpreter_environment(base: Mapping[str, str], bin_dir: Path) -> dict[str, str]:
+    """``base`` with ``bin_dir`` first on PATH and uv pinned to ``bin_dir``'s interpreter.
+
+    Every environment a ``dora`` process gets is built here (``dora run`` through
+    :func:`dora_environment`, the Skill Runtime's ``dora up``/``start``/``stop`` through its
+    ``_project_env``). Dora resolves a bare node ``path`` such as ``python`` with
+    ``uv run which python`` whenever a ``uv`` executable is on its PATH, before it
+    looks at PATH itself (dora ``libraries/core/src/descriptor/mod.rs``, ``resolve_path``
+    and ``resolve_path_via_uv``), and ``uv`` is always in ``bin_dir``: ``dora-rs-cli``
+    depends on it. Left alone, that ``uv run`` treats the enclosing ``pyproject.toml`` (the
+    checkout, for the shipped dataflows) as a uv project: it locks it (writing
+    ``uv.lock``), syncs and rebuilds its ``.venv`` from the network, and fails the whole
+    dataflow with "Could not find source path python within uv" when the index cannot be
+    reached; it also prefers ``$VIRTUAL_ENV`` or a ``.venv`` above the working directory
+    to this interpreter. The pins make that lookup answer ``bin_dir``'s ``python``
+    without a project, a cache, a download or the network, whatever the caller's
+    environment or the working directory.
+    """
+    env = dict(base)
+    python = bin_dir / "python"
+    env["PATH"] = os.pathsep.join(p for p in (str(bin_dir), env.get("PATH")) if p)
+    env["UV_NO_PROJECT"] = "1"  # no lock, no sync, no uv.lock, no network
+    env["UV_PYTHON"] = str(python if python.exists() else Path(sys.executable))
+    env["UV_PYTHON_DOWNLOADS"] = "never"
+    env["UV_NO_CACHE"] = "1"  # a HOME without a writable cache does not matter
+    return env
+
+
 def dora_environment(base: Mapping[str, str], **overrides: str) -> dict[str, str]:
     """The environment for ``dora run``: project settings under explicit overrides."""
-    env = dict(base)
-    bin_dir = str(Path(sys.executable).parent)
-    env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", "")])
+    env = node_interpreter_environment(base, Path(sys.executable).parent)
     env.setdefault("DORA_ZENOH_CONFIG_OVERLAY", str(ZENOH_OVERLAY))
     env.setdefault("DORA_COORDINATOR_PORT", str(free_port()))
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.update(overrides)
     return env
+
+
+def state_directory(environ: Mapping[str, str]) -> Path:
+    """doraforge's folder in the user's state directory (``$XDG_STATE_HOME``, else
+    ``~/.local/state``), where the Gateway keeps its journal by default too."""
+    state = environ.get("XDG_STATE_HOME")
+    home = Path(environ["HOME"]) if environ.get("HOME") else Path.home()
+    return (Path(state) if state else home / ".local" / "state") / "doraforge"
+
+
+def new_run_directory(environ: Mapping[str, str], name: str) -> Path:
+    """A fresh, private (0700) directory for one run of ``name`` under
+    ``<state>/doraforge/runs/``; it stays after the run so its logs can be read."""
+    runs = state_directory(environ) / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"{name}-{time.strftime('%Y%m%dT%H%M%S')}-", dir=runs))
+
+
+def private_copy(dataflow: Path, run_dir: Path) -> Path:
+    """Copy the folder holding ``dataflow`` (the configs its nodes name relative to it)
+    into ``run_dir`` and return the copy of ``dataflow``, which ``dora run`` can run
+    without writing anywhere else. Earlier runs' ``out/`` and Python files are left out."""
+    shutil.copytree(dataflow.parent, run_dir, ignore=_NOT_COPIED, dirs_exist_ok=True)
+    return run_dir / dataflow.name
 
 
 class Dataflow:
@@ -85,34 +136,21 @@ class Dataflow:
         """Whether ``dora run`` is still alive."""
         return self.process is not None and self.process.poll() is None
 
+    def interrupt(self) -> None:
+        """SIGINT to the group (Dora's graceful stop), without waiting: safe in a signal
+        handler that interrupts a frame blocked in :meth:`wait`."""
+        if self.process is not None and self.process.returncode is None:
+            self._signal(signal.SIGINT)
+
+    def kill(self) -> None:
+        """SIGKILL to the whole group, without waiting."""
+        if self.process is not None and self.process.returncode is None:
+            self._signal(signal.SIGKILL)
+
     def stop(self, grace_s: float = 15.0) -> int:
         """SIGINT (Dora's graceful stop), then SIGKILL to the group after ``grace_s``."""
         if self.process is None:
             return 0
-def state_directory(environ: Mapping[str, str]) -> Path:
-    """doraforge's folder in the user's state directory (``$XDG_STATE_HOME``, else
-    ``~/.local/state``), where the Gateway keeps its journal by default too."""
-    state = environ.get("XDG_STATE_HOME")
-    home = Path(environ["HOME"]) if environ.get("HOME") else Path.home()
-    return (Path(state) if state else home / ".local" / "state") / "doraforge"
-
-
-def new_run_directory(environ: Mapping[str, str], name: str) -> Path:
-    """A fresh, private (0700) directory for one run of ``name`` under
-    ``<state>/doraforge/runs/``; it stays after the run so its logs can be read."""
-    runs = state_directory(environ) / "runs"
-    runs.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f"{name}-{time.strftime('%Y%m%dT%H%M%S')}-", dir=runs))
-
-
-def private_copy(dataflow: Path, run_dir: Path) -> Path:
-    """Copy the folder holding ``dataflow`` (the configs its nodes name relative to it)
-    into ``run_dir`` and return the copy of ``dataflow``, which ``dora run`` can run
-    without writing anywhere else. Earlier runs' ``out/`` and Python files are left out."""
-    shutil.copytree(dataflow.parent, run_dir, ignore=_NOT_COPIED, dirs_exist_ok=True)
-    return run_dir / dataflow.name
-
-
         if self.process.poll() is None:
             self._signal(signal.SIGINT)
             try:
@@ -140,17 +178,6 @@ def private_copy(dataflow: Path, run_dir: Path) -> Path:
 def wait_until(
     predicate: Callable[[], bool],
     timeout_s: float,
-    def interrupt(self) -> None:
-        """SIGINT to the group (Dora's graceful stop), without waiting: safe in a signal
-        handler that interrupts a frame blocked in :meth:`wait`."""
-        if self.process is not None and self.process.returncode is None:
-            self._signal(signal.SIGINT)
-
-    def kill(self) -> None:
-        """SIGKILL to the whole group, without waiting."""
-        if self.process is not None and self.process.returncode is None:
-            self._signal(signal.SIGKILL)
-
     interval_s: float = 0.1,
     on_wait: Callable[[float], None] | None = None,
 ) -> bool:
