@@ -1,8 +1,10 @@
 """The caller-facing HTTP Tool API.
 
-This module is the one place where Gateway errors become HTTP statuses. Path components
-are matched on the raw (still percent-encoded) path and decoded afterwards, so callers
-can quote ``/`` and ``:`` inside tool and endpoint ids.
+This module is the one place where Gateway errors become HTTP statuses
+(:data:`STATUS_FOR_ERROR`). The routes are a table (:data:`ROUTES`) of module-level
+handlers that read the Gateway from ``app.state``. Path components are matched on the raw
+(still percent-encoded) path and decoded afterwards, so callers can quote ``/`` and ``:``
+inside tool and endpoint ids.
 """
 
 from __future__ import annotations
