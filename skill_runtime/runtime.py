@@ -41,7 +41,7 @@ from doraforge.paos.store import AgentTaskStore
 from doraforge.skill_runtime import gateway_probe, stop_guards
 from doraforge.skill_runtime.catalog import current_bundle
 from doraforge.skill_runtime.dora import SHARED_DEFAULT_PORT, DoraControl, dora_version
-from doraforge.skill_runtime.dora_run import dora_binary
+from doraforge.skill_runtime.dora_run import dora_binary, node_interpreter_environment
 from doraforge.skill_runtime.errors import RuntimeStateError
 from doraforge.skill_runtime.gateway_tokens import (
     TOKEN_FILE_ENV,
@@ -580,7 +580,7 @@ class RuntimeManager:
         every node of every skill, and each skill's Gateway gets its own token instead.
         """
         env = {k: v for k, v in self.environ.items() if k not in _OPERATOR_TOKEN_VARIABLES}
-        env["PATH"] = os.pathsep.join(p for p in (str(self.runtime_bin), env.get("PATH")) if p)
+        env = node_interpreter_environment(env, self.runtime_bin)
         env.setdefault("DORA_ZENOH_CONFIG_OVERLAY", str(ZENOH_OVERLAY))
         env["PYTHONUNBUFFERED"] = "1"
         return env
