@@ -225,7 +225,7 @@ def event_stream(description: str) -> dict[str, Any]:
 
 def responses(ok: Mapping[int, dict[str, Any]], errors: Iterable[int] = ()) -> Responses:
     """The ``responses=`` of a route: its successes, its errors and the guard's statuses."""
-    table: Responses = dict(ok)
+    table: Responses = {status: response for status, response in ok.items()}
     for status in sorted({*errors, *GUARD_STATUSES}):
         table[status] = {"model": ErrorEnvelope, "description": _ERROR_DESCRIPTIONS[status]}
     return table

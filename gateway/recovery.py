@@ -82,10 +82,9 @@ def snapshot(invocations: Iterable[Invocation]) -> list[JournalRecord]:
 def record_problem(record: JournalRecord) -> str | None:
     """Why ``record`` is not a well-formed journal record, or ``None`` when it is."""
     kind = record.get("k")
-    shape = _SHAPES.get(kind) if isinstance(kind, str) else None
-    if shape is None:
+    if not isinstance(kind, str) or kind not in _SHAPES:
         return f"unknown record kind {kind!r}"
-    for name, (types, required) in shape.items():
+    for name, (types, required) in _SHAPES[kind].items():
         if name not in record:
             if required:
                 return f"{kind} record without {name!r}"
@@ -227,7 +226,8 @@ def _outcome(
             partial=placeholder,
         )
     if terminal is not None:
-        return terminal["result"]
+        result: dict[str, Any] = terminal["result"]  # record_problem checked it is an object
+        return result
     return unknown_result(
         "FORGE_TOOL_GATEWAY_RESTARTED_OUTCOME_UNKNOWN",
         "the Gateway restarted while this invocation was in flight",

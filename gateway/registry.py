@@ -17,6 +17,7 @@ from forge_tool import (
     ToolEndpointDescriptor,
     ToolEnvelope,
     ToolError,
+    ToolOperationDescriptor,
     ToolProtocolError,
     endpoint_status_from_envelope,
     validate_registration_envelope,
@@ -40,7 +41,7 @@ class EndpointRecord:
     status_at: float | None = None
     renewals: int = field(default=0)
 
-    def operation(self, name: str):
+    def operation(self, name: str) -> ToolOperationDescriptor | None:
         """Return the descriptor operation called ``name`` or ``None``."""
         return next((op for op in self.descriptor.operations if op.name == name), None)
 

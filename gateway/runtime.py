@@ -14,7 +14,7 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from forge_tool import ToolEnvelope, ToolProtocolError, event_from_payload
+from forge_tool import ToolContext, ToolEnvelope, ToolProtocolError, event_from_payload
 
 from doraforge.gateway import admission, recovery, wire
 from doraforge.gateway.admission import InvokeBody, failed_result, unknown_result
@@ -153,7 +153,9 @@ class ToolRuntime:
             self.store.evict(now_ms)
         return invocation
 
-    async def _dispatch(self, spec: ToolSpec, invocation: Invocation, arguments: dict) -> None:
+    async def _dispatch(
+        self, spec: ToolSpec, invocation: Invocation, arguments: dict[str, Any]
+    ) -> None:
         envelope = wire.invoke_request(
             spec,
             invocation.invocation_id,
@@ -514,7 +516,7 @@ class ToolRuntime:
         key = (spec.endpoint_id, spec.operation)
         return self._slots[key] + self._queries[key]
 
-    def _context(self, spec: ToolSpec, invocation: Invocation):
+    def _context(self, spec: ToolSpec, invocation: Invocation) -> ToolContext:
         return wire.execution_context(
             spec,
             invocation.invocation_id,
