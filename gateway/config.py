@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from doraforge.gateway.errors import ConfigError
 from doraforge.wire import strict_yaml
+from doraforge.wire.frames import AxisDirection
 
 Semantics = Literal["query", "action", "session"]
 Identifier = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:/-]+$")]
@@ -31,14 +32,6 @@ READINESS_REQUIREMENTS = frozenset(
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
-
-
-class AxisDirection(_Strict):
-    """A named direction expressed as a signed axis of a frame."""
-
-    frame: Annotated[str, Field(min_length=1)]
-    axis: Literal["x", "y", "z"]
-    sign: Literal[-1, 1]
 
 
 class RobotFrameProfile(_Strict):

@@ -118,20 +118,25 @@ class _StrictLoader(yaml.SafeLoader):
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent) and not self._aliases:
             # Aliases let a small document expand into a huge tree ("billion laughs").
-            line = self.peek_event().start_mark.line + 1
+            line = self._next_line()
             raise YAMLRefused(
                 "YAML_ALIAS", f"YAML aliases are not allowed (line {line})", line=line
             )
         self._depth += 1
         try:
             if self._depth > self._max_depth:
-                line = self.peek_event().start_mark.line + 1
+                line = self._next_line()
                 raise YAMLRefused(
                     "YAML_TOO_DEEP", f"nesting deeper than {self._max_depth} levels", line=line
                 )
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+    def _next_line(self) -> int:
+        """The 1-based line of the event about to be composed."""
+        event = self.peek_event()  # type: ignore[no-untyped-call]  # untyped in the stubs
+        return int(event.start_mark.line) + 1
 
     @property
     def field(self) -> str:

@@ -115,7 +115,7 @@ def _row(value: Any, max_carrier_bytes: int) -> dict[str, Any]:
         )
     # to_pylist is about twice as fast as value[0].as_py() on Dora-owned arrays; the
     # column set is checked here and every value's type by ToolEnvelope below.
-    row = value.to_pylist()[0]
+    row: dict[str, Any] = value.to_pylist()[0]
     if row.keys() != _COLUMNS:
         raise ToolProtocolError(
             "FORGE_PROTOCOL_INVALID_MESSAGE", "columns differ from forge_msgs.ToolMessage"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from doraforge.nodes.motion.follow import FollowLimits
+from doraforge.nodes.robot.limits import check_box, check_home, check_joint
 from doraforge.nodes.robot.profile import RobotProfile
 
 
@@ -25,10 +26,7 @@ class JointSpec:
     max_velocity: float
 
     def __post_init__(self) -> None:
-        if not self.lower < self.upper:
-            raise ValueError(f"joint {self.name}: lower must be below upper")
-        if not self.max_velocity > 0:
-            raise ValueError(f"joint {self.name}: max_velocity must be positive")
+        check_joint(self)
 
 
 @dataclass(frozen=True)
@@ -49,12 +47,8 @@ class ArmConfig:
     follow: FollowLimits = field(default_factory=FollowLimits)
 
     def __post_init__(self) -> None:
-        if len(self.home) != len(self.joints):
-            raise ValueError("home must give one position per arm joint")
-        if not np.all(self.lower <= self.home_array) or not np.all(self.home_array <= self.upper):
-            raise ValueError("home must lie within the joint limits")
-        if not all(lo < hi for lo, hi in zip(self.workspace_min, self.workspace_max, strict=True)):
-            raise ValueError("workspace min must be below max on every axis")
+        check_home(self.joints, self.home)
+        check_box(self.workspace_min, self.workspace_max)
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -10,11 +10,13 @@ names the field and the file.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, Self
+from typing import Annotated, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from doraforge.nodes.robot.limits import check_box, check_home, check_joint
 from doraforge.wire import strict_yaml
+from doraforge.wire.frames import AxisDirection
 
 type Name = Annotated[str, Field(min_length=1, max_length=128)]
 type FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
@@ -34,14 +36,6 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class AxisDirection(_Strict):
-    """A named direction as a signed axis of a frame (as the Gateway's robot_frame_profile)."""
-
-    frame: Name
-    axis: Literal["x", "y", "z"]
-    sign: Literal[-1, 1]
-
-
 class ArmJoint(_Strict):
     """One arm joint: data-plane name, position limits (rad) and speed limit (rad/s)."""
 
@@ -52,8 +46,7 @@ class ArmJoint(_Strict):
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:
-        if self.lower >= self.upper:
-            raise ValueError(f"joint {self.name!r}: lower must be below upper")
+        check_joint(self)
         return self
 
 
@@ -65,8 +58,7 @@ class WorkspaceBox(_Strict):
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:
-        if any(lo >= hi for lo, hi in zip(self.min, self.max, strict=True)):
-            raise ValueError("workspace min must be below max on every axis")
+        check_box(self.min, self.max)
         return self
 
     def contains(self, point: list[float] | tuple[float, ...]) -> bool:
@@ -136,11 +128,7 @@ class RobotProfile(_Strict):
             raise ValueError("arm_joints names must be unique")
         if set(names) & set(self.gripper.joints):
             raise ValueError("gripper.joints must not repeat arm joint names")
-        if len(self.home) != len(self.arm_joints):
-            raise ValueError(f"home must hold one position per arm joint ({len(names)})")
-        for joint, value in zip(self.arm_joints, self.home, strict=True):
-            if not joint.lower <= value <= joint.upper:
-                raise ValueError(f"home position of {joint.name!r} is outside its limits")
+        check_home(self.arm_joints, self.home)
         return self
 
     @property
