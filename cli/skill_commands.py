@@ -12,7 +12,7 @@ from doraforge import skills
 from doraforge.cli.context import Context
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     skill = commands.add_parser("skill", help="pack, install and run skill bundles")
     sub = skill.add_subparsers(dest="skill_command", required=True)
     pack = sub.add_parser("pack", help="write a deterministic bundle archive")

@@ -118,7 +118,10 @@ def _data(response: httpx.Response, status: int) -> dict[str, Any]:
         raise DemoFailure(
             f"{response.request.url.path}: HTTP {response.status_code} {response.text}"
         )
-    return response.json()["data"]
+    data = response.json()["data"]
+    if not isinstance(data, dict):
+        raise DemoFailure(f"{response.request.url.path}: the envelope's data is not an object")
+    return data
 
 
 def _discover(client: httpx.Client) -> None:
