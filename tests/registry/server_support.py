@@ -1,20 +1,18 @@
-"""Shared pieces of the server and MCP tests: demo tools and a real uvicorn on port 0."""
+"""Shared pieces of the server and MCP tests: demo tools and the server on a live socket."""
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from fastapi import FastAPI
 
 from doraforge.registry.errors import ToolFailure
 from doraforge.registry.server import build_app, new_service, uvicorn_config
 from doraforge.registry.settings import ServerSettings
+from tests.support.live_server import LiveServer
 
 TOKEN = "test-token-0123456789abcdef"
 OBJECT = {"type": "object"}
@@ -86,19 +84,8 @@ def demo_app(settings: ServerSettings, tools: DemoTools | None = None) -> FastAP
 
 
 @contextmanager
-def running(app: FastAPI, *, timeout_s: float = 10.0) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on 127.0.0.1:0 in a thread; yields the base URL."""
-    server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", 0))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + timeout_s
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.005)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout_s)
+def running(app: FastAPI) -> Iterator[str]:
+    """Serve ``app`` with the registry's own uvicorn settings on a loopback port; yields the
+    base URL."""
+    with LiveServer(uvicorn_config(app, "127.0.0.1", 0)) as server:
+        yield server.url

@@ -3,64 +3,30 @@ forge.* tools, the manifest with its grants, and stops on SIGTERM."""
 
 from __future__ import annotations
 
-import os
-import re
-import selectors
+import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 
 from tests.paths import PROJECT_ROOT
+from tests.support.live_server import serve_process
 
-LISTENING = re.compile(r"http://127\.0\.0\.1:(\d+)")
-
-
-def _wait_for_address(process: subprocess.Popen[str], timeout_s: float) -> str:
-    assert process.stdout is not None
-    selector = selectors.DefaultSelector()
-    selector.register(process.stdout, selectors.EVENT_READ)
-    seen = ""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not selector.select(timeout=deadline - time.monotonic()):
-            break
-        line = process.stdout.readline()
-        if not line:
-            break
-        seen += line
-        found = LISTENING.search(seen)
-        if found:
-            return f"http://127.0.0.1:{found.group(1)}"
-    raise AssertionError(f"no listening address in {seen!r}")
+TOKEN = "serve-test-token-0123456789"
 
 
 def test_serve_listens_where_it_says_with_the_granted_robot_tools(tmp_path: Path) -> None:
-    env = {**os.environ, "COLUMNS": "200", "FORGE_TEST_TOKEN": "serve-test-token-0123456789"}
-    command = [sys.executable, "-m", "doraforge.cli", "serve", "--home", str(tmp_path / "home")]
-    command += ["--port", "0", "--grant", "robot.read", "--token-env", "FORGE_TEST_TOKEN"]
-    command += ["--mcp"]
-    process = subprocess.Popen(
-        command,
-        cwd=PROJECT_ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        base = _wait_for_address(process, timeout_s=30)
-        bearer = {"authorization": "Bearer serve-test-token-0123456789"}
-        anonymous = httpx.get(f"{base}/api/tools", timeout=10)
-        catalog = httpx.get(f"{base}/api/tools", headers=bearer, timeout=10).json()
+    options = ("--grant", "robot.read", "--token-env", "FORGE_TEST_TOKEN", "--mcp")
+    with serve_process(tmp_path, *options, token=TOKEN, env={"FORGE_TEST_TOKEN": TOKEN}) as serve:
+        assert serve.bound == "127.0.0.1"
+        bearer = dict(serve.bearer())
+        anonymous = httpx.get(f"{serve.base_url}/api/tools", timeout=10)
+        catalog = httpx.get(f"{serve.base_url}/api/tools", headers=bearer, timeout=10).json()
         manifest = httpx.get(
-            f"{base}/api/agent-context/manifest", headers=bearer, timeout=10
+            f"{serve.base_url}/api/agent-context/manifest", headers=bearer, timeout=10
         ).json()
-    finally:
-        process.terminate()
-        _out, err = process.communicate(timeout=20)
+    assert serve.process.returncode != -signal.SIGKILL  # SIGTERM stopped it
     assert anonymous.status_code == 401
     names = {tool["name"] for tool in catalog["tools"]}
     assert {"forge.task_create", "forge.tool_start_action", "forge.skills.installed"} <= names
@@ -68,7 +34,7 @@ def test_serve_listens_where_it_says_with_the_granted_robot_tools(tmp_path: Path
     assert manifest["enabled"] is True
     assert manifest["authentication"] == "bearer"
     assert all(t["annotations"]["readOnlyHint"] for t in manifest["tools"])
-    assert "Traceback" not in err
+    assert "Traceback" not in serve.errors()
 
 
 def test_serve_refuses_a_bad_config_with_one_line(tmp_path: Path) -> None:

@@ -1,27 +1,23 @@
-"""The processes and sockets an attack row runs against or counts on: a ``doraforge serve``
-process on a free port (stopped whatever happens) and a loopback listener that counts every
-connection made to it, which is how a row proves that nothing was dialled.
+"""The peers an attack row runs against or counts on: a Gateway config bound to a chosen
+host, and a loopback listener that counts every connection made to it, which is how a row
+proves that nothing was dialled. (The ``doraforge serve`` process the rows run against is
+:func:`tests.support.live_server.serve_process`.)
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import re
-import signal
 import socket
-import subprocess
-import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from doraforge.skill_runtime.dora_run import wait_until
-from tests.paths import PROJECT_ROOT
-from tests.security.attack_support import Headers
+import yaml
+
+from doraforge.dataflows import DATAFLOWS
+from tests.support.live_server import serving
 
 # ------------------------------------------------------------------------- listener
 
@@ -85,10 +81,7 @@ class Listener:
         self, replies: Mapping[str, Reply] | None = None, *, host: str = "127.0.0.1"
     ) -> None:
         self._server = _CountingServer(host, replies or {})
-        # A short poll keeps shutdown() quick; the default half second adds up per row.
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
+        self._serving = serving(self._server)
 
     @property
     def port(self) -> int:
@@ -113,117 +106,22 @@ class Listener:
             return list(self._server.targets)
 
     def __enter__(self) -> Listener:
-        self._thread.start()
+        self._serving.__enter__()
         return self
 
-    def __exit__(self, *_exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
+    def __exit__(self, *exc: Any) -> None:
+        self._serving.__exit__(*exc)
 
 
-# ------------------------------------------------------------------- doraforge serve
-
-LISTENING = re.compile(r"registry listening on http://(\[[^\]]+\]|[^\s:/]+):(\d+)")
-START_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 20.0
+# ------------------------------------------------------------------------- Gateway
 
 
-@dataclass
-class ServeProcess:
-    """A running ``doraforge serve``: its process, where it listens, its token and logs."""
-
-    process: subprocess.Popen[bytes]
-    stdout: Path
-    stderr: Path
-    port: int = 0
-    bound: str = ""
-    token: str | None = None
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def bearer(self) -> Headers:
-        """The ``Authorization`` header this server wants (none when it has no token)."""
-        return () if self.token is None else (("Authorization", f"Bearer {self.token}"),)
-
-    def errors(self) -> str:
-        return self.stderr.read_text(encoding="utf-8", errors="replace")
-
-
-def serve_command(home: Path, *options: str) -> list[str]:
-    """``doraforge serve`` on a free port under ``home`` with ``options``."""
-    return [
-        sys.executable,
-        "-m",
-        "doraforge.cli",
-        "serve",
-        "--home",
-        str(home),
-        "--port",
-        "0",
-        *options,
-    ]
-
-
-def serve_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    # A wide terminal keeps the one address line on one line.
-    return {**os.environ, "COLUMNS": "400", **(extra or {})}
-
-
-@contextlib.contextmanager
-def serve_process(
-    directory: Path, *options: str, token: str | None = None
-) -> Iterator[ServeProcess]:
-    """Start ``doraforge serve`` with ``options`` and a home under ``directory``, wait for
-    the address it prints, and always stop it (SIGTERM, then SIGKILL)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    stdout, stderr = directory / "serve.out", directory / "serve.err"
-    with stdout.open("wb") as out, stderr.open("wb") as err:
-        process = subprocess.Popen(
-            serve_command(directory / "home", *options),
-            cwd=PROJECT_ROOT,
-            env=serve_environment(),
-            stdout=out,
-            stderr=err,
-        )
-    running = ServeProcess(process, stdout, stderr, token=token)
-    try:
-        found = _await_address(running)
-        running.bound, running.port = found.group(1).strip("[]"), int(found.group(2))
-        yield running
-    finally:
-        stop(process)
-
-
-def _await_address(running: ServeProcess) -> re.Match[str]:
-    found: list[re.Match[str]] = []
-
-    def listening() -> bool:
-        match = LISTENING.search(running.stdout.read_text(encoding="utf-8", errors="replace"))
-        if match:
-            found.append(match)
-        return bool(match) or running.process.poll() is not None
-
-    wait_until(listening, START_TIMEOUT_S, interval_s=0.05)
-    assert found, (
-        f"doraforge serve printed no address (exit {running.process.poll()}):\n"
-        f"{running.stdout.read_text()}\n{running.errors()}"
-    )
-    return found[0]
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, then SIGKILL after :data:`STOP_TIMEOUT_S`; never leaves the process."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=STOP_TIMEOUT_S)
+def gateway_config(directory: Path, host: str, **security: Any) -> Path:
+    """The mock dataflow's Gateway config bound to ``host`` with ``security``."""
+    config = yaml.safe_load((DATAFLOWS / "mock.gateway.yml").read_text(encoding="utf-8"))
+    config["host"] = host
+    if security:
+        config["security"] = security
+    path = directory / "mock.gateway.yml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return path

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psutil
+import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 from websockets.typing import Origin, Subprotocol
@@ -294,3 +295,18 @@ def ws_handshake(
         return Handshake(response.status_code, code=answer.code)
     finally:
         sock.close()
+
+
+#: Requests to a wildcard-bound server: ``Host`` (given the port), extra headers, and the
+#: refusal code (``None``: the request must pass).
+WILDCARD_ROWS = [
+    pytest.param("evil.example:{port}", (), "HOST_NOT_ALLOWED", id="rebinding-host"),
+    pytest.param("0.0.0.0:{port}", (), "HOST_NOT_ALLOWED", id="wildcard-as-host"),
+    pytest.param(
+        "127.0.0.1:{port}",
+        (("Origin", "http://evil.example"),),
+        "ORIGIN_NOT_ALLOWED",
+        id="foreign-origin",
+    ),
+    pytest.param("localhost:{port}", (), None, id="loopback-host-passes"),
+]

@@ -1,5 +1,6 @@
 """Bind addresses: what the Gateway and ``doraforge serve`` do when asked to listen off
-loopback, on real processes.
+loopback, on real processes (the wildcard-bound Gateway under ``dora run`` is in
+``tests/e2e/security/test_bind_wildcard_gateway.py``).
 
 Without a token a non-loopback bind must not start at all: the Gateway's node exits 2 with
 one line before it touches Dora, ``doraforge serve`` exits 1 with one line before it binds.
@@ -11,31 +12,28 @@ names, so a rebinding ``Host`` is refused there too.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
-from doraforge.dataflows import DATAFLOWS
 from doraforge.wire.tokens import write_token
-from tests.e2e.conftest import MockStack, dataflow_stack
 from tests.paths import PROJECT_ROOT
-from tests.security.attack_peers import (
+from tests.security.attack_peers import gateway_config
+from tests.security.attack_support import (
+    ACCEPT_MCP,
+    JSON,
+    WILDCARD_ROWS,
+    Headers,
+    exchange,
+)
+from tests.support.live_server import (
     ServeProcess,
     serve_command,
     serve_environment,
     serve_process,
-)
-from tests.security.attack_support import (
-    ACCEPT_MCP,
-    JSON,
-    Headers,
-    exchange,
 )
 
 NON_LOOPBACK_BINDS = {
@@ -55,17 +53,6 @@ def _one_line(stderr: str) -> str:
 
 
 # ------------------------------------------------------------------------ Gateway
-
-
-def gateway_config(directory: Path, host: str, **security: Any) -> Path:
-    """The mock dataflow's Gateway config bound to ``host`` with ``security``."""
-    config = yaml.safe_load((DATAFLOWS / "mock.gateway.yml").read_text(encoding="utf-8"))
-    config["host"] = host
-    if security:
-        config["security"] = security
-    path = directory / "mock.gateway.yml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-    return path
 
 
 def run_gateway_node(
@@ -112,64 +99,6 @@ def test_a_gateway_token_shorter_than_16_characters_exits_2_with_one_line(
     done = run_gateway_node(config, {"ATTACK_SHORT_TOKEN": "short"})
     assert done.returncode == 2, done
     assert "at least 16 characters" in _one_line(done.stderr)
-
-
-@pytest.fixture(scope="module")
-def insecure_wildcard_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockStack]:
-    """The mock dataflow with its Gateway on 0.0.0.0, no token, ``security.insecure``."""
-    directory = tmp_path_factory.mktemp("gateway-wildcard")
-    shutil.copy(DATAFLOWS / "mock.yml", directory / "mock.yml")
-    gateway_config(directory, "0.0.0.0", insecure=True)
-    with dataflow_stack(directory / "run", dataflow=directory / "mock.yml") as running:
-        yield running
-
-
-@pytest.mark.e2e
-def test_an_insecure_wildcard_gateway_starts_and_says_so_loudly(
-    insecure_wildcard_gateway: MockStack,
-) -> None:
-    assert "INSECURE" in insecure_wildcard_gateway.tail(400)
-    assert insecure_wildcard_gateway.ready()
-
-
-#: Requests to a wildcard-bound server: ``Host`` (given the port), extra headers, and the
-#: refusal code (``None``: the request must pass).
-WILDCARD_ROWS = [
-    pytest.param("evil.example:{port}", (), "HOST_NOT_ALLOWED", id="rebinding-host"),
-    pytest.param("0.0.0.0:{port}", (), "HOST_NOT_ALLOWED", id="wildcard-as-host"),
-    pytest.param(
-        "127.0.0.1:{port}",
-        (("Origin", "http://evil.example"),),
-        "ORIGIN_NOT_ALLOWED",
-        id="foreign-origin",
-    ),
-    pytest.param("localhost:{port}", (), None, id="loopback-host-passes"),
-]
-
-
-@pytest.mark.e2e
-@pytest.mark.parametrize(("host", "headers", "code"), WILDCARD_ROWS)
-def test_a_wildcard_bound_gateway_keeps_the_host_and_origin_checks(
-    insecure_wildcard_gateway: MockStack, host: str, headers: Headers, code: str | None
-) -> None:
-    stack = insecure_wildcard_gateway
-    stack.wait_idle()
-    before = stack.stats()["invokes"]["move"]
-    body = b'{"arguments": {"duration_s": 0, "behaviour": "succeed"}}'
-    answer = exchange(
-        stack.port,
-        "POST",
-        "/tools/mock.move:invoke",
-        headers=(JSON, *headers),
-        body=body,
-        hosts=[host.format(port=stack.port)],
-    )
-    if code is None:
-        assert answer.status == 202, answer
-    else:
-        assert (answer.status, answer.code) == (403, f"FORGE_TOOL_{code}"), answer
-    moved = stack.stats()["invokes"]["move"] - before
-    assert moved == (1 if code is None else 0)
 
 
 # ------------------------------------------------------------------ doraforge serve

@@ -29,7 +29,7 @@ import httpx
 import pytest
 
 from doraforge.wire.tokens import write_token
-from tests.security.attack_peers import Listener, Reply, ServeProcess, serve_process
+from tests.security.attack_peers import Listener, Reply
 from tests.security.attack_support import (
     ACCEPT_MCP,
     FOREIGN_ORIGINS,
@@ -47,6 +47,7 @@ from tests.security.attack_support import (
     exchange,
     presented,
 )
+from tests.support.live_server import ServeProcess, serve_process
 
 MAX_FLOOD_GROWTH = 32 * MiB
 CANARY = "canary"

@@ -7,11 +7,12 @@ It serves ``routes`` (path -> bytes), honours ``Range: bytes=N-`` with 206 and
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests.support.live_server import serving
 
 
 @dataclass
@@ -113,11 +114,5 @@ def serve() -> Iterator[Loopback]:
     state = Loopback(base="")
     server = _Server(("127.0.0.1", 0), _handler(state))
     state.base = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)

@@ -14,6 +14,7 @@ import pytest
 
 from doraforge.registry.api_tools.bundle import Bundle, parse_bundle
 from doraforge.registry.api_tools.outbound import OutboundPolicy
+from tests.support.live_server import serving
 
 BIG_BYTES = 5 * 1024 * 1024
 
@@ -119,16 +120,11 @@ class Upstream:
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[Upstream]:
-    server = _Server()
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield Upstream(server.server_address[1])
-    finally:
-        server.release.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serving(_Server()) as server:
+        try:
+            yield Upstream(server.server_address[1])
+        finally:
+            server.release.set()  # a handler still held must not outlast the shutdown
 
 
 def make_bundle(base_url: str, *tools: dict[str, Any], **extra: Any) -> Bundle:

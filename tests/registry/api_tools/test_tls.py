@@ -6,7 +6,6 @@ import asyncio
 import shutil
 import ssl
 import subprocess
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 from doraforge.registry.api_tools.client import ApiClient, execute
 from doraforge.registry.api_tools.errors import ToolFailure
 from doraforge.registry.api_tools.outbound import OutboundPolicy
+from tests.support.live_server import serving
 
 from .conftest import make_bundle, tool
 
@@ -57,14 +57,8 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, 
     server.daemon_threads = True
     server.socket = context.wrap_socket(server.socket, server_side=True)
     server.handle_error = lambda request, address: None  # type: ignore[method-assign]
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
+    with serving(server):
         yield server.server_address[1], cert
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 async def _loopback(host: str, port: int) -> list[str]:
