@@ -82,8 +82,8 @@ def _accepts(header: str) -> bool:
 
 
 def _http_fault(status: int, code: str, message: str, **headers: str) -> JSONResponse:
-    body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
-    body["error"]["data"] = {"code": code}
+    error = {"code": -32600, "message": message, "data": {"code": code}}
+    body = {"jsonrpc": "2.0", "id": None, "error": error}
     return JSONResponse(body, status, headers=headers or None)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import difflib
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -74,7 +74,10 @@ def _fix_value(arguments: dict[str, Any], error: ValidationError) -> Repair | No
     if not parts:
         return None
     if error.validator == "type":
-        value = _coerce(error.instance, error.validator_value)
+        expected = error.validator_value  # a "type" keyword names one type or a list
+        if not isinstance(expected, str | list):
+            return None
+        value = _coerce(error.instance, expected)
         if value is _MISSING:
             return None
         _set(arguments, parts, value)
@@ -86,9 +89,11 @@ def _fix_value(arguments: dict[str, Any], error: ValidationError) -> Repair | No
 
 
 def _rename(
-    arguments: dict[str, Any], schema: dict[str, Any], errors: list[ValidationError]
+    arguments: dict[str, Any], schema: bool | Mapping[str, Any], errors: list[ValidationError]
 ) -> Repair | None:
     """Rename the single unknown top-level key to the one known key it most likely meant."""
+    if not isinstance(schema, Mapping):  # a true/false schema names no keys
+        return None
     known = schema.get("properties", {})
     unknown = [key for key in arguments if key not in known]
     if len(unknown) != 1 or not any(e.validator == "additionalProperties" for e in errors):

@@ -45,7 +45,7 @@ class ServerSettings(BaseModel):
     port: int = Field(8765, ge=0, le=65535)
     grants: frozenset[str] = frozenset()
     approvals: frozenset[str] = frozenset()
-    token: str | None = Field(None, min_length=16, repr=False)
+    token: str | None = Field(default=None, min_length=16, repr=False)
     server_names: frozenset[str] = frozenset()
     allowed_origins: frozenset[str] = frozenset()
     insecure: bool = False
@@ -76,8 +76,8 @@ class _ConfigFile(BaseModel):
     port: int | None = None
     grants: list[str] | None = None
     approvals: list[str] | None = None
-    token_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    token_file: str | None = Field(None, min_length=1, max_length=4096)
+    token_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    token_file: str | None = Field(default=None, min_length=1, max_length=4096)
     server_names: list[str] | None = None
     allowed_origins: list[str] | None = None
     insecure: bool | None = None
@@ -127,6 +127,7 @@ def _token(
     file: _ConfigFile, env: Mapping[str, str], token_env: str | None, token_file: Path | None
 ) -> str | None:
     """The bearer token: options win over the config file; never from a command line."""
+    sources: tuple[str | None, str | Path | None]
     if token_env is not None or token_file is not None:
         sources = (token_env, token_file)
     else:

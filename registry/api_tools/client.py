@@ -33,7 +33,9 @@ def redact(value: Any, secrets: Mapping[str, str]) -> Any:
     return value
 
 
-def _pinned(request: RenderedRequest, address: str) -> tuple[httpx.URL, dict[str, str], dict]:
+def _pinned(
+    request: RenderedRequest, address: str
+) -> tuple[httpx.URL, dict[str, str], dict[str, str]]:
     parts = urlsplit(request.url)
     host = parts.hostname or ""
     url = httpx.URL(request.url).copy_with(host=address)
@@ -109,7 +111,8 @@ async def execute(
         request = render(bundle, tool, arguments, secrets)
         async with asyncio.timeout(tool.timeoutMs / 1000):
             raw = await client.send(request, tool.timeoutMs / 1000)
-        return redact(interpret(tool, raw), secrets)
+        result: dict[str, Any] = redact(interpret(tool, raw), secrets)  # same shape, redacted
+        return result
     except ToolFailure as failure:
         raise _redacted(failure, secrets) from None
     except (TimeoutError, httpx.TimeoutException):

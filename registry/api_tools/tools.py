@@ -187,7 +187,8 @@ async def probe(
     }
     if client is not None:
         report["live"] = await _live(bundle, tool, arguments, secrets, client)
-    return redact(report, secrets)
+    redacted: dict[str, Any] = redact(report, secrets)  # the same report, secrets masked
+    return redacted
 
 
 async def _live(
@@ -204,6 +205,6 @@ async def _live(
         return {"ok": False, "error": failure.to_payload()}
     except Exception as exc:  # the probe is a diagnosis: report an unforeseen fault
         logger.warning("live probe of %s failed", tool_name(bundle, tool), exc_info=exc)
-        failure = ToolFailure("API_PROBE_FAILED", f"the live request failed ({type(exc).__name__})")
-        return {"ok": False, "error": failure.to_payload()}
+        fault = ToolFailure("API_PROBE_FAILED", f"the live request failed ({type(exc).__name__})")
+        return {"ok": False, "error": fault.to_payload()}
     return {"ok": True, "result": result}
