@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO
 
 from doraforge.dataflows import ZENOH_OVERLAY
+from doraforge.skill_runtime.dora import SHARED_DEFAULT_PORT
 
 # What a private copy of a dataflow folder leaves behind: earlier runs' logs and the
 # package's own Python files.
@@ -35,10 +36,14 @@ _NOT_COPIED = shutil.ignore_patterns("out", "__pycache__", "*.py", "*.pyc")
 
 
 def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A TCP port on loopback that nothing listens on right now, never Dora's machine-wide
+    default coordinator port (whoever owns that one, ``dora down`` would kill)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        if port != SHARED_DEFAULT_PORT:
+            return port
 
 
 def dora_binary() -> str:

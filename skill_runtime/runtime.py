@@ -40,8 +40,12 @@ from doraforge.paos.home import PaosHome
 from doraforge.paos.store import AgentTaskStore
 from doraforge.skill_runtime import gateway_probe, stop_guards
 from doraforge.skill_runtime.catalog import current_bundle
-from doraforge.skill_runtime.dora import SHARED_DEFAULT_PORT, DoraControl, dora_version
-from doraforge.skill_runtime.dora_run import dora_binary, node_interpreter_environment
+from doraforge.skill_runtime.dora import DoraControl, dora_version
+from doraforge.skill_runtime.dora_run import (
+    dora_binary,
+    free_port,
+    node_interpreter_environment,
+)
 from doraforge.skill_runtime.errors import RuntimeStateError
 from doraforge.skill_runtime.gateway_tokens import (
     TOKEN_FILE_ENV,
@@ -529,7 +533,7 @@ class RuntimeManager:
         try:
             return _Services.model_validate_json(self._services_path.read_text(encoding="utf-8"))
         except (FileNotFoundError, ValidationError):
-            services = _Services(coordinator_port=_free_port(), daemon_listen_port=_free_port())
+            services = _Services(coordinator_port=free_port(), daemon_listen_port=free_port())
             atomic_write(self._services_path, services.model_dump_json(indent=2) + "\n")
             return services
 
@@ -549,7 +553,7 @@ class RuntimeManager:
                 dora.down()  # a coordinator whose daemon is gone cannot start anything
             if not (_port_free(dora.port) and _port_free(services.daemon_listen_port)):
                 # Someone else took a port since it was chosen: choose again, for good.
-                services = _Services(coordinator_port=_free_port(), daemon_listen_port=_free_port())
+                services = _Services(coordinator_port=free_port(), daemon_listen_port=free_port())
                 atomic_write(self._services_path, services.model_dump_json(indent=2) + "\n")
                 dora = self._control(services.coordinator_port)
             self.progress("starting this home's Dora coordinator", 0.0)
@@ -689,16 +693,6 @@ def _port_free(port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-def _free_port() -> int:
-    """A free loopback port that is not Dora's machine-wide default."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = int(probe.getsockname()[1])
-        if port != SHARED_DEFAULT_PORT:
-            return port
 
 
 def _tail(path: Path, lines: int) -> str:
