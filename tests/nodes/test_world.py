@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -18,8 +17,16 @@ from doraforge.sim.environment import Environment
 from doraforge.sim.render import Cameras
 from doraforge.sim.tasks.pick_place import PickPlace
 from doraforge.sim.world import World
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.anyio
+
+PHYSICS_WAIT_S = 20.0
+
+
+def wait_for(predicate: Callable[[], object], what: str) -> None:
+    """Wait (bounded) for the physics thread; it steps far faster than this polls."""
+    eventually(predicate, within=PHYSICS_WAIT_S, what=what, interval=0.01)
 
 
 class Collector:
@@ -36,14 +43,6 @@ class Collector:
     def of(self, output: str) -> list[tuple[Any, dict[str, Any]]]:
         with self.lock:
             return [(v, m) for o, v, m in self.messages if o == output]
-
-
-def wait_for(predicate: Callable[[], bool], within: float = 20.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -70,7 +69,10 @@ def simulation():
 
 def test_it_publishes_joint_state_and_numbered_frames(simulation: Simulation):
     collector: Collector = simulation.collector  # type: ignore[attr-defined]
-    wait_for(lambda: len(collector.of("image_wrist")) >= 2 and len(collector.of("joint_state")) > 5)
+    wait_for(
+        lambda: len(collector.of("image_wrist")) >= 2 and len(collector.of("joint_state")) > 5,
+        "frames and joint states published",
+    )
     state = JointState.from_arrow(collector.of("joint_state")[-1][0])
     assert state.name[:2] == ["shoulder_pan", "shoulder_lift"]
     assert len(state.position) == len(state.name) == len(state.velocity)
@@ -86,18 +88,18 @@ def test_it_publishes_joint_state_and_numbered_frames(simulation: Simulation):
 
 def test_position_commands_move_the_joints(simulation: Simulation):
     collector: Collector = simulation.collector  # type: ignore[attr-defined]
-    wait_for(lambda: simulation.snapshot() is not None)
+    wait_for(lambda: simulation.snapshot() is not None, "a first snapshot")
     simulation.command(["shoulder_pan"], [0.4])
 
     def pan() -> float:
         state = JointState.from_arrow(collector.of("joint_state")[-1][0])
         return state.position[state.name.index("shoulder_pan")]
 
-    wait_for(lambda: abs(pan() - 0.4) < 0.02)
+    wait_for(lambda: abs(pan() - 0.4) < 0.02, "the pan joint at 0.4 rad")
 
 
 async def test_reset_action_redraws_the_cube_and_answers_scene_state(simulation: Simulation):
-    wait_for(lambda: simulation.snapshot() is not None)
+    wait_for(lambda: simulation.snapshot() is not None, "a first snapshot")
     reset = ResetAction(simulation)
     finished = asyncio.Event()
     events: list[Any] = []
@@ -144,23 +146,23 @@ async def test_reset_rejects_a_bad_seed_before_acceptance(simulation: Simulation
 
 
 def test_divergence_makes_the_endpoint_unavailable_until_reset(simulation: Simulation):
-    wait_for(lambda: simulation.snapshot() is not None)
+    wait_for(lambda: simulation.snapshot() is not None, "a first snapshot")
     world: World = simulation.worlds[0]  # type: ignore[attr-defined]
     world.data.qvel[:] = 1e9  # fault injection: an exploded state, as a bad contact would make
-    wait_for(lambda: simulation.diverged is not None)
+    wait_for(lambda: simulation.diverged is not None, "the divergence detected")
     assert world_status(simulation).state == "unavailable"
     steps = simulation.stats.steps
     assert world.diverged
     done = threading.Event()
     simulation.request_reset(None, lambda outcome: done.set())
     assert done.wait(20)
-    wait_for(lambda: simulation.diverged is None)
+    wait_for(lambda: simulation.diverged is None, "the divergence cleared")
     assert world_status(simulation).state == "ready"
-    wait_for(lambda: simulation.stats.steps > steps)  # stepping again after the reset
+    wait_for(lambda: simulation.stats.steps > steps, "stepping again after the reset")
 
 
 def test_scene_snapshots_carry_the_success_predicates(simulation: Simulation):
-    wait_for(lambda: simulation.snapshot() is not None)
+    wait_for(lambda: simulation.snapshot() is not None, "a first snapshot")
     scene = simulation.snapshot()
     assert scene is not None
     # A fresh cell: the cube rests on the table outside the target zone.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -22,6 +21,7 @@ from doraforge.paos.errors import (
 )
 from doraforge.wire.guard import TransportPolicy
 from tests.gateway.harness import Stack, mock_config, running_stack
+from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.anyio
 
@@ -70,11 +70,9 @@ async def gateway_client(
 
 async def poll_result(client: ForgeToolClient, invocation_id: str) -> dict:
     """Read the result (bounded) until it is available."""
-    async with asyncio.timeout(10):
-        # The result lives behind HTTP; there is nothing local to wait on.
-        while (result := await client.result(invocation_id)) is None:  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
-    return result
+    return await eventually_async(
+        lambda: client.result(invocation_id), within=10, what="the result", interval=0.01
+    )
 
 
 # ---------------------------------------------------------------- envelope contract

@@ -7,7 +7,6 @@ store's busy timeout ("database is locked"), and a real file-size limit in a chi
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from doraforge.paos.store import AgentTaskStore, NewRecord, StoreUnavailable
 from doraforge.paos.tasks import TaskService
 from tests.gateway.harness import mock_config, mock_handler
 from tests.paos.store_support import WriteLock
+from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.anyio
 
@@ -96,9 +96,9 @@ async def cell(tmp_path: Path) -> AsyncIterator[Cell]:
     gateway = Gateway(mock_config(), send=carrier.send)
     provider = carrier.add(LocalProvider("mock", mock_handler), gateway.on_message)
     provider.register()
-    async with asyncio.timeout(5):
-        while gateway.registry.current("mock") is None:  # noqa: ASYNC110 - plain state
-            await asyncio.sleep(0.005)
+    await eventually_async(
+        lambda: gateway.registry.current("mock") is not None, what="the mock registered"
+    )
     transport = Hooked(httpx.ASGITransport(app=create_app(gateway)))
     path = tmp_path / "paos.db"
     service = TaskService(
@@ -120,12 +120,11 @@ async def new_task(cell: Cell) -> str:
 
 
 async def gateway_terminal(cell: Cell, caller_id: str) -> None:
-    async with asyncio.timeout(5):
-        while True:
-            found = cell.gateway.runtime.store.latest_for_caller(caller_id)
-            if found is not None and found.terminal:
-                return
-            await asyncio.sleep(0.005)
+    def terminal() -> bool:
+        found = cell.gateway.runtime.store.latest_for_caller(caller_id)
+        return found is not None and found.terminal
+
+    await eventually_async(terminal, what=f"{caller_id} terminal at the Gateway")
 
 
 # ---------------------------------------------------------------- store translation

@@ -23,6 +23,7 @@ from doraforge.paos.errors import ForgeTimeout
 from doraforge.paos.store import AgentTaskStore, NewRecord, TaskSlotTaken
 from doraforge.paos.tasks import TaskError, TaskService
 from tests.gateway.harness import mock_config, mock_handler
+from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.anyio
 
@@ -80,7 +81,9 @@ async def cell(tmp_path: Path) -> AsyncIterator[Cell]:
     gateway = Gateway(mock_config(), send=carrier.send)
     provider = carrier.add(LocalProvider("mock", mock_handler), gateway.on_message)
     provider.register()
-    await eventually(lambda: gateway.registry.current("mock") is not None)
+    await eventually_async(
+        lambda: gateway.registry.current("mock") is not None, what="the mock registered"
+    )
     transport = Flaky(httpx.ASGITransport(app=create_app(gateway)))
     service = TaskService(
         AgentTaskStore(tmp_path / "paos.db"),
@@ -92,12 +95,6 @@ async def cell(tmp_path: Path) -> AsyncIterator[Cell]:
     service.store.close()
 
 
-async def eventually(predicate: Callable[[], Any], within: float = 5.0) -> None:
-    async with asyncio.timeout(within):
-        while not predicate():  # noqa: ASYNC110 - polling plain state the loop updates
-            await asyncio.sleep(0.005)
-
-
 async def new_task(cell: Cell, contract: dict[str, Any] = OFF) -> str:
     created = await cell.service.create_task(
         "move the mock", contract, BindingCandidate.adhoc(URL, TOOLS_USED)
@@ -106,12 +103,11 @@ async def new_task(cell: Cell, contract: dict[str, Any] = OFF) -> str:
 
 
 async def until_terminal(cell: Cell, task_id: str, record_id: str) -> dict[str, Any]:
-    async with asyncio.timeout(5):
-        while True:
-            answer = await cell.service.result(task_id, record_id)
-            if answer["status"] == "available":
-                return answer["record"]
-            await asyncio.sleep(0.01)
+    async def available() -> dict[str, Any] | None:
+        answer = await cell.service.result(task_id, record_id)
+        return answer["record"] if answer["status"] == "available" else None
+
+    return await eventually_async(available, what=f"record {record_id}", interval=0.01)
 
 
 async def test_a_bound_action_is_an_intent_then_ids_then_a_terminal_fact(cell: Cell):
@@ -159,11 +155,12 @@ async def test_a_lost_admission_answer_is_indeterminate_and_never_sent_again(cel
     assert (record.state, record.invocation_id) == ("indeterminate", None)
     assert cell.invokes("move") == 1
     cell.transport.lose = lambda r: False
-    await eventually(
+    await eventually_async(
         lambda: (
             cell.gateway.runtime.store.latest_for_caller(record.caller_id) is not None
             and cell.gateway.runtime.store.latest_for_caller(record.caller_id).terminal
-        )
+        ),
+        what="the lost invocation to end at the Gateway",
     )
     (reconciled,) = await cell.service.reconcile(task_id)
     assert reconciled["invocation_id"] is not None  # found by caller_id, read only
@@ -344,7 +341,9 @@ async def camera_cell(tmp_path: Path) -> AsyncIterator[Cell]:
     gateway = Gateway(mock_config(observations=observations), send=carrier.send)
     provider = carrier.add(LocalProvider("mock", mock_handler), gateway.on_message)
     provider.register()
-    await eventually(lambda: gateway.registry.current("mock") is not None)
+    await eventually_async(
+        lambda: gateway.registry.current("mock") is not None, what="the mock registered"
+    )
     rng = np.random.default_rng(7)
 
     async def feed() -> None:

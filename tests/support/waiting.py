@@ -29,7 +29,8 @@ def eventually[T](
     """Call ``predicate`` until it returns a truthy value, and return that value.
 
     Raises ``AssertionError`` naming ``what`` (and ``detail()``, read at that moment) when
-    ``within`` seconds pass first. Blocks the calling thread: never call it on an event loop.
+    ``within`` seconds pass first. Blocks the calling thread, so on an event loop it also
+    holds the loop still (use :func:`eventually_async` when the loop must keep running).
     """
     deadline = time.monotonic() + within
     while not (value := predicate()):
