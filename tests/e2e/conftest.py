@@ -22,7 +22,8 @@ import psutil
 import pytest
 
 from doraforge.dataflows import DATAFLOWS
-from doraforge.skill_runtime.dora_run import Dataflow, dora_environment, free_port, wait_until
+from doraforge.skill_runtime.dora_run import Dataflow, dora_environment, free_port
+from tests.support.waiting import eventually
 
 MOCK_DATAFLOW = DATAFLOWS / "mock.yml"
 GATEWAY_MARK = "-m doraforge.gateway"
@@ -109,8 +110,8 @@ class MockStack:
                 listing.json()["data"]["gateway_identity"]["instance_id"] != before
             )
 
-        assert wait_until(answering_again, timeout_s), (
-            f"the Gateway did not come back\n{self.tail()}"
+        eventually(
+            answering_again, within=timeout_s, what="the Gateway to come back", detail=self.tail
         )
         assert self.node(GATEWAY_MARK).pid != gateway.pid
         return self.gateway_instance()
@@ -180,9 +181,11 @@ class MockStack:
                 seen.append(latest["phase"])
             return until(latest)
 
-        assert wait_until(check, timeout_s, interval_s=0.05), (
-            f"invocation {invocation_id} never satisfied the condition within {timeout_s}s; "
-            f"last status {latest}"
+        eventually(
+            check,
+            within=timeout_s,
+            what=f"invocation {invocation_id} to satisfy the condition",
+            detail=lambda: f"last status {latest}",
         )
         return latest
 
@@ -198,7 +201,7 @@ class MockStack:
             active = endpoint.get("details", {}).get("active_by_operation", {}).get("move", 0)
             return context["ready"] and context["active_invocations"] == 0 and active == 0
 
-        assert wait_until(idle, timeout_s), f"mock.move never went idle: {self.context()}"
+        eventually(idle, within=timeout_s, what="mock.move to go idle", detail=self.context)
 
     def sse(
         self,
@@ -312,11 +315,14 @@ def dataflow_stack(
     for attempt in range(1, START_ATTEMPTS + 1):
         stack = _launch(directory, attempt, dataflow, env_extra or {}, token)
         try:
-            wait_until(
+            eventually(
                 lambda s=stack: (
                     _started(s, ready_tools) or s.port_conflict() or not s.dataflow.running()
                 ),
-                start_timeout_s,
+                within=start_timeout_s,
+                what=f"{dataflow.name} to be ready, lose its port or exit",
+                detail=stack.tail,
+                interval=0.1,
             )
             if _started(stack, ready_tools) and stack.dataflow.running():
                 yield stack

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from doraforge.skill_runtime.dora_run import wait_until
 from tests.e2e.conftest import MOCK_MARK, MockStack
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -26,8 +26,8 @@ def _wait_for_new_instance(stack: MockStack, old_instance: str) -> str:
         status = stack.context("mock.move")["endpoint_status"]
         return status is not None and status["endpoint_instance_id"] != old_instance
 
-    assert wait_until(replaced, RESTART_TIMEOUT_S), (
-        f"no new provider instance within {RESTART_TIMEOUT_S}s: {stack.context()}"
+    eventually(
+        replaced, within=RESTART_TIMEOUT_S, what="a new provider instance", detail=stack.context
     )
     return stack.context("mock.move")["endpoint_status"]["endpoint_instance_id"]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from doraforge.skill_runtime.dora_run import wait_until
 from tests.e2e.conftest import GATEWAY_MARK, MockStack
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -41,7 +41,7 @@ def test_gateway_restart_reads_the_in_flight_invocation_as_unknown_from_the_jour
             listing.json()["data"]["gateway_identity"]["instance_id"] != identity
         )
 
-    assert wait_until(answering_again, RESTART_TIMEOUT_S), "the Gateway did not come back"
+    eventually(answering_again, within=RESTART_TIMEOUT_S, what="the Gateway to come back")
     assert stack.node(GATEWAY_MARK).pid != gateway.pid
 
     status = stack.status(invocation_id)
@@ -57,7 +57,7 @@ def test_gateway_restart_reads_the_in_flight_invocation_as_unknown_from_the_jour
     assert [inv["invocation_id"] for inv in found["invocations"]] == [invocation_id]
 
     # The provider never restarted; it re-registers with the new Gateway and serves again.
-    assert wait_until(stack.ready, RESTART_TIMEOUT_S), stack.context()
+    eventually(stack.ready, within=RESTART_TIMEOUT_S, what="mock.move ready", detail=stack.context)
     assert stack.query("echo", {"message": "new gateway"})["status"] == "succeeded"
     stack.wait_idle()
     follow_up = stack.start("mock.move", {"duration_s": 0.2, "behaviour": "succeed"})

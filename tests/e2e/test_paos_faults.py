@@ -33,8 +33,8 @@ from doraforge.paos.finalize import finalize
 from doraforge.paos.store import AgentTaskStore
 from doraforge.paos.store.models import TERMINAL_RECORD_STATES
 from doraforge.paos.tasks import TaskService
-from doraforge.skill_runtime.dora_run import wait_until
 from tests.e2e.conftest import MockStack
+from tests.support.waiting import eventually, eventually_async
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 
@@ -102,19 +102,22 @@ def moves(stack: MockStack) -> int:
 
 def wait_moves(stack: MockStack, expected: int) -> bool:
     """Wait (bounded) until the provider counted ``expected`` moves; then it must stay."""
-    return wait_until(lambda: moves(stack) >= expected, 5.0) and moves(stack) == expected
+    eventually(lambda: moves(stack) >= expected, within=5.0, what=f"{expected} move invokes")
+    return moves(stack) == expected
 
 
 async def reconcile_until(
     service: TaskService, task_id: str, done: Callable[[dict[str, Any]], bool]
 ) -> dict[str, Any]:
     """Reconcile (read only) until the task's single record satisfies ``done``."""
-    with anyio.fail_after(WAIT_S):
-        while True:
-            (record,) = await service.reconcile(task_id)
-            if done(record):
-                return record
-            await anyio.sleep(0.05)
+
+    async def satisfied() -> dict[str, Any] | None:
+        (record,) = await service.reconcile(task_id)
+        return record if done(record) else None
+
+    return await eventually_async(
+        satisfied, within=WAIT_S, what=f"task {task_id} reconciled", interval=0.05
+    )
 
 
 # ---------------------------------------------------------------- a PAOS process killed
@@ -251,7 +254,7 @@ async def test_a_gateway_restart_mid_action_reads_unknown_refuses_drift_and_fail
 
 
 def wait_stats_ready(stack: MockStack) -> bool:
-    return wait_until(lambda: stack.ready("mock.stats"), WAIT_S)
+    return eventually(lambda: stack.ready("mock.stats"), within=WAIT_S, what="mock.stats ready")
 
 
 # ---------------------------------------------------------------- the admission answer is lost

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from doraforge.paos.finalize import finalize
 from doraforge.paos.store import AgentTaskStore
 from doraforge.paos.tasks import TaskService
 from tests.e2e.conftest import MockStack, sim_stack
+from tests.support.waiting import eventually_async
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 
@@ -62,12 +62,12 @@ def cell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockStack]:
 
 async def run_to_end(service: TaskService, task_id: str, tool_id: str, args: dict) -> dict:
     record = await service.start_action(task_id, tool_id, args)
-    async with asyncio.timeout(60):
-        while True:
-            answer = await service.result(task_id, record["record_id"])
-            if answer["status"] == "available":
-                return answer["record"]
-            await asyncio.sleep(0.05)
+
+    async def finished() -> dict | None:
+        answer = await service.result(task_id, record["record_id"])
+        return answer["record"] if answer["status"] == "available" else None
+
+    return await eventually_async(finished, within=60, what=f"{tool_id} to finish", interval=0.05)
 
 
 async def test_a_bound_pick_and_place_is_verified_in_enforce_mode(cell: MockStack, tmp_path: Path):

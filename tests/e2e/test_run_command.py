@@ -13,8 +13,9 @@ import pytest
 
 from doraforge.dataflows import DATAFLOWS
 from doraforge.paos.gateway_auth import bearer
-from doraforge.skill_runtime.dora_run import dora_environment, free_port, wait_until
+from doraforge.skill_runtime.dora_run import dora_environment, free_port
 from tests.paths import PROJECT_ROOT
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -42,7 +43,7 @@ def test_run_hands_the_operators_token_to_the_gateway_through_a_private_file(tmp
         command, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
     try:
-        assert wait_until(lambda: _answers(tools, TOKEN), 90.0), "the Gateway never answered"
+        eventually(lambda: _answers(tools, TOKEN), within=90.0, what="the Gateway to answer")
         assert httpx.get(tools, timeout=5).status_code == 401
         [token_file] = tmp_path.glob("doraforge-token-*/gateway.token")
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from doraforge.cli.demos.pick_place import pick_and_place
-from doraforge.skill_runtime.dora_run import wait_until
 from tests.e2e.conftest import MockStack, sim_stack
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -93,11 +93,12 @@ def test_cancel_mid_motion_holds_the_arm_still_and_reports_cancelled(cell: MockS
         velocity = cell.http.get("/observations/state").json()["data"]["joint_state"]["velocity"]
         return max(abs(v) for v in velocity[:6]) < 0.01
 
-    assert wait_until(still, 10.0)
+    eventually(still, within=10.0, what="the arm to stand still")
     held = scene(cell)
     first = held["gripper"]["tool_position"]
     # Half a simulated second later the tool is where it was: the arm holds position.
-    assert wait_until(lambda: scene(cell)["sim_time"] > held["sim_time"] + 0.5, 10.0)
+    later = held["sim_time"] + 0.5
+    eventually(lambda: scene(cell)["sim_time"] > later, within=10.0, what="half a simulated second")
     second = scene(cell)["gripper"]["tool_position"]
     assert np.linalg.norm(np.array(first) - np.array(second)) < 0.005  # holding position
     assert np.linalg.norm(np.array(second) - np.array(target)) > 0.02  # stopped short

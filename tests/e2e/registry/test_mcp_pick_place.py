@@ -7,7 +7,6 @@ import asyncio
 import fcntl
 import os
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,12 +22,14 @@ from doraforge.registry.robot_tools import RobotTools
 from doraforge.registry.server import build_app, new_service
 from doraforge.registry.settings import ServerSettings
 from doraforge.skill_runtime.dora_run import dora_environment
+from tests.paths import PROJECT_ROOT
 from tests.registry.server_support import running
+from tests.support.waiting import eventually, eventually_async
 
 pytestmark = pytest.mark.e2e
 
 SKILL = "pick-place"
-SOURCE = Path(__file__).resolve().parents[2] / "skills" / SKILL
+SOURCE = PROJECT_ROOT / "skills" / SKILL
 STEP_TIMEOUT_S = 90.0
 
 
@@ -38,15 +39,15 @@ def _sim_gateway_lock(timeout_s: float = 60.0) -> Iterator[None]:
     one fixed port, so two concurrent runs would collide."""
     path = Path(tempfile.gettempdir()) / "doraforge-test-sim-gateway.lock"
     with path.open("w") as handle:
-        deadline = time.monotonic() + timeout_s
-        while True:
+
+        def locked() -> bool:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
             except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+                return False
+            return True
+
+        eventually(locked, within=timeout_s, what="the sim Gateway's machine lock", interval=0.2)
         try:
             yield
         finally:
@@ -102,13 +103,14 @@ async def _action(session: ClientSession, task_id: str, tool_id: str, args: dict
         {"task_id": task_id, "tool_id": tool_id, "arguments": args},
     )
     query = {"task_id": task_id, "record_id": started["record_id"]}
-    deadline = time.monotonic() + STEP_TIMEOUT_S
-    while time.monotonic() < deadline:
+
+    async def finished() -> dict | None:
         answer = await _call(session, "forge_tool_action_result", query)
-        if answer["status"] == "available":
-            return answer["record"]
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{tool_id} did not finish in {STEP_TIMEOUT_S} s")
+        return answer["record"] if answer["status"] == "available" else None
+
+    return await eventually_async(
+        finished, within=STEP_TIMEOUT_S, what=f"{tool_id} to finish", interval=0.05
+    )
 
 
 async def _pick_place(url: str) -> dict[str, Any]:

@@ -25,7 +25,6 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 import yaml
@@ -37,13 +36,12 @@ from doraforge.paos.client import ForgeToolClient
 from doraforge.paos.store import AgentTaskStore
 from doraforge.paos.store.models import TERMINAL_RECORD_STATES
 from doraforge.paos.tasks import TaskService
-from doraforge.skill_runtime.dora_run import wait_until
-from tests.e2e.conftest import GATEWAY_MARK, MockStack, dataflow_stack, fresh_stack, stack
+from tests.e2e.conftest import GATEWAY_MARK, MockStack, dataflow_stack
 from tests.paos.store_support import WriteLock
+from tests.support.waiting import eventually, eventually_async
 
 pytestmark = pytest.mark.e2e
 
-__all__ = ["fresh_stack", "stack"]  # fixtures shared with tests/e2e
 
 QUICK_MOVE = {"duration_s": 0.2, "behaviour": "succeed"}
 OFF = {"mode": "off", "goal": "move the mock"}
@@ -128,7 +126,8 @@ def test_a_damaged_journal_line_reads_unknown_after_a_real_restart_and_the_gatew
         assert stack.status(other)["phase"] == "completed"
     assert "skipped" in stack.tail(400)  # reported in the Gateway's log
 
-    assert wait_until(stack.ready, WAIT_S), stack.context()  # the provider re-registered
+    # The provider re-registered.
+    eventually(stack.ready, within=WAIT_S, what="mock.move ready", detail=stack.context)
     assert moves(stack) == dispatched  # replaying the journal dispatched nothing
     follow_up = completed_move(stack, "fault-follow-up")
     assert stack.status(follow_up)["phase"] == "completed"
@@ -284,12 +283,14 @@ async def locking_service(path: Path) -> AsyncIterator[tuple[TaskService, LockAf
 
 async def reconciled(service: TaskService, task_id: str) -> dict[str, Any]:
     """Reconcile (read only) until the task's one record is terminal."""
-    with anyio.fail_after(WAIT_S):
-        while True:
-            (record,) = await service.reconcile(task_id)
-            if record["state"] in TERMINAL_RECORD_STATES:
-                return record
-            await anyio.sleep(0.05)
+
+    async def terminal() -> dict[str, Any] | None:
+        (record,) = await service.reconcile(task_id)
+        return record if record["state"] in TERMINAL_RECORD_STATES else None
+
+    return await eventually_async(
+        terminal, within=WAIT_S, what=f"task {task_id} terminal", interval=0.05
+    )
 
 
 @pytest.mark.anyio
@@ -310,7 +311,7 @@ async def test_a_store_failure_after_the_intent_is_unknown_dispatched_once_and_r
         error = answer["error"]
         assert error["type"] == "RecordIndeterminate"
         assert (error["remote_state"], error["retryable"]) == ("unknown", False)
-        assert wait_until(lambda: moves(stack) >= before + 1, WAIT_S)
+        eventually(lambda: moves(stack) >= before + 1, within=WAIT_S, what="the move dispatched")
         assert moves(stack) == before + 1  # the robot moved once
 
         transport.lock.release()  # the store is writable again
