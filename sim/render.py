@@ -104,7 +104,8 @@ class Cameras:
             raise ValueError(f"unknown camera {camera_name!r}; known: {list(self.camera_names)}")
         renderer = self._renderer(height or self._height, width or self._width)
         renderer.update_scene(data, camera=camera_name)
-        return renderer.render()
+        frame: np.ndarray = renderer.render()  # mujoco ships no type information
+        return frame
 
     def _renderer(self, height: int, width: int) -> mujoco.Renderer:
         key = (height, width)
