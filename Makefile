@@ -10,7 +10,7 @@ PYTHON ?= $(shell for c in python3.12 $$(ls -d $$HOME/.pyenv/versions/3.12*/bin/
     if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then echo $$c; exit; fi; \
     done)
 
-.PHONY: test demo bench lint format clean
+.PHONY: test test-fast check demo bench lint format clean
 
 $(STAMP): pyproject.toml
 	@if [ -z "$(PYTHON)" ]; then echo "doraforge needs Python >= 3.12 (none found on PATH or in ~/.pyenv)"; exit 1; fi
@@ -21,12 +21,23 @@ $(STAMP): pyproject.toml
 	@$(PY) -m pip install --progress-bar on -e '.[test]'
 	@touch $(STAMP)
 
+# Style, the import contracts of ARCHITECTURE.md ([tool.importlinter]) and the type
+# checker ([tool.mypy]); all configured in pyproject.toml.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 test: lint
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/pytest
+
+# The inner loop: `make check` runs the static checks only, `make test-fast` the unit
+# tiers only (no real dataflows, no long physics runs).
+check: lint
+
+test-fast: $(STAMP)
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/pytest -m "not e2e and not slow"
 
 demo: $(STAMP)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/doraforge demo
@@ -43,4 +54,4 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache .mypy_cache .import_linter_cache .grimp_cache build *.egg-info
