@@ -131,7 +131,13 @@ def _dora_gone(port: int) -> None:
 def torn_down_home(tmp_path: Path) -> Iterator[PaosHome]:
     """A fresh PAOS home whose Dora services and dataflows are always torn down."""
     home = PaosHome(tmp_path / "home")
-    yield home
+    try:
+        yield home
+    finally:
+        _tear_down(home, tmp_path)
+
+
+def _tear_down(home: PaosHome, tmp_path: Path) -> None:
     services = home.runtime_dir / "dora.json"
     if not services.exists():
         return

@@ -143,7 +143,7 @@ def gateway_dataflow(directory: Path, *, wrap: list[str], extra: list[str]) -> P
     flow = yaml.safe_load((DATAFLOWS / "mock.yml").read_text(encoding="utf-8"))
     (gateway,) = [node for node in flow["nodes"] if node["id"] == "gateway"]
     config = DATAFLOWS / "mock.gateway.yml"
-    command = [*wrap, "-m", "gateway", "--config", str(config), *extra]
+    command = [*wrap, "-m", "doraforge.gateway", "--config", str(config), *extra]
     gateway["path"], gateway["args"] = command[0], " ".join(command[1:])
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "faults.yml"
