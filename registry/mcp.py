@@ -6,8 +6,8 @@ an ``Accept`` that allows both
 ``application/json`` and ``text/event-stream``, a supported ``MCP-Protocol-Version``.
 Tool failures and bad arguments come back as ``isError`` results; protocol faults as
 JSON-RPC errors; a registry refusal becomes one or the other in one place,
-:func:`refusal_result`, through :data:`MCP_FAULT_FOR_ERROR`. Every call runs through :meth:`RegistryService.call` as the ``agent``
-principal with the server's grants.
+:func:`refusal_result`, through :data:`MCP_FAULT_FOR_ERROR`. Every call runs through
+:meth:`RegistryService.call` as the ``agent`` principal with the server's grants.
 """
 
 from __future__ import annotations
