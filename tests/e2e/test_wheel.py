@@ -38,8 +38,9 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from doraforge.skill_runtime.dora_run import free_port, wait_until
+from doraforge.skill_runtime.dora_run import free_port
 from tests.paths import PROJECT_ROOT
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -373,8 +374,12 @@ def test_run_of_a_shipped_dataflow_serves_tools_then_stops_cleanly(installed: In
             stderr=subprocess.STDOUT,
         )
         try:
-            answered = wait_until(lambda: _status(tools, token) == 200, GATEWAY_TIMEOUT_S)
-            assert answered, f"the Gateway never answered:\n{log.read_text(errors='replace')}"
+            eventually(
+                lambda: _status(tools, token) == 200,
+                within=GATEWAY_TIMEOUT_S,
+                what="the Gateway to answer",
+                detail=lambda: log.read_text(errors="replace"),
+            )
             assert _status(tools, None) == 401
             assert Path(_gateway_python(process)).is_relative_to(installed.venv)
         finally:
