@@ -155,7 +155,8 @@ async def _image_message(frame: Frame, config: ObservationsConfig) -> str:
             "id": frame.source,
             "seq": frame.seq,
             "timestamp": frame.stamp_ns / 1e9,
-            "timestamp_ns": frame.stamp_ns,
+            # Nanosecond clocks exceed JSON's interoperable integers (2^53): a decimal string.
+            "timestamp_ns": str(frame.stamp_ns),
             "width": frame.width,
             "height": frame.height,
             "content_type": content_type(fmt),
@@ -205,10 +206,12 @@ async def _pace(
 
 
 def _meta(frame: Frame) -> dict[str, Any]:
+    # Nanosecond stamps exceed JSON's interoperable integers (2^53), so they travel as
+    # decimal strings, as int64 does in protobuf's JSON mapping.
     return {
         "seq": frame.seq,
-        "stamp_ns": frame.stamp_ns,
-        "received_ns": frame.received_ns,
+        "stamp_ns": str(frame.stamp_ns),
+        "received_ns": str(frame.received_ns),
         "width": frame.width,
         "height": frame.height,
         "encoding": frame.encoding,

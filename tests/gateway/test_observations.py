@@ -103,3 +103,16 @@ def test_ws_state_and_http_state_report_the_latest_joint_state(gateway: Gateway)
     assert http["joint_state"]["position"] == [0.1, 0.2]
     assert message["type"] == "state"
     assert message["joint_state"]["name"] == ["a", "b"]
+
+
+def test_nanosecond_stamps_travel_as_strings_so_the_json_stays_interoperable(gateway: Gateway):
+    from doraforge.wire import strict_json
+
+    stamp = 1_796_000_000_123_456_789  # a real wall-clock stamp: far beyond 2^53
+    image = Image.from_numpy(frame(10)).to_arrow()
+    gateway.observations.on_input("image_scene", image, {"seq": 3, "stamp_ns": stamp})
+    with live_gateway(gateway) as server, server.client() as client:
+        listing = strict_json.loads(client.get("/observations/images").content)
+    latest = listing["data"]["sources"][0]["latest"]
+    assert latest["stamp_ns"] == str(stamp)
+    assert int(latest["received_ns"]) > 0
