@@ -61,7 +61,7 @@ def run_gateway_node(
     """``python -m doraforge.gateway --config config`` outside any dataflow."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("DORAFORGE_GATEWAY")}
     return subprocess.run(
-        [sys.executable, "-m", "gateway", "--config", str(config)],
+        [sys.executable, "-m", "doraforge.gateway", "--config", str(config)],
         cwd=PROJECT_ROOT,
         env={**environ, **(env or {})},
         capture_output=True,
