@@ -16,14 +16,14 @@ import hashlib
 import os
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from doraforge.skill_runtime.errors import RuntimeStateError
-from doraforge.skill_runtime.manifest import Profile
+from doraforge.skill_runtime.manifest import Profile, load_manifest
 from doraforge.wire import strict_yaml
 
 #: ``${NAME}`` placeholders. Only the PAOS_ and FORGE_ namespaces are ours; any other
@@ -157,26 +157,59 @@ def environment_digest(bundle: Path, dataflow: str, profile: str) -> str:
 
 
 def preflight_problems(
-    bundle: Path, profile: Profile, environ: Mapping[str, str], search_path: str
+    bundle: Path,
+    profile: Profile,
+    environ: Mapping[str, str],
+    search_path: str,
+    *,
+    entrypoints: Collection[str] | None = None,
 ) -> dict[str, list[str]]:
     """What the profile needs and this host lacks, by kind (empty when ready to start).
 
-    Kinds: ``dataflow`` (the file is missing), ``binaries`` (not executable in the bundle
-    and not found on ``search_path``), ``assets`` (missing in the bundle) and
-    ``environment`` (unset or empty in ``environ``).
+    Kinds: ``dataflow`` (the file is missing), ``binaries`` (a ``required_binaries`` entry
+    that is not the ``entrypoint`` of one of the skill's node-artifact locks, PhyAgentOS's
+    meaning of the field; the locks' entrypoints are ``entrypoints``, by default read from
+    the bundle's manifest), ``commands`` (a bare node ``path:`` of the dataflow, such as
+    ``python``, not found on ``search_path``: what a skill needs on ``PATH`` is read from
+    its dataflow, not declared), ``assets`` (missing in the bundle) and ``environment``
+    (unset or empty in ``environ``).
     """
+    dataflow = bundle / profile.dataflow
+    available = set(_lock_entrypoints(bundle) if entrypoints is None else entrypoints)
     problems = {
-        "dataflow": [] if (bundle / profile.dataflow).is_file() else [profile.dataflow],
-        "binaries": [b for b in profile.required_binaries if not _binary(bundle, b, search_path)],
+        "dataflow": [] if dataflow.is_file() else [profile.dataflow],
+        "binaries": [b for b in profile.required_binaries if b not in available],
+        "commands": [
+            c for c in dataflow_commands(dataflow) if shutil.which(c, path=search_path) is None
+        ],
         "assets": [a for a in profile.required_assets if not (bundle / a).exists()],
         "environment": [v for v in profile.required_environment if not environ.get(v)],
     }
     return {kind: missing for kind, missing in problems.items() if missing}
 
 
-def _binary(bundle: Path, name: str, search_path: str) -> bool:
-    """An executable shipped in the bundle, at an absolute path, or on ``search_path``."""
-    candidate = Path(name) if os.path.isabs(name) else bundle / name
-    if candidate.is_file() and os.access(candidate, os.X_OK):
-        return True
-    return "/" not in name and shutil.which(name, path=search_path) is not None
+def _lock_entrypoints(bundle: Path) -> list[str]:
+    """The ``entrypoint`` of every node-artifact lock in the bundle's manifest."""
+    artifacts = load_manifest(bundle).artifacts
+    return [lock.entrypoint for lock in artifacts.nodes.values()] if artifacts else []
+
+
+def dataflow_commands(dataflow: Path) -> list[str]:
+    """The bare command names (no ``/``, no placeholder) the dataflow's nodes run, sorted.
+
+    Dora's daemon looks these up on its ``PATH``; ``dynamic`` (a node that attaches itself)
+    is not a command. A missing or unreadable dataflow has none: the ``dataflow`` kind and
+    the launch copy report it.
+    """
+    try:
+        document = strict_yaml.load(dataflow.read_text(encoding="utf-8"), aliases=True)
+    except (OSError, UnicodeDecodeError, strict_yaml.YAMLRefused):
+        return []
+    nodes = document.get("nodes") if isinstance(document, dict) else None
+    commands: set[str] = set()
+    for node in nodes if isinstance(nodes, list) else []:
+        path = node.get("path") if isinstance(node, dict) else None
+        if isinstance(path, str) and path and "/" not in path and "$" not in path:
+            commands.add(path)
+    commands.discard("dynamic")
+    return sorted(commands)

@@ -7,12 +7,20 @@ size is capped (:mod:`doraforge.wire.strict_yaml`), and every path is a safe rel
 (:mod:`doraforge.skill_runtime.paths`). Every failure is a
 :class:`~doraforge.skill_runtime.errors.ManifestError` with code ``SKILL_MANIFEST_INVALID``
 whose message names the file and the dotted field, also given in ``details`` (``file``, ``field``).
+
+The verification contract template lives beside the manifest in ``verification.yaml``
+(:data:`VERIFICATION_FILENAME`), read by :func:`load_manifest` into
+``SkillManifest.verification``, so ``skill.yaml`` keeps only the fields PhyAgentOS's own
+manifest v2 reader accepts. A ``verification`` key inside ``skill.yaml`` (the earlier
+layout) is still read, with a logged deprecation warning; both at once is refused.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
+import os
 import re
 import stat
 from pathlib import Path
@@ -33,6 +41,8 @@ from doraforge.skill_runtime.paths import check_relative_path
 from doraforge.wire import strict_yaml
 
 MANIFEST_FILENAME = "skill.yaml"
+#: The verification contract template, beside ``skill.yaml`` (PhyAgentOS ignores it).
+VERIFICATION_FILENAME = "verification.yaml"
 MANIFEST_INVALID = "SKILL_MANIFEST_INVALID"
 #: A manifest is a page of YAML; anything bigger is refused before parsing.
 MAX_MANIFEST_BYTES = 256 * 1024
@@ -41,6 +51,8 @@ MAX_MANIFEST_BYTES = 256 * 1024
 MAX_NESTING = 32
 #: The skill document is read whole to hash it; bound it.
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+
+_log = logging.getLogger(__name__)
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 VERSION_PATTERN = (
@@ -115,7 +127,8 @@ class SkillManifest(_Strict):
     gateway_url: Annotated[str, Field(max_length=2048)]
     required_tools: Annotated[list[ToolName], Field(min_length=1), AfterValidator(_unique)]
     profiles: Annotated[dict[SkillName, Profile], Field(min_length=1)]
-    #: The PAOS verification contract template, opaque here (a JSON object).
+    #: The PAOS verification contract template, opaque here (a JSON object). Read from
+    #: ``verification.yaml`` by :func:`load_manifest`; in ``skill.yaml`` it is deprecated.
     verification: dict[str, Any] | None = None
     artifacts: Artifacts | None = None
 
@@ -211,7 +224,10 @@ def _read_regular(path: Path, limit: int, source: str, field: str) -> bytes:
 def load_manifest(bundle_dir: Path) -> SkillManifest:
     """Read and validate ``bundle_dir/skill.yaml``; the skill document must exist beside it.
 
-    Raises :class:`ManifestError` (``SKILL_MANIFEST_INVALID``).
+    ``verification`` is the contract of ``bundle_dir/verification.yaml`` when that file
+    exists (a JSON-like mapping, as strict as the manifest), else the deprecated
+    ``verification`` key of ``skill.yaml``, else ``None``. Raises :class:`ManifestError`
+    (``SKILL_MANIFEST_INVALID``), also when both carry a contract.
     """
     file = Path(bundle_dir) / MANIFEST_FILENAME
     data = _read_regular(file, MAX_MANIFEST_BYTES, str(file), "<root>")
@@ -225,7 +241,51 @@ def load_manifest(bundle_dir: Path) -> SkillManifest:
         raise _invalid(
             str(file), "skill_document", f"{manifest.skill_document!r} is not a file in the bundle"
         )
-    return manifest
+    return _with_verification(Path(bundle_dir), manifest)
+
+
+def _with_verification(bundle_dir: Path, manifest: SkillManifest) -> SkillManifest:
+    """Attach ``verification.yaml``'s contract, or warn about the deprecated key."""
+    file = bundle_dir / VERIFICATION_FILENAME
+    if not os.path.lexists(file):
+        if manifest.verification is not None:
+            _log.warning(
+                "%s: `verification` in %s is deprecated; move it to %s beside it "
+                "(PhyAgentOS refuses the key)",
+                bundle_dir / MANIFEST_FILENAME,
+                MANIFEST_FILENAME,
+                VERIFICATION_FILENAME,
+            )
+        return manifest
+    source = str(file)
+    if manifest.verification is not None:
+        raise _invalid(
+            source,
+            "verification",
+            f"the contract is in both {MANIFEST_FILENAME} and {VERIFICATION_FILENAME}; "
+            f"delete `verification` from {MANIFEST_FILENAME}",
+        )
+    return manifest.model_copy(update={"verification": parse_verification(file, source)})
+
+
+def parse_verification(file: Path, source: str) -> dict[str, Any]:
+    """Read a ``verification.yaml``: a mapping of JSON values under the manifest's limits."""
+    data = _read_regular(file, MAX_MANIFEST_BYTES, source, "<root>")
+    try:
+        raw = strict_yaml.load(
+            data.decode("utf-8"), max_bytes=MAX_MANIFEST_BYTES, max_depth=MAX_NESTING
+        )
+    except UnicodeDecodeError as exc:
+        raise _invalid(source, "<root>", "not valid UTF-8") from exc
+    except strict_yaml.YAMLRefused as exc:
+        raise _invalid(source, exc.field, exc.message) from exc
+    if not isinstance(raw, dict):
+        raise _invalid(source, "<root>", "the top level must be a mapping")
+    try:
+        _check_json(raw, "")
+    except ValueError as exc:
+        raise _invalid(source, "<root>", str(exc)) from exc
+    return raw
 
 
 def _is_regular_file(path: Path) -> bool:

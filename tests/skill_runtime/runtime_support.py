@@ -64,7 +64,6 @@ def make_bundle(
             "mock": {
                 "dataflow": "profiles/mock/dataflow.yml",
                 "startup_timeout_s": 40,
-                "required_binaries": ["python"],
                 "environment": {"DORAFORGE_LOG_LEVEL": "INFO"},
                 **(profile or {}),
             }

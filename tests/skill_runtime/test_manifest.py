@@ -225,3 +225,75 @@ def test_load_manifest_refuses_a_missing_or_linked_file(tmp_path: Path) -> None:
 def test_the_example_skill_manifest_is_valid() -> None:
     manifest = load_manifest(Path(__file__).resolve().parents[2] / "skills" / "pick-place")
     assert manifest.manifest_version == 2
+    # The contract is in verification.yaml; skill.yaml carries only what PhyAgentOS accepts.
+    assert manifest.verification is not None
+    assert manifest.verification["mode"] == "enforce"
+    raw = yaml.safe_load((manifest_dir() / "skill.yaml").read_text())
+    assert "verification" not in raw
+    assert all("required_binaries" not in profile for profile in raw["profiles"].values())
+
+
+def manifest_dir() -> Path:
+    return Path(__file__).resolve().parents[2] / "skills" / "pick-place"
+
+
+LEGACY = VALID
+MODERN = VALID.replace("verification:\n  mode: enforce\n  replan_budget: 1\n", "")
+
+
+def _bundle_dir(root: Path, manifest: str, verification: str | None) -> Path:
+    root.mkdir(exist_ok=True)
+    (root / "skill.yaml").write_text(manifest)
+    (root / "SKILL.md").write_text("# Skill\n")
+    if verification is not None:
+        (root / "verification.yaml").write_text(verification)
+    return root
+
+
+def test_verification_yaml_beside_the_manifest_is_the_contract(tmp_path: Path) -> None:
+    bundle = _bundle_dir(tmp_path, MODERN, "mode: enforce\nsuccess_criteria: [cube in zone]\n")
+    manifest = load_manifest(bundle)
+    assert manifest.verification == {"mode": "enforce", "success_criteria": ["cube in zone"]}
+    assert load_manifest(_bundle_dir(tmp_path / "none", MODERN, None)).verification is None
+
+
+def test_the_deprecated_key_in_skill_yaml_still_reads_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level("WARNING", logger="doraforge.skill_runtime.manifest"):
+        manifest = load_manifest(_bundle_dir(tmp_path, LEGACY, None))
+    assert manifest.verification == {"mode": "enforce", "replan_budget": 1}
+    assert "deprecated" in caplog.text
+    assert "verification.yaml" in caplog.text
+
+
+def test_a_contract_in_both_places_is_refused_with_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError) as caught:
+        load_manifest(_bundle_dir(tmp_path, LEGACY, "mode: enforce\n"))
+    assert caught.value.code == "SKILL_MANIFEST_INVALID"
+    assert "delete `verification` from skill.yaml" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "- not a mapping\n",
+        "mode: enforce\nmode: off\n",
+        "when: 2025-01-01\n",
+        "a: &x [1]\nb: *x\n",
+        "x: " + "[" * 100 + "]" * 100 + "\n",
+        "x: .nan\n",
+    ],
+)
+def test_a_hostile_verification_yaml_is_refused(tmp_path: Path, text: str) -> None:
+    with pytest.raises(ManifestError) as caught:
+        load_manifest(_bundle_dir(tmp_path, MODERN, text))
+    assert caught.value.details["file"] == str(tmp_path / "verification.yaml")
+
+
+def test_a_linked_verification_yaml_is_refused(tmp_path: Path) -> None:
+    bundle = _bundle_dir(tmp_path, MODERN, None)
+    (tmp_path / "elsewhere.yaml").write_text("mode: enforce\n")
+    (bundle / "verification.yaml").symlink_to(tmp_path / "elsewhere.yaml")
+    with pytest.raises(ManifestError, match="not a regular file"):
+        load_manifest(bundle)

@@ -29,6 +29,7 @@ from doraforge.skill_runtime.launch import (
 )
 from doraforge.skill_runtime.runtime_state import read_state, skill_lock
 from tests.skill_runtime.runtime_support import (
+    MOCK_DATAFLOW,
     OPERATOR_TOKEN,
     RECORDING_HOOK,
     SKILL,
@@ -98,10 +99,13 @@ def test_the_operators_token_variables_reach_no_process_the_runtime_starts(
 @pytest.mark.parametrize(
     ("profile", "environ", "kind", "missing"),
     [
+        # PhyAgentOS's meaning: an entrypoint of a node-artifact lock; `python` is none.
+        ({"required_binaries": ["python"]}, {}, "binaries", "python"),
+        # What the dataflow runs from PATH is read from its bare node `path:` entries.
         (
-            {"required_binaries": ["python", "no-such-binary-xyz"]},
+            {"dataflow": "profiles/mock/commands.yml"},
             {},
-            "binaries",
+            "commands",
             "no-such-binary-xyz",
         ),
         ({"required_environment": ["ROBOT_SERIAL"]}, {}, "environment", "ROBOT_SERIAL"),
@@ -124,7 +128,10 @@ def test_the_operators_token_variables_reach_no_process_the_runtime_starts(
 def test_preflight_names_what_is_missing_and_writes_no_state(
     home: PaosHome, profile: dict[str, Any], environ: dict[str, str], kind: str, missing: str
 ):
-    make_bundle(home, gateway_port=free_port(), profile=profile)
+    bundle = make_bundle(home, gateway_port=free_port(), profile=profile)
+    (bundle / "profiles" / "mock" / "commands.yml").write_text(
+        MOCK_DATAFLOW.replace("path: python", "path: no-such-binary-xyz", 1)
+    )
     env = {k: v for k, v in os.environ.items() if k != "ROBOT_SERIAL"} | environ
 
     with pytest.raises(RuntimeStateError) as raised:
@@ -136,21 +143,32 @@ def test_preflight_names_what_is_missing_and_writes_no_state(
     assert read_state(home.runtime_dir, SKILL) is None
 
 
-def test_preflight_finds_binaries_shipped_in_the_bundle(home: PaosHome):
+def test_preflight_finds_required_binaries_among_the_node_artifact_locks(home: PaosHome):
     bundle = make_bundle(
         home,
         gateway_port=free_port(),
-        profile={"required_binaries": ["bin/adapter"], "dataflow": "profiles/mock/missing.yml"},
+        profile={"required_binaries": ["adapter"], "dataflow": "profiles/mock/missing.yml"},
     )
-    (bundle / "bin").mkdir()
-    (bundle / "bin" / "adapter").write_text("#!/bin/sh\n")
-    (bundle / "bin" / "adapter").chmod(0o755)
+    manifest = yaml.safe_load((bundle / "skill.yaml").read_text())
+    manifest["artifacts"] = {"resolver": "local", "nodes": {"adapter": ADAPTER_LOCK}}
+    (bundle / "skill.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
 
     with pytest.raises(RuntimeStateError) as raised:
         manager(home).start(SKILL)
 
-    # Only the deliberately missing dataflow is reported; the shipped binary was found.
+    # Only the deliberately missing dataflow is reported; the lock provides the binary.
     assert raised.value.details["missing"] == {"dataflow": ["profiles/mock/missing.yml"]}
+
+
+ADAPTER_LOCK = {
+    "artifact_id": "adapter",
+    "version": "0.1.0",
+    "platform": "linux",
+    "arch": "x86_64",
+    "artifact_type": "executable_tar_gz",
+    "entrypoint": "adapter",
+    "sha256": "a" * 64,
+}
 
 
 def test_a_missing_dora_cli_fails_preflight(home: PaosHome):
