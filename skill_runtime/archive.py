@@ -40,20 +40,25 @@ from typing import IO
 from doraforge.skill_runtime.archive_format import (
     ARCHIVE_MANIFEST_NAME,
     DEFAULT_LIMITS,
+    INVENTORY_NAMES,
     MAX_ARCHIVE_MANIFEST_BYTES,
+    PAOS_MANIFEST_NAME,
     ArchiveCode,
     ArchiveFile,
     ArchiveLimits,
     ArchiveManifest,
+    ListedFile,
     MemberRegistry,
     archive_error,
     check_member_path,
     hash_file,
+    parse_inventory,
 )
 from doraforge.skill_runtime.packing import PackResult, pack
 
 __all__ = [
     "ARCHIVE_MANIFEST_NAME",
+    "PAOS_MANIFEST_NAME",
     "ArchiveCode",
     "ArchiveFile",
     "ArchiveLimits",
@@ -274,23 +279,31 @@ def extract(
     """Extract a bundle archive into ``destination`` and return its verified inventory.
 
     ``destination`` must be absent or an empty directory. Every member is checked before it
-    is written (see the module docstring); ``archive-manifest.json`` is required and the
-    extracted files must match it exactly: no extra or missing file, equal sizes and
-    SHA-256. The inventory is also written to ``destination``. Raises :class:`ArchiveError`
-    with a specific :class:`ArchiveCode`; on any error ``destination`` is left as found.
+    is written (see the module docstring); an inventory is required, named
+    ``archive-manifest.json`` or (PhyAgentOS) ``.paos-manifest.json`` but not both
+    (``ARCHIVE_MANIFEST_AMBIGUOUS``), in either ``files`` form
+    (:func:`~doraforge.skill_runtime.archive_format.parse_inventory`), and the extracted
+    files must match it exactly: no extra or missing file, equal SHA-256 and, where listed,
+    size. The verified inventory, sizes filled in, is written to ``destination`` as
+    ``archive-manifest.json``. Raises :class:`ArchiveError` with a specific
+    :class:`ArchiveCode`; on any error ``destination`` is left as found.
     """
     archive, destination = Path(archive), Path(destination)
     with _fresh_destination(destination) as root:
-        inventory: ArchiveManifest | None = None
-        expected: dict[str, ArchiveFile] | None = None
+        found: str | None = None
+        expected: dict[str, ListedFile] | None = None
         written: dict[str, ArchiveFile] = {}
         made: set[str] = set()
         for member in _iter_members(archive, limits):
-            if member.path == ARCHIVE_MANIFEST_NAME:
-                inventory = _read_inventory(member, archive)
-                expected = inventory.by_path()
+            if member.path in INVENTORY_NAMES:
+                if found is not None:
+                    raise archive_error(
+                        ArchiveCode.MANIFEST_AMBIGUOUS,
+                        f"{archive} carries both {found} and {member.path}",
+                        archive=archive,
+                    )
+                found, expected = member.path, _read_inventory(member, archive)
                 _verify_written(written, expected, archive, final=False)
-                (root / ARCHIVE_MANIFEST_NAME).write_bytes(inventory.to_json())
                 continue
             if expected is not None and not member.is_dir:
                 _expect(member, expected, archive)
@@ -299,40 +312,42 @@ def extract(
                 written[entry.path] = entry
                 if expected is not None:
                     _verify_written({entry.path: entry}, expected, archive, final=False)
-        if inventory is None or expected is None:
+        if expected is None:
             raise archive_error(
                 ArchiveCode.MANIFEST_MISSING,
-                f"{archive} has no {ARCHIVE_MANIFEST_NAME}",
+                f"{archive} has no {ARCHIVE_MANIFEST_NAME} (or {PAOS_MANIFEST_NAME})",
                 archive=archive,
             )
         _verify_written(written, expected, archive, final=True)
+        inventory = ArchiveManifest(files=tuple(written[path] for path in sorted(written)))
+        (root / ARCHIVE_MANIFEST_NAME).write_bytes(inventory.to_json())
         return inventory
 
 
-def _read_inventory(member: _Member, archive: Path) -> ArchiveManifest:
+def _read_inventory(member: _Member, archive: Path) -> dict[str, ListedFile]:
     if member.is_dir or member.data is None or member.size > MAX_ARCHIVE_MANIFEST_BYTES:
         raise archive_error(
             ArchiveCode.MANIFEST_INVALID,
-            f"{ARCHIVE_MANIFEST_NAME} in {archive} is not a file of at most "
+            f"{member.path} in {archive} is not a file of at most "
             f"{MAX_ARCHIVE_MANIFEST_BYTES} bytes",
             archive=archive,
         )
-    return ArchiveManifest.from_json(member.data.read(), str(archive))
+    return parse_inventory(member.data.read(), str(archive), member.path)
 
 
-def _expect(member: _Member, expected: dict[str, ArchiveFile], archive: Path) -> None:
+def _expect(member: _Member, expected: dict[str, ListedFile], archive: Path) -> None:
     """Refuse a file before writing it when the inventory already says it is wrong."""
     entry = expected.get(member.path)
     if entry is None:
         _mismatch(ArchiveCode.FILE_UNLISTED, member.path, "is not in the inventory", archive)
-    elif entry.size != member.size:
+    elif entry.size is not None and entry.size != member.size:
         why = f"has {member.size} bytes, the inventory says {entry.size}"
         _mismatch(ArchiveCode.SIZE_MISMATCH, member.path, why, archive)
 
 
 def _verify_written(
     written: dict[str, ArchiveFile],
-    expected: dict[str, ArchiveFile],
+    expected: dict[str, ListedFile],
     archive: Path,
     *,
     final: bool,
@@ -341,7 +356,7 @@ def _verify_written(
         listed = expected.get(path)
         if listed is None:
             _mismatch(ArchiveCode.FILE_UNLISTED, path, "is not in the inventory", archive)
-        elif listed.size != entry.size:
+        elif listed.size is not None and listed.size != entry.size:
             why = f"has {entry.size} bytes, the inventory says {listed.size}"
             _mismatch(ArchiveCode.SIZE_MISMATCH, path, why, archive)
         elif listed.sha256 != entry.sha256:

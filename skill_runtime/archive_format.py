@@ -5,6 +5,12 @@ A bundle archive is a ``.tar.gz`` whose first member is ``archive-manifest.json`
     {"files": [{"path": "SKILL.md", "sha256": "<hex>", "size": 123}, ...], "format": 1}
 
 listing every regular file of the bundle except itself, sorted by path.
+
+Archives packed the PhyAgentOS way are read too (:func:`parse_inventory`): the inventory
+may be named ``.paos-manifest.json`` instead, and ``files`` may be a ``{path: sha256}``
+mapping instead of the list; ``size`` may be left out of a list entry (then only the
+SHA-256 is checked). An archive carrying both inventory names is refused
+(``ARCHIVE_MANIFEST_AMBIGUOUS``), as is an inventory that lists either name.
 """
 
 from __future__ import annotations
@@ -32,6 +38,9 @@ from doraforge.skill_runtime.paths import (
 from doraforge.wire import strict_json
 
 ARCHIVE_MANIFEST_NAME = "archive-manifest.json"
+#: PhyAgentOS's other name for the inventory.
+PAOS_MANIFEST_NAME = ".paos-manifest.json"
+INVENTORY_NAMES = (ARCHIVE_MANIFEST_NAME, PAOS_MANIFEST_NAME)
 #: The inventory is read whole; 10,000 entries take about 1.5 MB.
 MAX_ARCHIVE_MANIFEST_BYTES = 16 * 1024 * 1024
 MiB = 1024 * 1024
@@ -65,6 +74,7 @@ class ArchiveCode(StrEnum):
     MANIFEST_MISSING = "ARCHIVE_MANIFEST_MISSING"
     MANIFEST_INVALID = "ARCHIVE_MANIFEST_INVALID"
     MANIFEST_DUPLICATE_KEY = "ARCHIVE_MANIFEST_DUPLICATE_KEY"
+    MANIFEST_AMBIGUOUS = "ARCHIVE_MANIFEST_AMBIGUOUS"
     FILE_UNLISTED = "ARCHIVE_FILE_UNLISTED"
     FILE_MISSING = "ARCHIVE_FILE_MISSING"
     SIZE_MISMATCH = "ARCHIVE_SIZE_MISMATCH"
@@ -135,12 +145,34 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+MemberPath = Annotated[str, AfterValidator(check_relative_path)]
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
 class ArchiveFile(_Strict):
     """One inventory entry: a regular file's relative path, byte size and SHA-256."""
 
-    path: Annotated[str, AfterValidator(check_relative_path)]
+    path: MemberPath
     size: int = Field(ge=0)
-    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    sha256: Sha256
+
+
+class ListedFile(_Strict):
+    """An entry as an archive may list it: the size is optional (PhyAgentOS's form)."""
+
+    path: MemberPath
+    size: int | None = Field(default=None, ge=0)
+    sha256: Sha256
+
+
+class _ListInventory(_Strict):
+    format: Literal[1] = 1
+    files: tuple[ListedFile, ...]
+
+
+class _MappingInventory(_Strict):
+    format: Literal[1] = 1
+    files: dict[MemberPath, Sha256]
 
 
 class ArchiveManifest(_Strict):
@@ -189,7 +221,43 @@ class ArchiveManifest(_Strict):
         return manifest
 
 
-def _refuse_hostile_json(data: bytes, source: str) -> None:
+def parse_inventory(data: bytes, source: str, name: str) -> dict[str, ListedFile]:
+    """Parse the inventory member ``name`` of archive ``source``, either ``files`` form.
+
+    The same strict JSON rules as :meth:`ArchiveManifest.from_json` apply, then the schema
+    of either form; a repeated path, or a path naming an inventory (in any case), is
+    ``ARCHIVE_MANIFEST_INVALID``. Returns the entries by path.
+    """
+    _refuse_hostile_json(data, source, name)
+    document = strict_json.loads(data)
+    files = document.get("files") if isinstance(document, dict) else None
+    model = _MappingInventory if isinstance(files, dict) else _ListInventory
+    try:
+        parsed = model.model_validate_json(data)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(item) for item in first["loc"]) or "<root>"
+        raise archive_error(
+            ArchiveCode.MANIFEST_INVALID,
+            f"{name} in {source}: {where}: {first['msg']}",
+            archive=source,
+        ) from exc
+    if isinstance(parsed, _MappingInventory):
+        entries = [ListedFile(path=p, sha256=d) for p, d in parsed.files.items()]
+    else:
+        entries = list(parsed.files)
+    paths = [entry.path for entry in entries]
+    reserved = {inventory.casefold() for inventory in INVENTORY_NAMES}
+    if len(set(paths)) != len(paths) or any(p.casefold() in reserved for p in paths):
+        raise archive_error(
+            ArchiveCode.MANIFEST_INVALID,
+            f"{name} in {source} repeats a path or lists an inventory",
+            archive=source,
+        )
+    return {entry.path: entry for entry in entries}
+
+
+def _refuse_hostile_json(data: bytes, source: str, name: str = ARCHIVE_MANIFEST_NAME) -> None:
     """Read ``data`` under the wire's strict JSON rules before the schema sees it.
 
     A repeated key raises ``ARCHIVE_MANIFEST_DUPLICATE_KEY``, any other refusal (malformed
@@ -202,13 +270,13 @@ def _refuse_hostile_json(data: bytes, source: str) -> None:
             key = exc.details["key"]
             raise archive_error(
                 ArchiveCode.MANIFEST_DUPLICATE_KEY,
-                f"{ARCHIVE_MANIFEST_NAME} in {source} repeats the key {key!r}",
+                f"{name} in {source} repeats the key {key!r}",
                 archive=source,
                 key=key,
             ) from exc
         raise archive_error(
             ArchiveCode.MANIFEST_INVALID,
-            f"{ARCHIVE_MANIFEST_NAME} in {source}: {exc.message}",
+            f"{name} in {source}: {exc.message}",
             archive=source,
         ) from exc
 

@@ -21,6 +21,7 @@ import pytest
 
 from doraforge.skill_runtime.archive import (
     ARCHIVE_MANIFEST_NAME,
+    PAOS_MANIFEST_NAME,
     ArchiveLimits,
     ArchiveManifest,
     extract,
@@ -296,7 +297,123 @@ EVIL: dict[str, tuple[Callable[[], list[Member]], str, dict[str, int]]] = {
         "ARCHIVE_SIZE_MISMATCH",
         {},
     ),
+    # PhyAgentOS's forms: `.paos-manifest.json`, `files` as a {path: sha256} mapping.
+    "both inventory names": (
+        lambda: [_inventory(GOOD), _paos_inventory(GOOD), _file(*GOOD)],
+        "ARCHIVE_MANIFEST_AMBIGUOUS",
+        {},
+    ),
+    "both inventory names, contradicting": (
+        lambda: [_paos_inventory(("good.txt", b"evil")), _inventory(GOOD), _file(*GOOD)],
+        "ARCHIVE_MANIFEST_AMBIGUOUS",
+        {},
+    ),
+    "the PhyAgentOS inventory twice": (
+        lambda: [_paos_inventory(GOOD), _paos_inventory(("good.txt", b"evil")), _file(*GOOD)],
+        "ARCHIVE_DUPLICATE_MEMBER",
+        {},
+    ),
+    "mapping with a short digest": (
+        lambda: [_mapping({"good.txt": "ab" * 31}), _file(*GOOD)],
+        "ARCHIVE_MANIFEST_INVALID",
+        {},
+    ),
+    "mapping with an upper-case digest": (
+        lambda: [_mapping({"good.txt": hashlib.sha256(b"good").hexdigest().upper()}), _file(*GOOD)],
+        "ARCHIVE_MANIFEST_INVALID",
+        {},
+    ),
+    "mapping with a non-hex digest": (
+        lambda: [_mapping({"good.txt": "g" * 64}), _file(*GOOD)],
+        "ARCHIVE_MANIFEST_INVALID",
+        {},
+    ),
+    "mapping with a number for a digest": (
+        lambda: [_mapping({"good.txt": 12}), _file(*GOOD)],
+        "ARCHIVE_MANIFEST_INVALID",
+        {},
+    ),
+    "mapping with an object for a digest": (
+        lambda: [_mapping({"good.txt": {"sha256": _sha(b"good")}}), _file(*GOOD)],
+        "ARCHIVE_MANIFEST_INVALID",
+        {},
+    ),
+    "mapping with a traversing path": (
+        lambda: [_mapping({"../good.txt": _sha(b"good")})],
+        "ARCHIVE_MANIFEST_INVALID",
+        {},
+    ),
+    "mapping listing an inventory": (
+        lambda: [_mapping({ARCHIVE_MANIFEST_NAME: _sha(b"x")})],
+        "ARCHIVE_MANIFEST_INVALID",
+        {},
+    ),
+    "mapping listing an inventory in another case": (
+        lambda: [_mapping({"Archive-Manifest.JSON": _sha(b"x")}), _file("Archive-Manifest.JSON")],
+        "ARCHIVE_MANIFEST_INVALID",
+        {},
+    ),
+    "mapping repeating a path": (
+        lambda: [_paos_text(f'{{"files": {{"a": "{_sha(b"1")}", "a": "{_sha(b"2")}"}}}}')],
+        "ARCHIVE_MANIFEST_DUPLICATE_KEY",
+        {},
+    ),
+    "mapping hash mismatch": (
+        lambda: [_paos_inventory(GOOD), _file("good.txt", b"evil")],
+        "ARCHIVE_HASH_MISMATCH",
+        {},
+    ),
+    "mapping hash mismatch, inventory last": (
+        lambda: [_file("good.txt", b"evil"), _paos_inventory(GOOD)],
+        "ARCHIVE_HASH_MISMATCH",
+        {},
+    ),
+    "mapping missing file": (
+        lambda: [_paos_inventory(GOOD, ("gone.txt", b"x")), _file(*GOOD)],
+        "ARCHIVE_FILE_MISSING",
+        {},
+    ),
+    "mapping extra file": (
+        lambda: [_paos_inventory(GOOD), _file(*GOOD), _file("extra.txt")],
+        "ARCHIVE_FILE_UNLISTED",
+        {},
+    ),
+    "mapping with unknown keys": (
+        lambda: [
+            _paos_text(f'{{"files": {{"good.txt": "{_sha(b"good")}"}}, "x": 1}}'),
+            _file(*GOOD),
+        ],
+        "ARCHIVE_MANIFEST_INVALID",
+        {},
+    ),
+    "list entry without a size, hash mismatch": (
+        lambda: [
+            _paos_text(json.dumps({"files": [{"path": "good.txt", "sha256": _sha(b"good")}]})),
+            _file("good.txt", b"evil"),
+        ],
+        "ARCHIVE_HASH_MISMATCH",
+        {},
+    ),
 }
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _paos_text(text: str) -> Member:
+    """A `.paos-manifest.json` member with exactly this JSON text."""
+    return _file(PAOS_MANIFEST_NAME, text.encode())
+
+
+def _mapping(files: dict[str, object]) -> Member:
+    """A `.paos-manifest.json` whose `files` is this mapping."""
+    return _paos_text(json.dumps({"files": files}))
+
+
+def _paos_inventory(*files: tuple[str, bytes]) -> Member:
+    """A PhyAgentOS-shaped inventory: `.paos-manifest.json`, `{path: sha256}`."""
+    return _mapping({path: _sha(data) for path, data in files})
 
 
 def _nul_member() -> Member:
@@ -546,3 +663,40 @@ def test_pack_refuses_a_source_file_whose_name_hides_characters(tmp_path: Path, 
         pack(source, tmp_path / "demo.tar.gz")
     assert caught.value.code == CONTROL
     assert not (tmp_path / "demo.tar.gz").exists()
+
+
+@pytest.mark.parametrize(
+    "inventory",
+    [
+        pytest.param(lambda files: _paos_inventory(*files), id="paos name, mapping"),
+        pytest.param(
+            lambda files: _file(
+                ARCHIVE_MANIFEST_NAME,
+                json.dumps({"files": {p: _sha(d) for p, d in files}}).encode(),
+            ),
+            id="doraforge name, mapping",
+        ),
+        pytest.param(
+            lambda files: _paos_text(
+                json.dumps({"files": [{"path": p, "sha256": _sha(d)} for p, d in files]})
+            ),
+            id="paos name, list without sizes",
+        ),
+    ],
+)
+def test_phyagentos_shaped_archives_extract_with_a_canonical_inventory(
+    tmp_path: Path, inventory: Callable[[list[tuple[str, bytes]]], Member]
+) -> None:
+    files = [("skill.yaml", SKILL_YAML.encode()), ("SKILL.md", b"# Demo\n"), ("bin/run", b"x")]
+    archive = _write(tmp_path / "paos.tar.gz", [inventory(files), *(_file(p, d) for p, d in files)])
+    destination = tmp_path / "out"
+
+    result = extract(archive, destination)
+
+    assert {(e.path, e.size, e.sha256) for e in result.files} == {
+        (p, len(d), _sha(d)) for p, d in files
+    }
+    assert not (destination / PAOS_MANIFEST_NAME).exists()
+    stored = ArchiveManifest.from_json((destination / ARCHIVE_MANIFEST_NAME).read_bytes(), "x")
+    assert stored == result
+    verify_tree(destination, result)
