@@ -591,3 +591,40 @@ def test_node_listed_in_the_index_is_fetched_from_it(tmp_path, home, installer):
     )
     result = installer.install(index, yes=True)
     assert verify_receipt(result.artifacts[0].path).sha256 == sha(art)
+
+
+@pytest.mark.parametrize("inventory_name", [".paos-manifest.json", "archive-manifest.json"])
+def test_install_a_phyagentos_shaped_archive(tmp_path, home, installer, inventory_name):
+    """PhyAgentOS's shape: the payload at the root, ``files`` as ``{path: sha256}``."""
+    files = {
+        "skill.yaml": SKILL_YAML.encode(),
+        "SKILL.md": b"# paos-made\n",
+        "profiles/sim/dataflow.yml": b"nodes: []\n",
+    }
+    inventory = {"files": {path: sha(data) for path, data in files.items()}}
+    data = _tar_gz({**files, inventory_name: json.dumps(inventory).encode()})
+
+    result = installer.install(write(tmp_path / "paos.tar.gz", data), yes=True)
+
+    assert (result.name, result.version) == ("paos-made", "0.1.0")
+    assert not (result.path / ".paos-manifest.json").exists()
+    stored = json.loads((result.path / "archive-manifest.json").read_text())
+    assert {e["path"]: (e["size"], e["sha256"]) for e in stored["files"]} == {
+        path: (len(blob), sha(blob)) for path, blob in files.items()
+    }
+    assert installer.inspect("paos-made")["archive_manifest"] == stored
+
+
+SKILL_YAML = """\
+manifest_version: 2
+name: paos-made
+version: 0.1.0
+description: a skill bundle packed the PhyAgentOS way
+skill_document: SKILL.md
+gateway_url: http://127.0.0.1:9999
+required_tools: [arm.home]
+profiles:
+  sim:
+    dataflow: profiles/sim/dataflow.yml
+    startup_timeout_s: 10
+"""
