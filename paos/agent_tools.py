@@ -5,6 +5,13 @@ Transport-free: the semantic registry (and MCP) can expose these later. Every to
 invocation_id?, record_id?, remote_state?}}`` and never raises for a caller mistake, nor
 lets a raw ``sqlite3`` or ``OSError`` out: one that no layer classified reads
 ``remote_state: "unknown"`` (it may have struck after a request was sent).
+
+Every tool also takes PhyAgentOS 1.1.1's argument shapes, so an agent prompt written for
+PhyAgentOS runs unchanged: ``activate_skill`` then ``forge_task_create {task_description,
+activation_id, verification}``, ``invocation_id`` wherever doraforge takes ``record_id``,
+``forge_task_cancel {reason}``; they are mapped in :mod:`paos.phyagentos_shapes`. The
+other shapes (``skill``, ``goal``/``contract``, ``gateway_url``, ``record_id``) are
+doraforge's documented extensions (README, "Agent tools: PhyAgentOS and doraforge").
 """
 
 from __future__ import annotations
@@ -20,6 +27,11 @@ from jsonschema import Draft202012Validator
 from doraforge.paos import finalize as finishing
 from doraforge.paos.binding import BindingCandidate
 from doraforge.paos.errors import PaosError
+from doraforge.paos.phyagentos_shapes import (
+    activations,
+    contract_from_phyagentos,
+    record_of_invocation,
+)
 from doraforge.paos.tasks import TaskService
 
 log = logging.getLogger(__name__)
@@ -32,6 +44,33 @@ _ID = {"type": "string", "minLength": 1, "maxLength": 200}
 _ARGS = {"type": "object"}
 _TIMEOUT = {"type": "integer", "minimum": 1, "maximum": 86_400_000}
 _URL = {"type": "string", "pattern": "^https?://", "maxLength": 2048}
+_TEXT = {"type": "string", "minLength": 1}
+#: A skill name as the Skill Runtime spells it (PhyAgentOS's kebab-case names included).
+_SKILL = {"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,63}$"}
+_ACTIVATION_ID = {"type": "string", "pattern": "^activation_[a-z0-9]+$", "maxLength": 200}
+_STRINGS = {"type": "array", "items": {"type": "string"}, "maxItems": 64}
+#: PhyAgentOS's ``TaskVerificationContract`` (criteria and constraints are sentences).
+_PHYAGENTOS_VERIFICATION = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "version": {"const": "task_verification_contract_v1"},
+        "mode": {"enum": ["off", "audit", "enforce", "recovery"]},
+        "goal": {"type": "string", "maxLength": 2000},
+        "success_criteria": _STRINGS,
+        "constraints": _STRINGS,
+        "evidence_policy": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "profile": {"type": "string"},
+                "required_kinds": _STRINGS,
+                "required_sources": _STRINGS,
+                "minimum_association": {"enum": ["best_effort", "authoritative"]},
+            },
+        },
+    },
+}
 
 
 def _schema(required: list[str], **properties: Any) -> dict[str, Any]:
@@ -115,12 +154,26 @@ def _unclassified(exc: sqlite3.Error | OSError) -> dict[str, Any]:
     }
 
 
+def _default_gateway(service: TaskService) -> str:
+    """PhyAgentOS's shape names no Gateway: the active task's, else the latest activation's."""
+    task = service.store.active_task()
+    if task is not None:
+        return service.binding(task).gateway_url
+    latest = activations(service).latest()
+    if latest is None:
+        raise PaosError(
+            "PAOS_NO_GATEWAY",
+            "no task and no activation: pass task_id or gateway_url, or call activate_skill",
+        )
+    return str(latest.skill.candidate.gateway_url)
+
+
 async def _context(service: TaskService, a: dict[str, Any]) -> Any:
     if "task_id" in a:
         task = service.store.task(a["task_id"])
         gateway_url = service.binding(task).gateway_url
     else:
-        gateway_url = a["gateway_url"]
+        gateway_url = a.get("gateway_url") or _default_gateway(service)
     client = service.client(gateway_url)
     spec, sha256 = await client.tool_spec(a["tool_id"])
     return {"spec": spec, "spec_sha256": sha256, "context": await client.context(a["tool_id"])}
@@ -131,16 +184,49 @@ async def _query(service: TaskService, a: dict[str, Any]) -> Any:
         a["tool_id"],
         a.get("arguments", {}),
         task_id=a.get("task_id"),
-        gateway_url=a.get("gateway_url"),
+        gateway_url=a.get("gateway_url") or (None if "task_id" in a else _default_gateway(service)),
         timeout_ms=a.get("timeout_ms"),
     )
 
 
+def _running_skill(service: TaskService, name: str) -> Any:
+    if service.activate_skill is None:
+        raise PaosError("PAOS_NO_SKILL_RUNTIME", "no Skill Runtime is configured")
+    return service.activate_skill(name)
+
+
+async def _activate(service: TaskService, a: dict[str, Any]) -> Any:
+    activation = activations(service).add(
+        _running_skill(service, a["name"]), a.get("role", "primary")
+    )
+    return {
+        "activation_id": activation.activation_id,
+        "activation": activation.public(),
+        "verification": activation.skill.contract,
+    }
+
+
 async def _create(service: TaskService, a: dict[str, Any]) -> Any:
+    if "activation_id" in a:
+        return _task_answer(await _create_activated(service, a))
+    return _task_answer(await _create_doraforge(service, a))
+
+
+async def _create_activated(service: TaskService, a: dict[str, Any]) -> Any:
+    skill = activations(service).primary(a["activation_id"]).skill
+    description = a["task_description"]
+    if "contract" in a:
+        contract = a["contract"]
+    elif "verification" in a or skill.contract is None:
+        contract = contract_from_phyagentos(a.get("verification"), description, skill.contract)
+    else:
+        contract = {**skill.contract, "goal": skill.contract.get("goal") or description}
+    return await service.create_task(description, contract, skill.candidate)
+
+
+async def _create_doraforge(service: TaskService, a: dict[str, Any]) -> Any:
     if "skill" in a:
-        if service.activate_skill is None:
-            raise PaosError("PAOS_NO_SKILL_RUNTIME", "no Skill Runtime is configured")
-        activation = service.activate_skill(a["skill"])
+        activation = _running_skill(service, a["skill"])
         contract = a.get("contract") or activation.contract
         if contract is None:
             raise PaosError("PAOS_NO_CONTRACT", "the skill has no verification contract")
@@ -150,11 +236,30 @@ async def _create(service: TaskService, a: dict[str, Any]) -> Any:
     return await service.create_task(a["goal"], a["contract"], candidate)
 
 
-def _record_call(method: str) -> Handler:
+def _task_answer(described: dict[str, Any]) -> dict[str, Any]:
+    """A task tool's answer: PhyAgentOS's top-level ``task_id`` and ``status`` (doraforge's
+    task state) beside doraforge's full description."""
+    task = described["task"]
+    return {"task_id": task["task_id"], "status": task["state"], **described}
+
+
+def _record_call(method: str, semantics: str) -> Handler:
+    """A record tool taking doraforge's ``record_id`` or PhyAgentOS's ``invocation_id``."""
+
     async def handler(service: TaskService, a: dict[str, Any]) -> Any:
-        return await getattr(service, method)(a["task_id"], a["record_id"])
+        record_id = a.get("record_id") or record_of_invocation(
+            service, a["task_id"], a["invocation_id"], semantics
+        )
+        return await getattr(service, method)(a["task_id"], record_id)
 
     return handler
+
+
+def _record_schema() -> dict[str, Any]:
+    return {
+        **_schema(["task_id"], task_id=_ID, record_id=_ID, invocation_id=_ID),
+        "oneOf": [{"required": ["record_id"]}, {"required": ["invocation_id"]}],
+    }
 
 
 TOOLS: dict[str, AgentTool] = {}
@@ -176,10 +281,11 @@ def _register(
 
 _register(
     "forge_tool_context",
-    "Read a tool's ToolSpec and live context (readiness, binding, frames). No task needed.",
+    "Read a tool's ToolSpec and live context (readiness, binding, frames). No task needed; "
+    "with neither task_id nor gateway_url, the active task's or latest activation's Gateway.",
     {
         **_schema(["tool_id"], tool_id=_ID, task_id=_ID, gateway_url=_URL),
-        "oneOf": [{"required": ["task_id"]}, {"required": ["gateway_url"]}],
+        "not": {"required": ["task_id", "gateway_url"]},
     },
     _context,
     side_effect="read",
@@ -187,7 +293,8 @@ _register(
 )
 _register(
     "forge_tool_query",
-    "Run a Query: diagnostic with gateway_url (no record), or bound to task_id (recorded).",
+    "Run a Query: bound to task_id (recorded), or diagnostic (no record) on gateway_url, "
+    "else the active task's or latest activation's Gateway.",
     {
         **_schema(
             ["tool_id"],
@@ -197,7 +304,7 @@ _register(
             gateway_url=_URL,
             timeout_ms=_TIMEOUT,
         ),
-        "oneOf": [{"required": ["task_id"]}, {"required": ["gateway_url"]}],
+        "not": {"required": ["task_id", "gateway_url"]},
     },
     _query,
     side_effect="read",
@@ -222,24 +329,24 @@ _register(
 _register(
     "forge_tool_action_status",
     "Read an Action's phase and status.",
-    _schema(["task_id", "record_id"], task_id=_ID, record_id=_ID),
-    _record_call("status"),
+    _record_schema(),
+    _record_call("status", "action"),
     side_effect="read",
     risk="low",
 )
 _register(
     "forge_tool_action_result",
     "Read an Action's pending or terminal result.",
-    _schema(["task_id", "record_id"], task_id=_ID, record_id=_ID),
-    _record_call("result"),
+    _record_schema(),
+    _record_call("result", "action"),
     side_effect="read",
     risk="low",
 )
 _register(
     "forge_tool_cancel_action",
     "Request cancellation of an Action; acceptance is not a stop — read the status.",
-    _schema(["task_id", "record_id"], task_id=_ID, record_id=_ID),
-    _record_call("cancel"),
+    _record_schema(),
+    _record_call("cancel", "action"),
     side_effect="write",
     risk="medium",
 )
@@ -267,43 +374,61 @@ _register(
 _register(
     "forge_tool_session_status",
     "Read a Session's phase and status.",
-    _schema(["task_id", "record_id"], task_id=_ID, record_id=_ID),
-    _record_call("status"),
+    _record_schema(),
+    _record_call("status", "session"),
     side_effect="read",
     risk="low",
 )
 _register(
     "forge_tool_session_result",
     "Read a Session's pending or terminal result.",
-    _schema(["task_id", "record_id"], task_id=_ID, record_id=_ID),
-    _record_call("result"),
+    _record_schema(),
+    _record_call("result", "session"),
     side_effect="read",
     risk="low",
 )
 _register(
     "forge_tool_stop_session",
     "Stop a Session the task owns.",
-    _schema(["task_id", "record_id"], task_id=_ID, record_id=_ID),
-    _record_call("stop"),
+    _record_schema(),
+    _record_call("stop", "session"),
     side_effect="write",
     risk="medium",
 )
 _register(
+    "activate_skill",
+    "Activate a running skill before a task: answers the activation_id forge_task_create "
+    "binds to, the skill's binding and its verification contract template.",
+    _schema(["name"], name=_SKILL, role={"enum": ["primary", "supporting"]}),
+    _activate,
+    side_effect="write",
+    risk="low",
+)
+_register(
     "forge_task_create",
-    "Bind a task to a running skill (or a Gateway URL and tools) and create the active task.",
+    "Create the active task bound to an activate_skill result (task_description, "
+    "activation_id, verification); or to a running skill, or a Gateway URL and tools.",
     {
         **_schema(
             [],
+            task_description=_TEXT,
+            activation_id=_ACTIVATION_ID,
+            verification=_PHYAGENTOS_VERIFICATION,
             skill=_ID,
-            goal={"type": "string", "minLength": 1},
+            goal=_TEXT,
             contract={"type": "object"},
             gateway_url=_URL,
             required_tools={"type": "array", "items": _ID, "minItems": 1, "maxItems": 64},
         ),
-        "anyOf": [
-            {"required": ["skill"]},
+        "oneOf": [
+            {
+                "required": ["task_description", "activation_id"],
+                "not": {"anyOf": [{"required": [k]} for k in ("skill", "goal", "gateway_url")]},
+            },
+            {"required": ["skill"], "not": {"required": ["gateway_url"]}},
             {"required": ["goal", "contract", "gateway_url", "required_tools"]},
         ],
+        "not": {"required": ["contract", "verification"]},
     },
     _create,
     side_effect="write",
@@ -313,15 +438,15 @@ _register(
     "forge_task_get",
     "Read the task, revisions, records, evidence and verdicts.",
     _schema(["task_id"], task_id=_ID),
-    lambda s, a: _sync(s.describe(a["task_id"])),
+    lambda s, a: _sync(_task_answer(s.describe(a["task_id"]))),
     side_effect="read",
     risk="low",
 )
 _register(
     "forge_task_begin_revision",
     "Append a revision after a recovery verdict (within the replan budget and deadline).",
-    _schema(["task_id", "reason"], task_id=_ID, reason={"type": "string", "minLength": 1}),
-    lambda s, a: finishing.begin_revision(s, a["task_id"], a["reason"]),
+    _schema(["task_id", "reason"], task_id=_ID, reason=_TEXT),
+    lambda s, a: _answered(finishing.begin_revision(s, a["task_id"], a["reason"])),
     side_effect="write",
     risk="medium",
 )
@@ -329,15 +454,17 @@ _register(
     "forge_task_finalize",
     "Capture evidence, verify, and end (or replan) the task.",
     _schema(["task_id"], task_id=_ID),
-    lambda s, a: finishing.finalize(s, a["task_id"]),
+    lambda s, a: _answered(finishing.finalize(s, a["task_id"])),
     side_effect="write",
     risk="medium",
 )
 _register(
     "forge_task_cancel",
-    "Cancel live Actions, stop owned Sessions, end the task.",
-    _schema(["task_id"], task_id=_ID),
-    lambda s, a: finishing.cancel_task(s, a["task_id"]),
+    "Cancel live Actions, stop owned Sessions, end the task (the reason is recorded).",
+    _schema(["task_id"], task_id=_ID, reason=_TEXT),
+    lambda s, a: _answered(
+        finishing.cancel_task(s, a["task_id"], reason=a.get("reason", "agent_requested"))
+    ),
     side_effect="write",
     risk="medium",
 )
@@ -345,3 +472,7 @@ _register(
 
 async def _sync(value: Any) -> Any:
     return value
+
+
+async def _answered(described: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    return _task_answer(await described)

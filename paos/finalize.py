@@ -73,9 +73,15 @@ async def begin_revision(service: TaskService, task_id: str, reason: str) -> dic
 
 
 async def cancel_task(
-    service: TaskService, task_id: str, settle_timeout_s: float = 10.0
+    service: TaskService,
+    task_id: str,
+    settle_timeout_s: float = 10.0,
+    *,
+    reason: str = "agent_requested",
 ) -> dict[str, Any]:
     """Cancel live Actions, stop task-owned Sessions, reconcile, end cancelled or failed.
+
+    ``reason`` (PhyAgentOS's default ``agent_requested``) is recorded in the outcome.
 
     Waits (bounded) for the cancelled work to settle; whatever is still live or ended
     ``unknown`` by then makes the task ``failed``: its physical outcome is uncertain.
@@ -98,7 +104,10 @@ async def cancel_task(
     )
     outcome = "cancelled" if settled else "failed"
     service.store.transition(
-        task.task_id, outcome, allowed_from={"cancelling"}, outcome={"cancelled": True}
+        task.task_id,
+        outcome,
+        allowed_from={"cancelling"},
+        outcome={"cancelled": True, "reason": reason},
     )
     _remember(service, task_id)
     return service.describe(task_id)

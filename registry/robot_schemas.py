@@ -3,7 +3,8 @@
 The PAOS agent tools keep ``gateway_url`` for the operator's Python API and CLI. Through
 the registry (HTTP and MCP) an agent never names a URL: the diagnostic forms of
 ``forge_tool_context`` and ``forge_tool_query`` take the name of a running skill instead,
-and ``forge_task_create`` binds only to a running skill. :func:`agent_form` gives the
+and ``forge_task_create`` binds only to a running skill (by name, or by the
+``activation_id`` of an ``activate_skill`` result). :func:`agent_form` gives the
 description and input schema an agent is offered, and refuses any schema that would
 still take a URL, so a new PAOS tool with one cannot slip through unnoticed.
 """
@@ -21,20 +22,32 @@ type Schema = dict[str, Any]
 
 
 def _skill_or_task(schema: Schema) -> Schema:
-    """Diagnostic on a running skill's Gateway (``skill``) or bound to ``task_id``."""
+    """Diagnostic on a running skill's Gateway (``skill``) or bound to ``task_id``; with
+    neither (PhyAgentOS's shape), the active task's or the latest activation's Gateway."""
     properties = {k: v for k, v in schema["properties"].items() if k != "gateway_url"}
     return {
         **_CLOSED,
         "required": list(schema.get("required", [])),
         "properties": {**properties, "skill": SKILL},
-        "oneOf": [{"required": ["task_id"]}, {"required": ["skill"]}],
+        "not": {"required": ["task_id", "skill"]},
     }
 
 
 def _skill_only(schema: Schema) -> Schema:
-    """A task bound to a running skill; goal and contract default to the skill's own."""
-    properties = {k: schema["properties"][k] for k in ("goal", "contract")}
-    return {**_CLOSED, "required": ["skill"], "properties": {"skill": SKILL, **properties}}
+    """A task bound to a running skill: PhyAgentOS's form (``task_description``,
+    ``activation_id`` of an ``activate_skill`` result, its ``verification``) or doraforge's
+    (``skill``; goal and contract default to the skill's own). Never a Gateway URL."""
+    kept = ("task_description", "activation_id", "verification", "goal", "contract")
+    properties = {k: schema["properties"][k] for k in kept}
+    return {
+        **_CLOSED,
+        "properties": {"skill": SKILL, **properties},
+        "oneOf": [
+            {"required": ["skill"], "not": {"required": ["activation_id"]}},
+            {"required": ["task_description", "activation_id"], "not": {"required": ["skill"]}},
+        ],
+        "not": {"required": ["contract", "verification"]},
+    }
 
 
 _FORMS: Mapping[str, tuple[str, Callable[[Schema], Schema]]] = {
@@ -49,7 +62,8 @@ _FORMS: Mapping[str, tuple[str, Callable[[Schema], Schema]]] = {
         _skill_or_task,
     ),
     "forge_task_create": (
-        "Bind a task to a running skill and create the active task (goal and contract "
+        "Create the active task bound to an activate_skill result (task_description, "
+        "activation_id, verification) or to a running skill (skill; goal and contract "
         "default to the skill's).",
         _skill_only,
     ),

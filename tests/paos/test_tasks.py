@@ -277,7 +277,7 @@ async def test_cancel_task_cancels_live_actions_and_ends_cancelled(cell: Cell):
 
 
 async def test_agent_tools_validate_arguments_and_answer_envelopes(cell: Cell):
-    assert len(TOOLS) == 15
+    assert len(TOOLS) == 16  # the 15 forge_* tools and activate_skill
     bad = await TOOLS["forge_tool_start_action"](cell.service, {"task_id": "t"})
     assert bad["ok"] is False
     assert bad["error"]["code"] == "PAOS_INVALID_ARGUMENTS"

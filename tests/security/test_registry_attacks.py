@@ -70,6 +70,7 @@ FORGE_TOOLS = (
     ("forge.task_begin_revision", "forge_task_begin_revision"),
     ("forge.task_finalize", "forge_task_finalize"),
     ("forge.task_cancel", "forge_task_cancel"),
+    ("forge.activate_skill", "activate_skill"),
     ("forge.skills.installed", "forge_skills_installed"),
     ("forge.runtime.status", "forge_runtime_status"),
     ("forge.tool_contexts", "forge_tool_contexts"),
