@@ -112,11 +112,25 @@ def effective_timeout(config: GatewayConfig, requested_ms: int | None) -> int:
     return min(wanted, config.invoke_timeout_cap_ms)
 
 
-def rejection(error: dict[str, Any], **details: Any) -> Unavailable | Unprocessable:
-    """The caller error for a provider's pre-acceptance rejection."""
-    extra = {"provider_error": error, **details}
+ADMISSION_REJECTED = {
+    "action": "FORGE_TOOL_ACTION_ADMISSION_REJECTED",
+    "session": "FORGE_TOOL_SESSION_ADMISSION_REJECTED",
+}
+"""The caller code for a provider's refusal to admit an Action or Session.
+
+PhyAgentOS (``forge/task.py``) reads ``FORGE_TOOL_ACTION_ADMISSION_REJECTED`` as a
+pre-dispatch rejection: the record is definitively failed, not unknown. The provider's
+own code stays in ``details.provider_code`` (and whole in ``details.provider_error``).
+A Query rejection keeps the provider's code as its caller code.
+"""
+
+
+def rejection(
+    error: dict[str, Any], semantics: str = "query", **details: Any
+) -> Unavailable | Unprocessable:
+    """The caller error for a provider's pre-acceptance rejection of a ``semantics`` call."""
+    extra = {"provider_error": error, "provider_code": error["code"], **details}
+    code = ADMISSION_REJECTED.get(semantics, error["code"])
     if error["code"] == "FORGE_ENDPOINT_CAPACITY":
-        return Unavailable(error["code"], error["message"], details=extra)
-    return Unprocessable(
-        error["code"], error["message"], retryable=error["retryable"], details=extra
-    )
+        return Unavailable(code, error["message"], details=extra)
+    return Unprocessable(code, error["message"], retryable=error["retryable"], details=extra)

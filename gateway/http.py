@@ -48,6 +48,7 @@ from doraforge.gateway.openapi import (
     AdmissionEnvelope,
     ControlEnvelope,
     Envelope,
+    ListingEnvelope,
     ResultEnvelope,
     allowed_methods,
     event_stream,
@@ -229,9 +230,13 @@ async def on_http_error(request: Request, exc: StarletteHTTPException) -> Respon
 
 async def list_tools(request: Request) -> Response:
     gateway = gateway_of(request)
+    identity = gateway.identity
     return ok(
         {
-            "gateway_identity": gateway.identity,
+            "gateway_identity": identity["instance_id"],
+            "gateway_id": identity["gateway_id"],
+            "instance_id": identity["instance_id"],
+            "gateway": identity,
             "revision": gateway.registry.revision,
             "catalog_revision": gateway.catalog.revision(),
             "tools": [spec.document for spec in gateway.catalog.all()],
@@ -326,7 +331,9 @@ ROUTES: list[BaseRoute] = [
         list_tools,
         methods=["GET"],
         summary="List ToolSpecs",
-        responses=responses({200: success(Envelope, "The catalog and this Gateway's identity")}),
+        responses=responses(
+            {200: success(ListingEnvelope, "The catalog and this Gateway's identity")}
+        ),
     ),
     APIRoute(
         "/tools/{tool_id}",
@@ -480,15 +487,23 @@ async def _control(
             f"the provider {status} the {command} request",
             details={"invocation_id": invocation.invocation_id},
         )
-    return ok(
-        {
-            "invocation_id": invocation.invocation_id,
-            "command": command,
-            "cancel_status": status,
-            "phase": invocation.phase,
-        },
-        status=_CONTROL_STATUS.get(status, 202),
-    )
+    return ok(_control_answer(invocation, command, status), status=_CONTROL_STATUS.get(status, 202))
+
+
+def _control_answer(invocation: Invocation, command: str, status: str) -> dict[str, Any]:
+    """A cancel/stop answer: ``status`` always, and ``cancel_status`` or ``stop_status``.
+
+    The command-named field is what each command's callers read (a cancel answer's
+    ``cancel_status``, a stop answer's ``stop_status``); ``status`` is the same value under
+    the generic name PhyAgentOS's own control answers use. ``phase`` is the invocation's.
+    """
+    return {
+        "invocation_id": invocation.invocation_id,
+        "command": command,
+        "status": status,
+        f"{command}_status": status,
+        "phase": invocation.phase,
+    }
 
 
 def _last_event_id(request: Request) -> int | None:

@@ -91,12 +91,46 @@ class AdmissionEnvelope(Envelope):
     data: Admission  # type: ignore[assignment]
 
 
+class GatewayInstance(_Open):
+    """This Gateway process: ``instance_id`` changes on every restart."""
+
+    gateway_id: str
+    instance_id: str
+    started_at_ms: int
+    catalog_revision: str
+
+
+class Listing(_Open):
+    """``GET /tools``: the catalog and this Gateway's identity.
+
+    ``gateway_identity`` is a string (this process's ``instance_id``), as PhyAgentOS's
+    RuntimeManager reads it, so a restart shows as a new identity; ``gateway_id`` names the
+    configured Gateway; ``gateway`` is the whole identity document.
+    """
+
+    gateway_identity: str
+    gateway_id: str
+    instance_id: str
+    gateway: GatewayInstance
+    revision: int
+    catalog_revision: str
+    tools: list[dict[str, Any]]
+
+
+class ListingEnvelope(Envelope):
+    """``data`` is the listing."""
+
+    data: Listing  # type: ignore[assignment]
+
+
 class ControlAnswer(_Open):
     """The answer to a cancel or stop: acceptance is not a stop (read ``phase``)."""
 
     invocation_id: str
     command: Literal["cancel", "stop"]
-    cancel_status: str
+    status: str  # the generic name PhyAgentOS reads; equal to the command-named field
+    cancel_status: str | None = None  # a cancel answer's status
+    stop_status: str | None = None  # a stop answer's status
     phase: str
 
 

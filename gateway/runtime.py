@@ -205,7 +205,7 @@ class ToolRuntime:
             return
         if outcome == "rejected":
             self._finish(invocation, {"status": "failed", "outputs": {}, "error": body})
-            raise admission.rejection(body, invocation_id=invocation.invocation_id)
+            raise admission.rejection(body, spec.semantics, invocation_id=invocation.invocation_id)
         if outcome == "completed":
             self._finish(invocation, admission.checked_outputs(spec, body))
             return

@@ -92,7 +92,7 @@ class BindingPreview(BaseModel):
     skill: str
     version: str
     gateway_url: str
-    gateway_identity: dict[str, Any]  # the Gateway's own identity document, as listed
+    gateway_identity: dict[str, Any]  # the Gateway's identity document (identity_document)
     tools: dict[str, PreviewTool]
     problems: list[BindingProblem]
 
@@ -112,7 +112,7 @@ class FrozenBinding(BaseModel):
     runtime_instance: str | None
     node_artifacts: tuple[str, ...]
     gateway_url: str
-    gateway_identity: dict[str, Any]  # the Gateway's own identity document, as listed
+    gateway_identity: dict[str, Any]  # the Gateway's identity document (identity_document)
     tools: dict[str, BoundTool]
 
     def document(self) -> dict[str, Any]:
@@ -130,6 +130,26 @@ def stored(document: Mapping[str, Any]) -> FrozenBinding:
             "the task's stored binding is not a frozen binding",
             details={"errors": exc.errors(include_url=False, include_input=False)},
         ) from exc
+
+
+def identity_document(listing: Mapping[str, Any]) -> dict[str, Any]:
+    """The Gateway's identity document from a ``GET /tools`` listing.
+
+    A doraforge Gateway lists the document as ``gateway`` next to the string
+    ``gateway_identity`` (its ``instance_id``, the form PhyAgentOS reads); an earlier one
+    listed the document itself as ``gateway_identity``; a Gateway that lists only a string
+    identity yields ``{"instance_id": that string}``. Whatever the form, ``instance_id``
+    changes when the Gateway restarts, which is what :func:`recheck` compares.
+    """
+    document = listing.get("gateway")
+    if isinstance(document, dict):
+        return dict(document)
+    identity = listing.get("gateway_identity")
+    if isinstance(identity, dict):
+        return dict(identity)
+    if isinstance(identity, str) and identity:
+        return {"instance_id": identity}
+    raise BindingError("PAOS_BINDING_INVALID", "the Gateway's listing has no identity")
 
 
 async def preview(api: ToolApi, candidate: BindingCandidate) -> BindingPreview:
@@ -162,7 +182,7 @@ async def preview(api: ToolApi, candidate: BindingCandidate) -> BindingPreview:
             skill=candidate.skill,
             version=candidate.version,
             gateway_url=candidate.gateway_url,
-            gateway_identity=listing["gateway_identity"],
+            gateway_identity=identity_document(listing),
             tools=tools,
             problems=problems,
         )
@@ -221,7 +241,7 @@ async def recheck(
         )
     context = await api.context(tool_id)
     details = {"tool_id": tool_id}
-    if context.get("gateway_instance_id") != binding.gateway_identity["instance_id"]:
+    if context.get("gateway_instance_id") != binding.gateway_identity.get("instance_id"):
         raise BindingError(
             "PAOS_RUNTIME_DRIFT",
             "the Gateway runtime changed since the task was bound",

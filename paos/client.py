@@ -143,7 +143,8 @@ class ForgeToolClient:
     # ------------------------------------------------------------ discovery
 
     async def list_tools(self) -> JsonObject:
-        """``GET /tools``: ``{gateway_identity, revision, catalog_revision, tools}``."""
+        """``GET /tools``: ``{gateway_identity, gateway_id, instance_id, gateway, revision,
+        catalog_revision, tools}`` (``gateway`` is the identity document)."""
         _, data = await self._call("GET", "/tools", {200})
         return data
 

@@ -325,7 +325,7 @@ class TaskService:
         answer = await command(record.invocation_id)
         request = {
             "command": "cancel" if semantics == "action" else "stop",
-            "status": answer.get("cancel_status"),
+            "status": answer.get("status", answer.get("cancel_status")),
             "at_ms": _now_ms(),
         }
         record = self.store.record_cancel_request(record.record_id, request)

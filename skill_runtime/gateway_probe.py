@@ -16,7 +16,9 @@ from typing import Any
 
 import httpx
 
+from doraforge.paos.binding import identity_document
 from doraforge.paos.client import path_segment
+from doraforge.paos.errors import PaosError
 
 PROBE_TIMEOUT_S = 2.0
 
@@ -58,6 +60,17 @@ def listing(url: str, *, token: str | None = None) -> dict[str, Any] | None:
     refused token)."""
     with _client(url, token) as client:
         return _data(client, "/tools")
+
+
+def identity(listed: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The Gateway's identity document in ``GET /tools`` data (see
+    :func:`doraforge.paos.binding.identity_document`), ``None`` without one."""
+    if listed is None:
+        return None
+    try:
+        return identity_document(listed)
+    except PaosError:
+        return None
 
 
 def readiness(

@@ -210,7 +210,7 @@ class RuntimeManager:
         if not self._dataflow_running(state):
             return self._mark_lost(state)
         live = gateway_probe.listing(state.gateway_url, token=runtime_token(state))
-        seen = live.get("gateway_identity") if live else None
+        seen = gateway_probe.identity(live)
         if seen != state.gateway_identity:
             problem = "does not answer" if live is None else "answers with another identity"
             error = RecordedError(
@@ -406,7 +406,7 @@ class RuntimeManager:
                 )
             listed, waiting = gateway_probe.readiness(state.gateway_url, tools, token=token)
             if status == "Running" and listed is not None and not waiting:
-                return dict(listed.get("gateway_identity") or {})
+                return gateway_probe.identity(listed) or {}
             if elapsed > timeout_s:
                 raise RuntimeStateError(
                     "SKILL_START_TIMEOUT",

@@ -49,7 +49,8 @@ class RuntimeState(BaseModel):
 
     ``runtime_instance_id`` is new for every start; ``dataflow_uuid`` is Dora's id of the
     dataflow started for it (``None`` before ``dora start`` answered). ``gateway_identity``
-    is ``GET /tools``'s ``gateway_identity`` seen when the runtime became ``running``.
+    is the Gateway's identity document (``GET /tools``' ``gateway``) seen when the runtime
+    became ``running``.
     ``gateway_token_file`` is the 0600 file holding this start's Gateway bearer token
     (``None`` once removed, and in records written before Gateways had tokens: the field
     is optional, so those still read as version 1).

@@ -215,7 +215,7 @@ def _session(client: httpx.Client) -> None:
             break
     stop = client.post(f"/invocations/{invocation_id}/stop")
     answer = _data(stop, 202)
-    say(f"   stop -> HTTP {stop.status_code}, cancel_status {answer['cancel_status']}")
+    say(f"   stop -> HTTP {stop.status_code}, stop_status {answer['stop_status']}")
     final = _wait_terminal(client, invocation_id)
     say(f"   final phase: {final['phase']}")
     if final["phase"] != "stopped":

@@ -92,7 +92,7 @@ class MockStack:
 
     def gateway_instance(self) -> str:
         """The running Gateway's ``instance_id`` (a new one after every restart)."""
-        return self.data(self.http.get("/tools"))["gateway_identity"]["instance_id"]
+        return self.data(self.http.get("/tools"))["instance_id"]
 
     def kill_gateway(self, timeout_s: float = 30.0) -> str:
         """SIGKILL the Gateway node, wait until Dora's restart answers; its new instance id."""
@@ -106,9 +106,7 @@ class MockStack:
                 listing = self.http.get("/tools", timeout=2.0)
             except httpx.TransportError:
                 return False
-            return listing.status_code == 200 and (
-                listing.json()["data"]["gateway_identity"]["instance_id"] != before
-            )
+            return listing.status_code == 200 and (listing.json()["data"]["instance_id"] != before)
 
         eventually(
             answering_again, within=timeout_s, what="the Gateway to come back", detail=self.tail

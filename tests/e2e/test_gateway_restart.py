@@ -21,7 +21,7 @@ def test_gateway_restart_reads_the_in_flight_invocation_as_unknown_from_the_jour
     fresh_stack: MockStack,
 ) -> None:
     stack = fresh_stack
-    identity = stack.data(stack.http.get("/tools"))["gateway_identity"]["instance_id"]
+    identity = stack.data(stack.http.get("/tools"))["instance_id"]
     admission = stack.start(
         "mock.move", {"duration_s": 3.0, "behaviour": "succeed"}, caller_id="gw-restart-1"
     )
@@ -37,9 +37,7 @@ def test_gateway_restart_reads_the_in_flight_invocation_as_unknown_from_the_jour
             listing = stack.http.get("/tools", timeout=2.0)
         except httpx.TransportError:
             return False
-        return listing.status_code == 200 and (
-            listing.json()["data"]["gateway_identity"]["instance_id"] != identity
-        )
+        return listing.status_code == 200 and (listing.json()["data"]["instance_id"] != identity)
 
     eventually(answering_again, within=RESTART_TIMEOUT_S, what="the Gateway to come back")
     assert stack.node(GATEWAY_MARK).pid != gateway.pid

@@ -22,7 +22,7 @@ def test_discovery_lists_every_mock_tool_and_context_reports_the_live_binding(
 ) -> None:
     listing = stack.data(stack.http.get("/tools"))
     assert {tool["tool_id"] for tool in listing["tools"]} == TOOL_IDS
-    assert listing["gateway_identity"]["gateway_id"] == "doraforge-mock"
+    assert listing["gateway_id"] == "doraforge-mock"
 
     first = stack.http.get("/tools/mock.move")
     second = stack.http.get("/tools/mock.move")
@@ -138,7 +138,7 @@ def test_session_streams_heartbeats_with_event_ids_until_stopped(stack: MockStac
     assert resumed[0]["id"] > ids[-1]
 
     accepted = stack.data(stack.http.post(f"/invocations/{invocation_id}/stop", json={}), 202)
-    assert accepted["cancel_status"] == "accepted"
+    assert accepted["stop_status"] == accepted["status"] == "accepted"
     assert accepted["phase"] != "stopped"
 
     final = stack.terminal(invocation_id)

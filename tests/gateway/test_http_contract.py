@@ -81,8 +81,13 @@ def sse_events(text: str) -> list[dict]:
 async def test_list_tools_has_identity_revision_and_every_toolspec():
     async with running_stack() as stack:
         listing = data(await stack.client.get("/tools"))
-        assert {"gateway_identity", "revision", "tools"} <= set(listing)
-        assert listing["gateway_identity"]["gateway_id"] == "doraforge-mock"
+        assert {"gateway_identity", "gateway_id", "instance_id", "revision", "tools"} <= set(
+            listing
+        )
+        document = listing["gateway"]
+        assert document["gateway_id"] == listing["gateway_id"] == "doraforge-mock"
+        assert listing["gateway_identity"] == listing["instance_id"] == document["instance_id"]
+        assert isinstance(listing["gateway_identity"], str)  # as PhyAgentOS reads it
         assert listing["revision"] == stack.gateway.registry.revision == 1
         assert [tool["tool_id"] for tool in listing["tools"]] == [
             "mock.echo",
@@ -376,7 +381,8 @@ async def test_session_runs_until_stopped_and_stop_acceptance_is_not_stopped():
         assert (await read(stack, invocation_id))["phase"] == "running"
         response = await stack.client.post(f"/invocations/{invocation_id}/stop", json={})
         accepted = data(response, 202)
-        assert accepted["cancel_status"] == "accepted"
+        assert accepted["stop_status"] == accepted["status"] == "accepted"
+        assert "cancel_status" not in accepted  # a stop answer names its own field
         assert accepted["phase"] not in ("stopped", "cancelled", "completed")
         done = await wait_terminal(stack, invocation_id)
         assert done["phase"] == "stopped"

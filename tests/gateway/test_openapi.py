@@ -173,3 +173,30 @@ async def test_a_resume_id_outside_the_documented_pattern_is_400_not_500(
             response = await stack.client.get(events, params={"last_event_id": value})
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "FORGE_TOOL_INVALID_EVENT_ID"
+
+
+async def test_real_listing_and_control_answers_match_their_documented_shapes() -> None:
+    """``GET /tools`` (string ``gateway_identity``) and cancel/stop (``status`` plus the
+    command-named field) validate against the schemas the document gives them."""
+    async with running_stack() as stack:
+        document = (await stack.client.get("/openapi.json")).json()
+        listing = await stack.client.get("/tools")
+        action = await stack.client.post(
+            "/tools/mock.move:invoke", json={"arguments": {"duration_s": 1, "behaviour": "hang"}}
+        )
+        session = await stack.client.post("/tools/mock.stream:invoke", json={"arguments": {}})
+        cancel = await stack.client.post(
+            f"/invocations/{action.json()['data']['invocation_id']}/cancel"
+        )
+        stop = await stack.client.post(
+            f"/invocations/{session.json()['data']['invocation_id']}/stop"
+        )
+    paths = document["paths"]
+    assert _json_schema(paths["/tools"]["get"]["responses"]["200"])["$ref"].endswith(
+        "ListingEnvelope"
+    )
+    _validator(document, "#/components/schemas/ListingEnvelope").validate(listing.json())
+    control = _validator(document, "#/components/schemas/ControlEnvelope")
+    for answer, field in ((cancel, "cancel_status"), (stop, "stop_status")):
+        control.validate(answer.json())
+        assert answer.json()["data"][field] == answer.json()["data"]["status"]

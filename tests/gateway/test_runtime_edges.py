@@ -96,12 +96,39 @@ async def test_action_rejected_by_the_provider_is_422_and_reads_failed():
 
     async with scripted_stack(reject) as stack:
         response = await stack.client.post("/tools/mock.move:invoke", json={"arguments": QUICK})
-        error = assert_error(response, 422, "MOCK_NOT_HOMED")
+        # The code PhyAgentOS reads as a pre-dispatch rejection; the provider's stays in details.
+        error = assert_error(response, 422, "FORGE_TOOL_ACTION_ADMISSION_REJECTED")
+        assert error["details"]["provider_code"] == "MOCK_NOT_HOMED"
+        assert error["details"]["provider_error"]["code"] == "MOCK_NOT_HOMED"
+        assert error["message"] == "home the arm first"
         invocation_id = error["details"]["invocation_id"]
         status = await read(stack, invocation_id)
         assert status["phase"] == "failed"
         assert status["result"]["error"]["code"] == "MOCK_NOT_HOMED"
         assert active(stack, "mock.move") == 0  # rejected before any side effect
+
+
+async def test_session_rejected_by_the_provider_names_the_session_code():
+    def reject(envelope: ToolEnvelope) -> ToolEnvelope | None:
+        error = ToolError(code="MOCK_STREAM_OFF", message="stream is off")
+        return make_invoke_response_envelope(error, envelope)
+
+    async with scripted_stack(reject) as stack:
+        response = await stack.client.post("/tools/mock.stream:invoke", json={"arguments": {}})
+        error = assert_error(response, 422, "FORGE_TOOL_SESSION_ADMISSION_REJECTED")
+        assert error["details"]["provider_code"] == "MOCK_STREAM_OFF"
+
+
+async def test_provider_capacity_refusal_is_a_retryable_503_admission_rejection():
+    def full(envelope: ToolEnvelope) -> ToolEnvelope | None:
+        error = ToolError(code="FORGE_ENDPOINT_CAPACITY", message="busy", retryable=True)
+        return make_invoke_response_envelope(error, envelope)
+
+    async with scripted_stack(full) as stack:
+        response = await stack.client.post("/tools/mock.move:invoke", json={"arguments": QUICK})
+        error = assert_error(response, 503, "FORGE_TOOL_ACTION_ADMISSION_REJECTED")
+        assert error["retryable"] is True
+        assert error["details"]["provider_code"] == "FORGE_ENDPOINT_CAPACITY"
 
 
 async def test_provider_tool_error_on_invoke_is_unknown_not_failed():

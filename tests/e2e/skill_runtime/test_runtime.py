@@ -70,7 +70,7 @@ def test_start_runs_the_skill_until_its_tools_are_ready_and_stop_leaves_nothing(
     assert (state.name, state.version, state.profile) == (SKILL, "1.2.3", "mock")
     auth = bearer(runtime_token(state))
     listing = httpx.get(f"http://127.0.0.1:{port}/tools", headers=auth).json()["data"]
-    assert state.gateway_identity == listing["gateway_identity"]
+    assert state.gateway_identity == listing["gateway"]
     for tool_id in TOOLS:
         context = httpx.get(f"http://127.0.0.1:{port}/tools/{tool_id}/context", headers=auth)
         assert context.json()["data"]["ready"] is True
@@ -145,7 +145,7 @@ def test_a_started_skill_gateway_answers_only_its_runtime_token_which_stop_remov
         assert httpx.get(tools, headers=refused).status_code == 401
     answered = httpx.get(tools, headers=bearer(token))
     assert answered.status_code == 200
-    assert answered.json()["data"]["gateway_identity"] == state.gateway_identity
+    assert answered.json()["data"]["gateway"] == state.gateway_identity
     assert runtime.healthy_runtime(SKILL) == state  # the runtime's own probe presents it
     # A task bound to the skill reaches its Gateway with the runtime's token, not the
     # operator's.
