@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from doraforge.skill_runtime.dora_generation import INSTALL_HINT
 from doraforge.skill_runtime.errors import RuntimeStateError
 
 MIN_VERSION = (1, 1)
@@ -58,12 +59,14 @@ _DETACH = (
 )
 
 
-def dora_version(binary: str, env: Mapping[str, str]) -> str:
+def dora_version(
+    binary: str, env: Mapping[str, str], *, minimum: tuple[int, int] | None = MIN_VERSION
+) -> str:
     """``dora --version`` as ``X.Y.Z``.
 
     Raises :class:`RuntimeStateError` ``SKILL_PREFLIGHT_FAILED`` when it cannot run or is
-    older than :data:`MIN_VERSION` (``start --env``, ``list -f json`` and private
-    coordinator ports are needed).
+    older than ``minimum`` (default :data:`MIN_VERSION`: ``start --env``, ``list -f json``
+    and private coordinator ports are needed; ``None`` skips the check).
     """
     try:
         done = subprocess.run(
@@ -74,9 +77,20 @@ def dora_version(binary: str, env: Mapping[str, str]) -> str:
     found = _VERSION.search(done.stdout)
     if done.returncode != 0 or found is None:
         raise _preflight(f"{binary} --version failed: {done.stderr.strip()[-300:]}", binary)
-    if tuple(int(part) for part in found.groups()[:2]) < MIN_VERSION:
-        raise _preflight(f"dora {found.group(0)} is older than 1.1", binary)
+    if minimum is not None:
+        require_minimum(found.group(0), binary, minimum)
     return found.group(0)
+
+
+def require_minimum(version: str, binary: str, minimum: tuple[int, int] = MIN_VERSION) -> None:
+    """Raise ``SKILL_PREFLIGHT_FAILED`` (naming the fix) when ``version`` is below ``minimum``."""
+    found = _VERSION.search(version)
+    if found is None or tuple(int(part) for part in found.groups()[:2]) < minimum:
+        raise _preflight(
+            f"dora {version} is older than {minimum[0]}.{minimum[1]} (doraforge runs Dora 1.1; "
+            f"PhyAgentOS's baseline 0.4.1 is another generation): {INSTALL_HINT}",
+            binary,
+        )
 
 
 def _preflight(message: str, binary: str) -> RuntimeStateError:

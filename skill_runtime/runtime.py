@@ -38,9 +38,9 @@ from doraforge.dataflows import ZENOH_OVERLAY
 from doraforge.paos.errors import PaosError
 from doraforge.paos.home import PaosHome
 from doraforge.paos.store import AgentTaskStore
-from doraforge.skill_runtime import gateway_probe, stop_guards
+from doraforge.skill_runtime import dora_generation, gateway_probe, stop_guards
 from doraforge.skill_runtime.catalog import current_bundle
-from doraforge.skill_runtime.dora import DoraControl, dora_version
+from doraforge.skill_runtime.dora import DoraControl, dora_version, require_minimum
 from doraforge.skill_runtime.dora_run import (
     dora_binary,
     free_port,
@@ -301,7 +301,16 @@ class RuntimeManager:
             raise RuntimeStateError(
                 "SKILL_PREFLIGHT_FAILED", f"missing {summary}", details={"missing": missing}
             )
-        dora_version(self.dora, self._project_env())
+        # The dataflow's own generation first: its refusal names what it needs and why.
+        installed = dora_version(self.dora, self._project_env(), minimum=None)
+        refused = dora_generation.refusal(bundle / profile.dataflow, installed)
+        if refused is not None:
+            raise RuntimeStateError(
+                "SKILL_DORA_GENERATION",
+                refused,
+                details={"installed": installed, "dataflow": str(profile.dataflow)},
+            )
+        require_minimum(installed, self.dora)
 
     def _new_state(self, manifest: SkillManifest, profile: str) -> RuntimeState:
         now = utc_now()
