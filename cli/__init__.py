@@ -21,7 +21,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from doraforge import dataflows
-from doraforge.cli import serve_command, skill_commands, task_commands
+from doraforge.cli import doctor_command, serve_command, skill_commands, task_commands
 from doraforge.cli.context import Context
 from doraforge.paos.errors import PaosError
 from doraforge.paos.gateway_auth import dataflow_auth
@@ -147,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     skill_commands.register(commands)
     task_commands.register(commands)
     serve_command.register(commands)
+    doctor_command.register(commands)
     return parser
 
 
