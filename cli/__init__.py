@@ -25,12 +25,16 @@ from doraforge.cli import doctor_command, serve_command, skill_commands, task_co
 from doraforge.cli.context import Context
 from doraforge.paos.errors import PaosError
 from doraforge.paos.gateway_auth import dataflow_auth
+from doraforge.skill_runtime import dora_generation
+from doraforge.skill_runtime.dora import dora_version
 from doraforge.skill_runtime.dora_run import (
     Dataflow,
+    dora_binary,
     dora_environment,
     new_run_directory,
     private_copy,
 )
+from doraforge.skill_runtime.errors import RuntimeStateError
 
 # How long a stopped dataflow may take to exit before its process group is killed.
 _STOP_GRACE_S = 15.0
@@ -88,8 +92,17 @@ class _SignalStop:
         self._timer.start()
 
 
+def _refuse_other_generation(ctx: Context, path: Path) -> None:
+    """Refuse, before ``dora run``, a dataflow of another Dora generation than the CLI's."""
+    installed = dora_version(dora_binary(), dora_environment(ctx.environ), minimum=None)
+    refused = dora_generation.refusal(path, installed)
+    if refused is not None:
+        raise RuntimeStateError("SKILL_DORA_GENERATION", refused)
+
+
 def _run(ctx: Context, args: argparse.Namespace) -> int:
     path = _runnable(ctx, args.dataflow)
+    _refuse_other_generation(ctx, path)
     with dataflow_auth(ctx.environ) as auth:
         dataflow = Dataflow(path, dora_environment(auth.environment(ctx.environ)))
         ctx.out.say(f"running {dataflow.path} (Ctrl-C stops it)")

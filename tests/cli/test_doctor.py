@@ -82,3 +82,14 @@ def test_the_command_exits_0_on_this_install_and_1_with_a_fix_line(
     assert len(err) == 1
     assert err[0].startswith("doraforge: dora CLI: cannot run")
     assert "pip install 'dora-rs-cli>=1.1,<1.2'" in err[0]
+
+
+def test_run_refuses_a_dataflow_of_another_dora_generation_before_dora_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setattr("doraforge.cli.dora_binary", lambda: fake_dora(tmp_path, "0.4.1"))
+    assert main(["run", "mock"]) == 1
+    err = capsys.readouterr().err
+    assert "SKILL_DORA_GENERATION: mock.yml needs Dora 1.x" in err
+    assert "0.4.1 (Dora 0.x)" in err
