@@ -204,13 +204,7 @@ class ArchiveManifest(_Strict):
         try:
             manifest = cls.model_validate_json(data)
         except ValidationError as exc:
-            first = exc.errors(include_url=False)[0]
-            where = ".".join(str(item) for item in first["loc"]) or "<root>"
-            raise archive_error(
-                ArchiveCode.MANIFEST_INVALID,
-                f"{ARCHIVE_MANIFEST_NAME} in {source}: {where}: {first['msg']}",
-                archive=source,
-            ) from exc
+            raise _schema_error(exc, ARCHIVE_MANIFEST_NAME, source) from exc
         paths = [entry.path for entry in manifest.files]
         if len(set(paths)) != len(paths) or ARCHIVE_MANIFEST_NAME in paths:
             raise archive_error(
@@ -219,6 +213,15 @@ class ArchiveManifest(_Strict):
                 archive=source,
             )
         return manifest
+
+
+def _schema_error(exc: ValidationError, name: str, source: str) -> ArchiveError:
+    """``ARCHIVE_MANIFEST_INVALID`` naming the inventory, the archive and the first field."""
+    first = exc.errors(include_url=False)[0]
+    where = ".".join(str(item) for item in first["loc"]) or "<root>"
+    return archive_error(
+        ArchiveCode.MANIFEST_INVALID, f"{name} in {source}: {where}: {first['msg']}", archive=source
+    )
 
 
 def parse_inventory(data: bytes, source: str, name: str) -> dict[str, ListedFile]:
@@ -235,13 +238,7 @@ def parse_inventory(data: bytes, source: str, name: str) -> dict[str, ListedFile
     try:
         parsed = model.model_validate_json(data)
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(item) for item in first["loc"]) or "<root>"
-        raise archive_error(
-            ArchiveCode.MANIFEST_INVALID,
-            f"{name} in {source}: {where}: {first['msg']}",
-            archive=source,
-        ) from exc
+        raise _schema_error(exc, name, source) from exc
     if isinstance(parsed, _MappingInventory):
         entries = [ListedFile(path=p, sha256=d) for p, d in parsed.files.items()]
     else:
