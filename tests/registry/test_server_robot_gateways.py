@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ from doraforge.registry.server import build_app, new_service
 from doraforge.registry.settings import ServerSettings
 from doraforge.skill_runtime.errors import RuntimeStateError
 from doraforge.skills import source as skill_source
+from tests.registry.listeners import accepted, counting_listener
 from tests.registry.server_support import running
 
 BOTH = frozenset({"robot.read", "robot.write"})
@@ -181,32 +181,13 @@ def test_no_forge_tool_the_registry_offers_takes_a_gateway_url(
         assert "skill" in by_name[name]["input_schema"]["properties"]
 
 
-def _counting_listener() -> socket.socket:
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    listener.setblocking(False)
-    return listener
-
-
-def _accepted(listener: socket.socket) -> int:
-    count = 0
-    while True:
-        try:
-            connection, _ = listener.accept()
-        except BlockingIOError:
-            return count
-        connection.close()
-        count += 1
-
-
 def test_a_call_naming_a_gateway_url_is_refused_as_an_unknown_parameter_and_nothing_is_dialled(
     served: tuple[str, Stack],
 ) -> None:
     url, stack = served
     tools = httpx.get(f"{url}/api/tools", timeout=10).json()["tools"]
     forge = [t for t in tools if t["name"].startswith("forge.")]
-    with _counting_listener() as listener:
+    with counting_listener() as listener:
         target = f"http://127.0.0.1:{listener.getsockname()[1]}"
         for number, tool in enumerate(forge):
             arguments = _minimal(tool["input_schema"])
@@ -227,7 +208,7 @@ def test_a_call_naming_a_gateway_url_is_refused_as_an_unknown_parameter_and_noth
             over_mcp = _mcp(url, _rpc("tools/call", params))["result"]
             assert over_mcp["isError"] is True
             assert over_mcp["structuredContent"]["error"]["code"] == "TOOL_INVALID_ARGUMENTS"
-        assert _accepted(listener) == 0
+        assert accepted(listener) == 0
     assert stack.clients.transport.requests == []
     assert stack.runtime.asked == []
 

@@ -13,6 +13,7 @@ from doraforge.registry.api_tools.client import ApiClient, execute
 from doraforge.registry.api_tools.errors import ToolFailure
 from doraforge.registry.api_tools.outbound import OutboundPolicy
 from doraforge.registry.api_tools.response import RAW_READ_CAP
+from tests.registry.listeners import accepted, counting_listener
 
 from .conftest import Upstream, local_policy, make_bundle, tool
 
@@ -143,26 +144,11 @@ def test_connection_refused_is_an_io_tool_error() -> None:
     assert "durationMs" in failure.details
 
 
-def _accepted(listener: socket.socket) -> int:
-    """How many connections reached ``listener`` (drained without blocking)."""
-    listener.setblocking(False)
-    count = 0
-    while True:
-        try:
-            connection, _ = listener.accept()
-        except BlockingIOError:
-            return count
-        connection.close()
-        count += 1
-
-
 def test_allowing_an_upstream_never_opens_another_port_on_the_same_address(
     upstream: Upstream,
 ) -> None:
     # A second service on 127.0.0.1, like the Gateway beside an allowed local upstream.
-    with socket.socket() as gateway:
-        gateway.bind(("127.0.0.1", 0))
-        gateway.listen(8)
+    with counting_listener() as gateway:
         port = gateway.getsockname()[1]
         named = ApiClient(upstream.policy)
         portless = ApiClient(OutboundPolicy(default="deny", internal=["127.0.0.1"]))
@@ -170,12 +156,12 @@ def test_allowing_an_upstream_never_opens_another_port_on_the_same_address(
             failure = _failure(f"http://127.0.0.1:{port}", tool("echo", "/echo"), client=client)
             assert failure.code == "API_EGRESS_DENIED"
             assert failure.details["port"] == port
-        assert _accepted(gateway) == 0
+        assert accepted(gateway) == 0
         # The listener does count a connection that is let through.
         let_through = ApiClient(local_policy(port))
         with pytest.raises(ToolFailure):
             _run(
                 f"http://127.0.0.1:{port}", tool("echo", "/echo", timeoutMs=200), client=let_through
             )
-        assert _accepted(gateway) == 1
+        assert accepted(gateway) == 1
     assert _run(upstream.base, tool("echo", "/echo"), client=named)["status"] == 200
