@@ -150,7 +150,13 @@ def wheel(source: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _purelib(python: Path) -> Path:
     code = "import sysconfig; print(sysconfig.get_path('purelib'))"
-    found = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True)
+    found = subprocess.run(
+        [str(python), "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=COMMAND_TIMEOUT_S,
+    )
     return Path(found.stdout.strip())
 
 
@@ -197,7 +203,11 @@ def _install_script(script: Path, target: Path, ours: Path) -> None:
 
 def _fresh_venv(wheel: Path, root: Path) -> Installed:
     venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)],
+        check=True,
+        timeout=COMMAND_TIMEOUT_S,
+    )
     python = venv / "bin" / "python"
     install = [sys.executable, "-m", "pip", "--python", str(python), "install"]
     subprocess.run(
@@ -297,6 +307,7 @@ def test_the_installed_package_is_the_wheel_not_the_checkout(installed: Installe
         capture_output=True,
         text=True,
         check=True,
+        timeout=COMMAND_TIMEOUT_S,
     )
     module = Path(found.stdout.strip())
     assert module.is_relative_to(installed.site_packages / "doraforge" / "gateway")

@@ -199,6 +199,7 @@ def full_tmpfs(mountpoint: Path) -> Iterator[Path]:
         capture_output=True,
         text=True,
         check=False,
+        timeout=30,
     )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
@@ -207,7 +208,9 @@ def full_tmpfs(mountpoint: Path) -> Iterator[Path]:
         fill(filler)
         yield filler
     finally:
-        subprocess.run(["umount", "-l", str(mountpoint)], check=False, capture_output=True)
+        subprocess.run(
+            ["umount", "-l", str(mountpoint)], check=False, capture_output=True, timeout=30
+        )
 
 
 def fill(path: Path) -> None:
