@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote
 
@@ -321,6 +321,20 @@ async def events(invocation_id: str, request: Request) -> Response:
     )
 
 
+def _control_route(
+    command: str, endpoint: Callable[..., Awaitable[Response]], summary: str
+) -> APIRoute:
+    """The row of a control command: an empty (or ``{}``) body, 200 or 202."""
+    return APIRoute(
+        f"/invocations/{{invocation_id}}/{command}",
+        endpoint,
+        methods=["POST"],
+        summary=summary,
+        openapi_extra=request_body(EMPTY_BODY, required=False),
+        responses=post_responses(_CONTROL_RESPONSES, [404, 409, 410]),
+    )
+
+
 _TOOL_ERRORS = [400, 404]
 _INVOCATION_ERRORS = [400, 404, 410]
 
@@ -401,22 +415,8 @@ ROUTES: list[BaseRoute] = [
             _INVOCATION_ERRORS,
         ),
     ),
-    APIRoute(
-        "/invocations/{invocation_id}/cancel",
-        cancel,
-        methods=["POST"],
-        summary="Request Action cancellation",
-        openapi_extra=request_body(EMPTY_BODY, required=False),
-        responses=post_responses(_CONTROL_RESPONSES, [404, 409, 410]),
-    ),
-    APIRoute(
-        "/invocations/{invocation_id}/stop",
-        stop,
-        methods=["POST"],
-        summary="Request a Session stop",
-        openapi_extra=request_body(EMPTY_BODY, required=False),
-        responses=post_responses(_CONTROL_RESPONSES, [404, 409, 410]),
-    ),
+    _control_route("cancel", cancel, "Request Action cancellation"),
+    _control_route("stop", stop, "Request a Session stop"),
     APIRoute(
         "/invocations/{invocation_id}/events",
         events,
