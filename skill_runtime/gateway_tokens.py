@@ -68,11 +68,16 @@ class GatewayTokens:
     token (read afresh on every call, so a restart's new token is picked up); any other
     URL gets the ``operator`` token, or none. The operator token is never offered to a
     skill's Gateway, and a runtime's token never to any URL but the one it serves.
+
+    It is asked before every HTTP request, so the state files are parsed again only when
+    one was added, removed or replaced (their ``stat`` identity changed), not per call.
     """
 
     def __init__(self, runtime_dir: Path, *, operator: str | None = None) -> None:
         self._runtime_dir = runtime_dir
         self._operator = operator
+        self._identity: tuple[tuple[str, int, int, int, int], ...] | None = None
+        self._live: list[RuntimeState] = []
 
     def __repr__(self) -> str:
         operator = "set" if self._operator else None
@@ -80,7 +85,27 @@ class GatewayTokens:
 
     def __call__(self, url: str) -> str | None:
         wanted = url.rstrip("/")
-        for state in all_states(self._runtime_dir):
-            if state.live and state.gateway_url.rstrip("/") == wanted:
+        for state in self._live_states():
+            if state.gateway_url.rstrip("/") == wanted:
                 return runtime_token(state)
         return self._operator
+
+    def _live_states(self) -> list[RuntimeState]:
+        # The identity is taken before the files are read: a write racing the read
+        # changes it again, so the next call re-reads instead of keeping a stale list.
+        identity = _state_files_identity(self._runtime_dir)
+        if identity != self._identity:
+            self._live = [state for state in all_states(self._runtime_dir) if state.live]
+            self._identity = identity
+        return self._live
+
+
+def _state_files_identity(runtime_dir: Path) -> tuple[tuple[str, int, int, int, int], ...]:
+    """Name, inode, mtime, ctime and size of every state file (``atomic_write`` replaces
+    a file, so each write gives a new inode and a new identity)."""
+    found = []
+    for path in sorted(runtime_dir.glob("*.json")):
+        with contextlib.suppress(OSError):  # removed between the listing and the stat
+            st = path.stat()
+            found.append((path.name, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size))
+    return tuple(found)

@@ -100,3 +100,22 @@ def test_a_state_recorded_before_gateways_had_tokens_still_reads(tmp_path: Path)
 
     assert read_state(tmp_path, "pick-place") == state
     assert runtime_token(state) is None
+
+
+def test_state_files_are_parsed_again_only_when_one_changes(tmp_path: Path, monkeypatch):
+    import doraforge.skill_runtime.gateway_tokens as gateway_tokens
+
+    parses = []
+    real = gateway_tokens.all_states
+    monkeypatch.setattr(gateway_tokens, "all_states", lambda d: parses.append(d) or real(d))
+    tokens = GatewayTokens(tmp_path)
+    path = create_token_file(tmp_path, "pick-place")
+    _state(tmp_path, "pick-place", "running", path)
+
+    first = tokens(URL)
+    assert first is not None
+    assert tokens(URL) == tokens(URL + "/") == first
+    assert len(parses) == 1
+    _state(tmp_path, "pick-place", "stopped", None)
+    assert tokens(URL) is None
+    assert len(parses) == 2
