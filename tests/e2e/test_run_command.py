@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import stat
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from doraforge.dataflows import DATAFLOWS
 from doraforge.paos.gateway_auth import bearer
 from doraforge.skill_runtime.dora_run import dora_environment, free_port
 from tests.paths import PROJECT_ROOT
+from tests.support.live_server import stop_run
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
@@ -39,9 +39,11 @@ def test_run_hands_the_operators_token_to_the_gateway_through_a_private_file(tmp
     )
     tools = f"http://127.0.0.1:{port}/tools"
     command = [sys.executable, "-m", "doraforge.cli", "run", str(DATAFLOWS / "mock.yml")]
-    process = subprocess.Popen(
-        command, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-    )
+    log = tmp_path / "run.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            command, cwd=PROJECT_ROOT, env=env, stdout=output, stderr=subprocess.STDOUT
+        )
     try:
         eventually(lambda: _answers(tools, TOKEN), within=90.0, what="the Gateway to answer")
         assert httpx.get(tools, timeout=5).status_code == 401
@@ -49,9 +51,8 @@ def test_run_hands_the_operators_token_to_the_gateway_through_a_private_file(tmp
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
         assert token_file.read_text().strip() == TOKEN
     finally:
-        process.send_signal(signal.SIGINT)  # the CLI forwards it: Dora's graceful stop
-        output, _ = process.communicate(timeout=60)
-    text = output.decode(errors="replace")
+        stop_run(process, timeout_s=60.0)  # SIGINT: the CLI forwards it, Dora's graceful stop
+    text = log.read_text(errors="replace")
     assert "Gateway authentication: bearer token from $DORAFORGE_GATEWAY_TOKEN" in text
     assert TOKEN not in text
     assert list(tmp_path.glob("doraforge-token-*")) == []

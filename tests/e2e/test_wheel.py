@@ -21,7 +21,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import stat
 import subprocess
 import sys
@@ -40,6 +39,7 @@ from packaging.utils import canonicalize_name
 
 from doraforge.skill_runtime.dora_run import free_port
 from tests.paths import PROJECT_ROOT
+from tests.support.live_server import stop_run
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -347,20 +347,6 @@ def _status(url: str, token: str | None) -> int | None:
         return None
 
 
-def _stop(process: subprocess.Popen[bytes]) -> int:
-    """SIGINT (the CLI forwards it to Dora) and a bounded wait; then SIGKILL to all."""
-    children = psutil.Process(process.pid).children(recursive=True)
-    process.send_signal(signal.SIGINT)
-    try:
-        return process.wait(timeout=STOP_TIMEOUT_S)
-    finally:
-        process.kill()  # a no-op once it has exited
-        for child in children:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                child.kill()
-        psutil.wait_procs(children, timeout=STOP_TIMEOUT_S)
-
-
 def _gateway_python(process: subprocess.Popen[bytes]) -> str:
     """The interpreter of the run's Gateway node."""
     for child in psutil.Process(process.pid).children(recursive=True):
@@ -394,7 +380,7 @@ def test_run_of_a_shipped_dataflow_serves_tools_then_stops_cleanly(installed: In
             assert _status(tools, None) == 401
             assert Path(_gateway_python(process)).is_relative_to(installed.venv)
         finally:
-            returncode = _stop(process)
+            returncode = stop_run(process, STOP_TIMEOUT_S)
     text = log.read_text(errors="replace")
     assert returncode == 0, text
     assert "Gateway authentication: bearer token from $DORAFORGE_GATEWAY_TOKEN" in text

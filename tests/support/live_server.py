@@ -27,6 +27,7 @@ from types import TracebackType
 from typing import Any
 
 import httpx
+import psutil
 import uvicorn
 
 from tests.paths import PROJECT_ROOT
@@ -231,3 +232,18 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=SERVE_STOP_TIMEOUT_S)
+
+
+def stop_run(process: subprocess.Popen[bytes], timeout_s: float) -> int:
+    """SIGINT (``doraforge run`` forwards it to Dora) and a bounded wait for the exit code;
+    then SIGKILL to the process and every descendant it had, so none outlives the test."""
+    children = psutil.Process(process.pid).children(recursive=True)
+    process.send_signal(signal.SIGINT)
+    try:
+        return process.wait(timeout=timeout_s)
+    finally:
+        process.kill()  # a no-op once it has exited
+        for child in children:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child.kill()
+        psutil.wait_procs(children, timeout=timeout_s)
