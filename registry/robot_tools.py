@@ -96,10 +96,11 @@ class RobotTools:
     _task_service: Any = field(default=None, repr=False)
     #: Resolves a ``skill`` argument to its installed, running Gateway (never a caller's URL).
     gateways: SkillGateways = field(init=False, repr=False)
+    _runtime: Callable[[], Any] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        runtime = self.runtime_factory or _default_runtime(self.home)
-        self.gateways = SkillGateways(self.home, runtime)
+        self._runtime = self.runtime_factory or _default_runtime(self.home)
+        self.gateways = SkillGateways(self.home, self._runtime)
 
     def task_service(self) -> Any:
         """The TaskService, opened on first use (inside the server's event loop)."""
@@ -171,7 +172,7 @@ class RobotTools:
         from doraforge.skill_runtime import all_states
 
         try:
-            runtime = (self.runtime_factory or _default_runtime(self.home))()
+            runtime = self._runtime()
             if skill is not None:
                 state = runtime.status(skill)
                 states = [] if state is None else [state]
