@@ -58,7 +58,7 @@ from doraforge.gateway.openapi import (
     success,
 )
 from doraforge.gateway.openapi import install as install_openapi
-from doraforge.wire.errors import WireError
+from doraforge.wire.errors import StructuredError, WireError
 from doraforge.wire.guard import (
     NO_BODY,
     TransportGuard,
@@ -89,10 +89,15 @@ _CONTROL_RESPONSES = {
 }
 
 
+def _dumps(payload: Any) -> bytes:
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+
 def json_response(status: int, payload: Any, headers: dict[str, str] | None = None) -> Response:
     """Serialise once, without FastAPI's encoder, as compact UTF-8 JSON."""
-    body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    return Response(body, status_code=status, media_type="application/json", headers=headers)
+    return Response(
+        _dumps(payload), status_code=status, media_type="application/json", headers=headers
+    )
 
 
 def ok(data: Any, status: int = 200) -> Response:
@@ -100,13 +105,16 @@ def ok(data: Any, status: int = 200) -> Response:
     return json_response(status, {"ok": True, "data": data})
 
 
-def error_response(error: GatewayError) -> Response:
+def error_envelope(error: StructuredError) -> dict[str, Any]:
     """The error envelope ``{"ok": false, "msg", "error": {code, message, retryable, details}}``."""
+    return {"ok": False, "msg": error.message, "error": error.to_payload()}
+
+
+def error_response(error: GatewayError) -> Response:
+    """A domain error in :func:`error_envelope`, with its status from :data:`STATUS_FOR_ERROR`."""
     status = next((code for cls, code in STATUS_FOR_ERROR.items() if isinstance(error, cls)), 500)
     headers = {"Retry-After": "1"} if status == 503 else None
-    return json_response(
-        status, {"ok": False, "msg": error.message, "error": error.to_payload()}, headers
-    )
+    return json_response(status, error_envelope(error), headers)
 
 
 class RawPathRouting:
@@ -148,9 +156,7 @@ def read_json_object(request: Request, *, allow_empty: bool) -> dict[str, Any]:
 
 def render_refusal(error: WireError, _scope: Scope) -> tuple[int, dict[str, str], bytes]:
     """A transport-guard refusal in the Gateway's error envelope."""
-    payload = {"ok": False, "msg": error.message, "error": error.to_payload()}
-    body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
-    return error.status, error.headers, body.encode()
+    return error.status, error.headers, _dumps(error_envelope(error))
 
 
 def gateway_policy(config: GatewayConfig, token: str | None) -> TransportPolicy:
@@ -220,12 +226,11 @@ async def on_http_error(request: Request, exc: StarletteHTTPException) -> Respon
     code = {404: "FORGE_TOOL_ROUTE_NOT_FOUND", 405: "FORGE_TOOL_METHOD_NOT_ALLOWED"}.get(
         exc.status_code, "FORGE_TOOL_HTTP_ERROR"
     )
-    error = {"code": code, "message": str(exc.detail), "retryable": False, "details": {}}
     headers = dict(exc.headers or {})
     if exc.status_code == 405:  # every method of every route on this path (RFC 9110)
         headers["Allow"] = ", ".join(allowed_methods(request.app.router.routes, request.scope))
-    payload = {"ok": False, "msg": str(exc.detail), "error": error}
-    return json_response(exc.status_code, payload, headers or None)
+    envelope = error_envelope(StructuredError(code, str(exc.detail)))
+    return json_response(exc.status_code, envelope, headers or None)
 
 
 async def list_tools(request: Request) -> Response:
