@@ -81,6 +81,8 @@ def _reset(gateway_url: str, token: str | None, seed: int) -> None:
             if client.get(f"/invocations/{invocation}/result").status_code == 200:
                 return
             time.sleep(0.05)
+    # Running on an unreset scene would report a verdict for a seed that was never set.
+    raise TimeoutError(f"world.reset (seed {seed}) did not finish within 15 s")
 
 
 def _stop(runtime: Any) -> None:
