@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import uvicorn
+from starlette.types import ASGIApp
 
 from doraforge.gateway.carrier import DoraCarrier
 from doraforge.gateway.config import GatewayConfig, load_config
@@ -93,17 +94,7 @@ def run(config: GatewayConfig, *, port: int, journal: Path, policy: TransportPol
     loop = new_loop()
     carrier = DoraCarrier(node, config.providers, max_message_bytes=config.max_body_bytes)
     gateway = Gateway(config, send=carrier.send, journal=FileJournal(journal))
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(gateway, policy),
-            host=config.host,
-            port=port,
-            log_level="warning",
-            http="httptools",
-            lifespan="off",
-            access_log=False,
-        )
-    )
+    server = uvicorn.Server(server_config(create_app(gateway, policy), config.host, port))
 
     def stop() -> None:
         server.should_exit = True
@@ -127,10 +118,10 @@ def run(config: GatewayConfig, *, port: int, journal: Path, policy: TransportPol
     return 0 if server.started else 1
 
 
-def server_config(app: object, host: str, port: int) -> uvicorn.Config:
+def server_config(app: ASGIApp, host: str, port: int) -> uvicorn.Config:
     """The HTTP server settings of the Gateway (also used by the benchmark's HTTP floor)."""
     return uvicorn.Config(
-        app,  # type: ignore[arg-type]
+        app,
         host=host,
         port=port,
         log_level="warning",
