@@ -21,9 +21,6 @@ from doraforge.wire.tokens import TokenError, load_token, write_token
 
 log = logging.getLogger("doraforge.skill_runtime.gateway_tokens")
 
-#: The variable the Gateway reads its token file's path from (``gateway/main.py``).
-TOKEN_FILE_ENV = "DORAFORGE_GATEWAY_TOKEN_FILE"
-
 
 def token_path(runtime_dir: Path, name: str) -> Path:
     """``runtime/tokens/<name>.token``."""

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from doraforge.dataflows import ZENOH_OVERLAY
 from doraforge.paos.errors import PaosError
+from doraforge.paos.gateway_auth import TOKEN_ENV, TOKEN_FILE_ENV
 from doraforge.paos.home import PaosHome
 from doraforge.paos.store import AgentTaskStore
 from doraforge.skill_runtime import dora_generation, gateway_probe, stop_guards
@@ -48,7 +49,6 @@ from doraforge.skill_runtime.dora_run import (
 )
 from doraforge.skill_runtime.errors import RuntimeStateError
 from doraforge.skill_runtime.gateway_tokens import (
-    TOKEN_FILE_ENV,
     create_token_file,
     remove_token_file,
     runtime_token,
@@ -84,7 +84,7 @@ STOP_GRACE_S = 10.0
 SERVICES_TIMEOUT_S = 20.0
 POLL_S = 0.1
 #: The operator's token variables: meant for PAOS's own clients, never for Dora's processes.
-_OPERATOR_TOKEN_VARIABLES = ("DORAFORGE_GATEWAY_TOKEN", TOKEN_FILE_ENV)
+_OPERATOR_TOKEN_VARIABLES = (TOKEN_ENV, TOKEN_FILE_ENV)
 
 
 class _Services(BaseModel):
