@@ -285,7 +285,8 @@ class RuntimeManager:
         self._stop_dataflow(previous)
 
     def _preflight(self, bundle: Path, profile: Profile) -> None:
-        search_path = self._project_env()["PATH"]
+        project_env = self._project_env()
+        search_path = project_env["PATH"]
         missing = preflight_problems(bundle, profile, self.environ, search_path)
         if (bundle / "start.sh").is_file() and not _which("bash", search_path):
             missing.setdefault("binaries", []).append("bash")
@@ -302,7 +303,7 @@ class RuntimeManager:
                 "SKILL_PREFLIGHT_FAILED", f"missing {summary}", details={"missing": missing}
             )
         # The dataflow's own generation first: its refusal names what it needs and why.
-        installed = dora_version(self.dora, self._project_env(), minimum=None)
+        installed = dora_version(self.dora, project_env, minimum=None)
         refused = dora_generation.refusal(bundle / profile.dataflow, installed)
         if refused is not None:
             raise RuntimeStateError(
