@@ -7,18 +7,19 @@ limit in a child process.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
 import pytest
 
 from doraforge.gateway.journal import MAX_LINE_BYTES, FileJournal, JournalRecord, MemoryJournal
-from tests.gateway.harness import running_stack
+from tests.gateway.harness import Stack, running_stack
 from tests.gateway.support import (
     assert_error,
     data,
@@ -55,9 +56,20 @@ class FailingJournal(MemoryJournal):
         return [record["k"] for record in self.records]
 
 
-async def completed_move(journal: FileJournal) -> str:
-    """One Action run to completion through a Gateway on ``journal``; its id."""
-    async with running_stack(journal=journal) as stack:
+@contextlib.asynccontextmanager
+async def stack_on_file(path: Path) -> AsyncIterator[Stack]:
+    """A Gateway on a :class:`FileJournal` at ``path``, closed when the block ends."""
+    journal = FileJournal(path)
+    try:
+        async with running_stack(journal=journal) as stack:
+            yield stack
+    finally:
+        journal.close()
+
+
+async def completed_move(path: Path) -> str:
+    """One Action run to completion through a Gateway journaling to ``path``; its id."""
+    async with stack_on_file(path) as stack:
         done = await start(stack, "mock.move", QUICK)
         await wait_terminal(stack, done["invocation_id"])
     return done["invocation_id"]
@@ -98,47 +110,31 @@ async def test_a_damaged_journal_line_is_skipped_and_its_invocation_reads_unknow
     tmp_path: Path, line: bytes
 ):
     path = tmp_path / "gateway.journal"
-    journal = FileJournal(path)
-    try:
-        done = await completed_move(journal)
-    finally:
-        journal.close()
+    done = await completed_move(path)
     with path.open("ab") as handle:
         handle.write(line)
-    journal = FileJournal(path)
-    try:
-        async with running_stack(journal=journal) as stack:
-            health = stack.gateway.runtime.journal_health
-            assert health.skipped_records == 1
-            bad = await read(stack, "inv_bad")
-            assert (bad["phase"], bad["terminal"]) == ("unknown", True)
-            assert bad["result"]["error"]["code"] == "FORGE_TOOL_JOURNAL_RECORD_UNREADABLE"
-            assert (await read(stack, done))["phase"] == "completed"
-            # The Gateway keeps serving, and replaying dispatched nothing.
-            assert invoke_requests(stack.provider.received) == 0
-            again = await start(stack, "mock.move", QUICK)
-            assert (await wait_terminal(stack, again["invocation_id"]))["phase"] == "completed"
-    finally:
-        journal.close()
+    async with stack_on_file(path) as stack:
+        health = stack.gateway.runtime.journal_health
+        assert health.skipped_records == 1
+        bad = await read(stack, "inv_bad")
+        assert (bad["phase"], bad["terminal"]) == ("unknown", True)
+        assert bad["result"]["error"]["code"] == "FORGE_TOOL_JOURNAL_RECORD_UNREADABLE"
+        assert (await read(stack, done))["phase"] == "completed"
+        # The Gateway keeps serving, and replaying dispatched nothing.
+        assert invoke_requests(stack.provider.received) == 0
+        again = await start(stack, "mock.move", QUICK)
+        assert (await wait_terminal(stack, again["invocation_id"]))["phase"] == "completed"
 
 
 async def test_a_line_without_a_legible_id_is_skipped_and_nothing_else_changes(tmp_path: Path):
     path = tmp_path / "gateway.journal"
-    journal = FileJournal(path)
-    try:
-        done = await completed_move(journal)
-    finally:
-        journal.close()
+    done = await completed_move(path)
     with path.open("ab") as handle:
         handle.write(b"\x00\x01\x02 not a record \xff\n[1, 2, 3]\n" + b"x" * MAX_LINE_BYTES + b"\n")
-    journal = FileJournal(path)
-    try:
-        async with running_stack(journal=journal) as stack:
-            assert stack.gateway.runtime.journal_health.skipped_records == 3
-            assert [inv.invocation_id for inv in stack.gateway.runtime.store] == [done]
-            assert (await read(stack, done))["phase"] == "completed"
-    finally:
-        journal.close()
+    async with stack_on_file(path) as stack:
+        assert stack.gateway.runtime.journal_health.skipped_records == 3
+        assert [inv.invocation_id for inv in stack.gateway.runtime.store] == [done]
+        assert (await read(stack, done))["phase"] == "completed"
     # The restart compacted the damage away: a second restart reads a clean journal.
     lines = path.read_bytes().splitlines()
     assert [json.loads(raw)["k"] for raw in lines] == ["admit", "terminal"]
@@ -150,47 +146,35 @@ async def test_an_unreadable_invocation_keeps_what_its_line_still_shows(tmp_path
         b'{"k":"admit","id":"inv_torn","attempt_id":"att_1","tool_id":"mock.move",'
         b'"endpoint_id":"mock","operation":"move","semantics":"action","caller_id":"c-9","fing'
     )
-    journal = FileJournal(path)
-    try:
-        async with running_stack(journal=journal) as stack:
-            torn = await read(stack, "inv_torn")
-            assert (torn["tool_id"], torn["caller_id"], torn["phase"]) == (
-                "mock.move",
-                "c-9",
-                "unknown",
-            )
-            found = data(await stack.client.get("/invocations?caller_id=c-9"))
-            assert [inv["invocation_id"] for inv in found["invocations"]] == ["inv_torn"]
-            # Its arguments are lost, so a retry under its caller_id is refused, not re-sent.
-            assert_error(
-                await stack.client.post(
-                    "/tools/mock.move:invoke", json={"arguments": QUICK, "caller_id": "c-9"}
-                ),
-                409,
-                "FORGE_TOOL_CALLER_ID_CONFLICT",
-            )
-            assert invoke_requests(stack.provider.received) == 0
-    finally:
-        journal.close()
+    async with stack_on_file(path) as stack:
+        torn = await read(stack, "inv_torn")
+        assert (torn["tool_id"], torn["caller_id"], torn["phase"]) == (
+            "mock.move",
+            "c-9",
+            "unknown",
+        )
+        found = data(await stack.client.get("/invocations?caller_id=c-9"))
+        assert [inv["invocation_id"] for inv in found["invocations"]] == ["inv_torn"]
+        # Its arguments are lost, so a retry under its caller_id is refused, not re-sent.
+        assert_error(
+            await stack.client.post(
+                "/tools/mock.move:invoke", json={"arguments": QUICK, "caller_id": "c-9"}
+            ),
+            409,
+            "FORGE_TOOL_CALLER_ID_CONFLICT",
+        )
+        assert invoke_requests(stack.provider.received) == 0
 
 
 async def test_an_unreadable_outcome_line_turns_a_completed_invocation_unknown(tmp_path: Path):
     path = tmp_path / "gateway.journal"
-    journal = FileJournal(path)
-    try:
-        done = await completed_move(journal)
-    finally:
-        journal.close()
+    done = await completed_move(path)
     admit, terminal = path.read_bytes().splitlines(keepends=True)
     path.write_bytes(admit + terminal[: len(terminal) // 2])  # the outcome line was torn
-    journal = FileJournal(path)
-    try:
-        async with running_stack(journal=journal) as stack:
-            status = await read(stack, done)
-            assert status["phase"] == "unknown"
-            assert status["result"]["error"]["code"] == "FORGE_TOOL_JOURNAL_RECORD_UNREADABLE"
-    finally:
-        journal.close()
+    async with stack_on_file(path) as stack:
+        status = await read(stack, done)
+        assert status["phase"] == "unknown"
+        assert status["result"]["error"]["code"] == "FORGE_TOOL_JOURNAL_RECORD_UNREADABLE"
 
 
 # ---------------------------------------------------------------- write failures
