@@ -20,7 +20,7 @@ import httpx
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from doraforge.cli.demos.pick_place import plan_steps
+from doraforge.cli.demos.pick_place import STEP_TIMEOUT_S, plan_steps
 
 URL = sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8765/mcp"
 TOKEN = os.environ.get("DORAFORGE_REGISTRY_TOKEN")
@@ -54,17 +54,18 @@ async def main() -> None:
                 tool_id=tool_id,
                 arguments=arguments,
             )
-            while True:
-                answer = await call(
-                    session,
-                    "forge_tool_action_result",
-                    task_id=task["task_id"],
-                    record_id=started["record_id"],
-                )
-                if answer["status"] == "available":
-                    print(label, answer["record"]["state"])
-                    break
-                await asyncio.sleep(0.1)
+            async with asyncio.timeout(STEP_TIMEOUT_S):
+                while True:
+                    answer = await call(
+                        session,
+                        "forge_tool_action_result",
+                        task_id=task["task_id"],
+                        record_id=started["record_id"],
+                    )
+                    if answer["status"] == "available":
+                        print(label, answer["record"]["state"])
+                        break
+                    await asyncio.sleep(0.1)
         done = await call(session, "forge_task_finalize", task_id=task["task_id"])
         print(done["task"]["state"], done["revisions"][-1]["verdict"]["status"])
 
