@@ -19,6 +19,7 @@ import httpx
 from doraforge.paos.binding import identity_document
 from doraforge.paos.client import path_segment
 from doraforge.paos.errors import PaosError
+from doraforge.paos.gateway_auth import http_client
 
 PROBE_TIMEOUT_S = 2.0
 
@@ -51,8 +52,7 @@ def _data(client: httpx.Client, path: str) -> dict[str, Any] | None:
 
 
 def _client(url: str, token: str | None) -> httpx.Client:
-    headers = {"Authorization": f"Bearer {token}"} if token else None
-    return httpx.Client(base_url=url.rstrip("/"), timeout=PROBE_TIMEOUT_S, headers=headers)
+    return http_client(url.rstrip("/"), token, timeout_s=PROBE_TIMEOUT_S)
 
 
 def listing(url: str, *, token: str | None = None) -> dict[str, Any] | None:
