@@ -32,6 +32,7 @@ from doraforge.paos.errors import (
     ForgeTimeout,
     ForgeTransportError,
 )
+from doraforge.paos.gateway_auth import bearer
 from doraforge.wire import strict_json
 from doraforge.wire.canonical import sha256_hex
 
@@ -348,8 +349,7 @@ class ForgeToolClient:
         return _Reply(response.status_code, response.headers, content)
 
     def _auth_headers(self) -> dict[str, str]:
-        token = self._token() if callable(self._token) else self._token
-        return {"Authorization": f"Bearer {token}"} if token else {}
+        return bearer(self._token() if callable(self._token) else self._token)
 
     async def _read_bounded(self, response: httpx.Response, where: dict[str, str]) -> bytes:
         chunks: list[bytes] = []
