@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import pytest
 from forge_tool import (
@@ -14,7 +15,9 @@ from forge_tool import (
     make_endpoint_status_envelope,
     make_invoke_response_envelope,
 )
+from starlette.routing import BaseRoute
 
+from doraforge.gateway.http import create_app, gateway_policy
 from doraforge.wire.canonical import canonical_bytes
 from tests.gateway.harness import Stack, running_stack
 from tests.gateway.support import (
@@ -706,3 +709,47 @@ async def test_a_cancel_that_cannot_be_sent_is_a_retryable_503_not_a_500():
         assert error["retryable"] is True
         assert response.headers["retry-after"] == "1"
         assert (await read(stack, invocation_id))["cancel_status"] == "none"
+
+
+async def answered_without_token(app, kind: str, path: str) -> list[dict]:
+    """What ``app`` sends to a bare ``kind`` request for ``path`` from a loopback Host."""
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    websocket = kind == "websocket"
+    scope = {
+        "type": "websocket" if websocket else "http",
+        "method": kind,
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1")],
+        "server": ("127.0.0.1", 8080),
+        "scheme": "ws" if websocket else "http",
+        "asgi": {"version": "3.0"},
+    }
+    await app(scope, receive, send)
+    return sent
+
+
+async def test_every_route_and_websocket_refuses_a_request_without_the_token():
+    async with running_stack() as stack:
+        app = create_app(stack.gateway, gateway_policy(stack.gateway.config, "t" * 32))
+        paths = {
+            re.sub(r"\{[^}]+\}", "x", route.path): getattr(route, "methods", None)
+            for route in app.routes
+            if isinstance(route, BaseRoute) and getattr(route, "path", None)
+        }
+        assert {"/ws/images", "/ws/state", "/openapi.json", "/tools"} <= set(paths)
+        for path, methods in paths.items():
+            for kind in sorted(methods) if methods else ["websocket"]:
+                sent = await answered_without_token(app, kind, path)
+                if kind == "websocket":
+                    assert sent == [{"type": "websocket.close", "code": 1008}], path
+                else:
+                    assert sent[0]["status"] == 401, (kind, path)
