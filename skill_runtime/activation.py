@@ -8,6 +8,7 @@ from typing import Any
 from doraforge.paos.binding import BindingCandidate
 from doraforge.paos.home import PaosHome
 from doraforge.skill_runtime.catalog import current_bundle
+from doraforge.skill_runtime.manifest import load_manifest, manifest_sha256, skill_document_sha256
 
 
 @dataclass(frozen=True)
@@ -26,17 +27,11 @@ def activate_skill(home: PaosHome, name: str, runtime: Any) -> SkillActivation:
     even if the installed manifest changed since. Raises the runtime's error when the skill
     is not running or its Gateway does not answer with the identity recorded at start.
     """
-    from doraforge.skill_runtime.manifest import (
-        load_manifest,
-        manifest_sha256,
-        skill_document_sha256,
-    )
-
     state = runtime.healthy_runtime(name)
     bundle = current_bundle(home, name)
     manifest = load_manifest(bundle)
     profile = manifest.profiles[state.profile]
-    tools = set(manifest.required_tools) | set(getattr(profile, "required_tools", None) or [])
+    tools = set(manifest.required_tools) | set(profile.required_tools or [])
     nodes = manifest.artifacts.nodes.values() if manifest.artifacts else []
     candidate = BindingCandidate(
         skill=manifest.name,
@@ -49,5 +44,5 @@ def activate_skill(home: PaosHome, name: str, runtime: Any) -> SkillActivation:
         runtime_instance=state.runtime_instance_id,
         node_artifacts=tuple(sorted(lock.artifact_id for lock in nodes)),
     )
-    contract = getattr(manifest, "verification", None)
+    contract = manifest.verification
     return SkillActivation(candidate, dict(contract) if contract else None)
