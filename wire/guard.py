@@ -158,6 +158,7 @@ class TransportGuard:
     def __init__(self, app: ASGIApp, *, policy: TransportPolicy, render: Render) -> None:
         self.policy = policy
         self.render = render
+        self._token = None if policy.token is None else policy.token.encode()
         # A configured cross-origin client (a console served elsewhere) needs CORS answers;
         # Starlette's middleware gives them, and only for origins the guard already allowed.
         self.app = _with_cors(app, policy.cors_origins) if policy.cors_origins else app
@@ -221,7 +222,7 @@ class TransportGuard:
         )
 
     def _check_token(self, headers: Mapping[str, str], offered: str | None = None) -> None:
-        expected = self.policy.token
+        expected = self._token
         if expected is None:
             return
         presented = offered if offered is not None else _bearer(headers.get("authorization"))
@@ -232,7 +233,7 @@ class TransportGuard:
                 status=401,
                 headers={"WWW-Authenticate": "Bearer"},
             )
-        if not hmac.compare_digest(presented.encode(), expected.encode()):
+        if not hmac.compare_digest(presented.encode(), expected):
             raise WireError(
                 self.policy.code("AUTH_INVALID"),
                 "the bearer token is not valid",
