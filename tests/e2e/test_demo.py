@@ -16,20 +16,26 @@ from tests.paths import PROJECT_ROOT
 pytestmark = pytest.mark.e2e
 
 
-def test_the_demo_verifies_a_pick_and_place_and_writes_its_report(tmp_path: Path):
-    out = tmp_path / "demo"
-    env = dora_environment({"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+def run_demo(env: dict[str, str], *options: str, timeout_s: float) -> str:
+    """``doraforge demo`` with ``options``, bounded by ``timeout_s``; it must exit 0. Its stdout."""
     completed = subprocess.run(
-        [sys.executable, "-m", "doraforge.cli", "demo", "--out", str(out)],
+        [sys.executable, "-m", "doraforge.cli", "demo", *options],
         cwd=PROJECT_ROOT,
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout_s,
         check=False,
     )
     assert completed.returncode == 0, completed.stdout[-4000:] + completed.stderr[-4000:]
-    assert "verdict: success · task succeeded" in completed.stdout
+    return completed.stdout
+
+
+def test_the_demo_verifies_a_pick_and_place_and_writes_its_report(tmp_path: Path):
+    out = tmp_path / "demo"
+    env = dora_environment({"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    stdout = run_demo(env, "--out", str(out), timeout_s=300)
+    assert "verdict: success · task succeeded" in stdout
     report = (out / "report.html").read_text(encoding="utf-8")
     assert "before.png" in report
     assert "after.png" in report
@@ -43,18 +49,9 @@ def test_the_mock_demo_runs_behind_a_generated_token_and_leaves_no_token_file(tm
     env = dora_environment(
         {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(tmp_path)}
     )
-    completed = subprocess.run(
-        [sys.executable, "-m", "doraforge.cli", "demo", "--mock"],
-        cwd=PROJECT_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stdout[-4000:] + completed.stderr[-4000:]
-    assert "Gateway authentication: bearer token generated for this run" in completed.stdout
-    assert "GET /tools without the token -> HTTP 401" in completed.stdout
-    assert "final phase: stopped" in completed.stdout
-    assert "Demo complete." in completed.stdout
+    stdout = run_demo(env, "--mock", timeout_s=240)
+    assert "Gateway authentication: bearer token generated for this run" in stdout
+    assert "GET /tools without the token -> HTTP 401" in stdout
+    assert "final phase: stopped" in stdout
+    assert "Demo complete." in stdout
     assert list(tmp_path.glob("doraforge-token-*")) == []
