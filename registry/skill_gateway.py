@@ -1,11 +1,10 @@
 """Which Gateway a ``skill`` argument reaches, and what an agent may read of a failure.
 
 An agent never names a URL. The Gateway of a governed or diagnostic call is the installed
-skill's: its manifest (``skill.yaml`` ``gateway_url``, the only source of the URL) and the
-runtime state recorded when it started, whose URL wins because that is where the running
-instance really listens. A skill that is not installed or not running (or whose Gateway
-does not answer with the identity recorded at start) is a :class:`ToolFailure` raised
-before anything is dialled.
+skill's: the URL its runtime state recorded at start (copied then from the manifest's
+``gateway_url``, the only source of a URL), where the running instance really listens. A
+skill that is not installed or not running (or whose Gateway does not answer with the
+identity recorded at start) is a :class:`ToolFailure` raised before anything is dialled.
 
 Failures reach agents without internal text: an exception's own words (httpx errors,
 SQLite messages, file paths) are replaced by a fixed sentence per code.
@@ -90,8 +89,8 @@ class SkillGateways:
         from doraforge.skill_runtime import installed_manifest
 
         try:
-            manifest = installed_manifest(self._home, skill)
+            installed_manifest(self._home, skill)  # refuses a skill not (validly) installed
             state = self._runtime_factory().healthy_runtime(skill)
         except PaosError as exc:
             raise _skill_failure(skill, exc) from exc
-        return (state.gateway_url or manifest.gateway_url).rstrip("/")
+        return str(state.gateway_url).rstrip("/")
