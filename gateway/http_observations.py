@@ -54,7 +54,8 @@ async def list_sources(request: Request) -> Response:
 
 
 async def latest_image(request: Request, source: str, format: str | None = None) -> Response:
-    store, config = observations_of(request).store, observations_of(request).config
+    observed = observations_of(request)
+    store, config = observed.store, observed.config
     fmt = format or config.image_format
     if fmt not in ("png", "jpeg"):
         raise InvalidRequest("FORGE_OBSERVATION_INVALID_FORMAT", "format is png or jpeg")
@@ -71,7 +72,8 @@ async def latest_state(request: Request) -> Response:
 
 
 async def ws_images(websocket: WebSocket) -> None:
-    store, config = observations_of(websocket).store, observations_of(websocket).config
+    observed = observations_of(websocket)
+    store, config = observed.store, observed.config
     wanted = _requested_sources(websocket, store)
     sent: dict[str, int] = {}
 
@@ -86,7 +88,8 @@ async def ws_images(websocket: WebSocket) -> None:
 
 
 async def ws_state(websocket: WebSocket) -> None:
-    store, config = observations_of(websocket).store, observations_of(websocket).config
+    observed = observations_of(websocket)
+    store, config = observed.store, observed.config
     last = [-1]
 
     async def send_new() -> None:
