@@ -135,6 +135,7 @@ def test_the_world_follows_a_sparse_command_clipped_by_forge_robot(
     command = clip_and_validate_command(
         JointCommand(name=["shoulder_pan", "not_a_joint"], position=[0.3, 9.0]), specs
     )
+    assert (list(command.name), list(command.position)) == (["shoulder_pan"], [0.3])
     # What Dora delivers on the world's input: the command's batch as one struct array.
     value = command.to_arrow().to_struct_array()
     validate_robot_control_arrow(value, profile.joint_names)
