@@ -50,8 +50,10 @@ def write_token(path: Path) -> str:
 
 def _read_private(path: Path) -> str:
     try:
-        mode = path.stat().st_mode
-        text = path.read_text(encoding="utf-8").strip()
+        # One open: the mode checked is the mode of the very file read (no swap between).
+        with path.open("rb") as handle:
+            mode = os.fstat(handle.fileno()).st_mode
+            text = handle.read().decode("utf-8").strip()
     except OSError as exc:
         raise TokenError(f"token_file: cannot read {path} ({exc.strerror})") from exc
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
