@@ -205,7 +205,11 @@ class RuntimeManager:
         """
         _check_name(name)
         state = read_state(self.runtime_dir, name)
-        if state is None or state.state != "running":
+        return state if state is None else self._checked(state)
+
+    def _checked(self, state: RuntimeState) -> RuntimeState:
+        """``state`` checked against reality (see :meth:`status`)."""
+        if state.state != "running":
             return state
         if not self._dataflow_running(state):
             return self._mark_lost(state)
@@ -240,8 +244,8 @@ class RuntimeManager:
 
     def running(self) -> list[RuntimeState]:
         """Every skill of this home whose runtime is running (live-checked)."""
-        states = (self.status(s.name) for s in all_states(self.runtime_dir))
-        return [s for s in states if s is not None and s.state == "running"]
+        states = (self._checked(s) for s in all_states(self.runtime_dir))
+        return [s for s in states if s.state == "running"]
 
     def logs(self, name: str, lines: int = 200) -> str:
         """The dataflow's node logs (``dora logs``) and the runtime's own log, newest last."""
