@@ -47,11 +47,6 @@ def current_bundle(home: PaosHome, name: str) -> Path:
     return skill_dir(home, name) / "current"
 
 
-def previous_bundle(home: PaosHome, name: str) -> Path:
-    """The replaced version's folder ``skills/<name>/previous`` (it may not exist)."""
-    return skill_dir(home, name) / "previous"
-
-
 def installed_manifest(home: PaosHome, name: str) -> SkillManifest:
     """The manifest of the installed ``name``; raises ``SKILL_NOT_INSTALLED`` or the
     manifest's ``SKILL_MANIFEST_INVALID``."""
