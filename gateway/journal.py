@@ -40,7 +40,8 @@ SALVAGED_FIELDS = frozenset(
         "instance_id",
     )
 )
-_MAX_ID_CHARS = 512
+#: The longest id (or other salvaged string) a record may hold.
+MAX_ID_CHARS = 512
 _STRING_FIELD = re.compile(rb'"([a-z_]{1,32})"\s*:\s*"((?:[^"\\\x00-\x1f]|\\.){1,512})"')
 
 
@@ -115,18 +116,32 @@ def read_line(number: int, raw: bytes) -> JournalLine:
 
 def salvage(raw: bytes) -> dict[str, str]:
     """The :data:`SALVAGED_FIELDS` legible as ``"name":"value"`` pairs in a damaged line."""
+    return legible_fields(_string_pairs(raw))
+
+
+def legible_fields(pairs: Iterable[tuple[str, Any]]) -> dict[str, str]:
+    """The :data:`SALVAGED_FIELDS` among ``pairs`` whose value is a string of 1 to
+    :data:`MAX_ID_CHARS` characters; the first legible one of each name wins."""
     found: dict[str, str] = {}
-    for match in _STRING_FIELD.finditer(raw):
-        name = match.group(1).decode("ascii")
-        if name not in SALVAGED_FIELDS or name in found:
-            continue
-        try:
-            value = json.loads(b'"' + match.group(2) + b'"')
-        except ValueError:
-            continue
-        if isinstance(value, str) and 0 < len(value) <= _MAX_ID_CHARS:
+    for name, value in pairs:
+        if name in SALVAGED_FIELDS and name not in found and _legible(value):
             found[name] = value
     return found
+
+
+def _legible(value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= MAX_ID_CHARS
+
+
+def _string_pairs(raw: bytes) -> Iterator[tuple[str, Any]]:
+    for match in _STRING_FIELD.finditer(raw):
+        name = match.group(1).decode("ascii")
+        if name not in SALVAGED_FIELDS:
+            continue  # decode only what could be kept
+        try:
+            yield name, json.loads(b'"' + match.group(2) + b'"')
+        except ValueError:
+            continue
 
 
 class MemoryJournal:

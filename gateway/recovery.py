@@ -14,10 +14,15 @@ from typing import Any
 
 from doraforge.gateway.admission import unknown_result
 from doraforge.gateway.invocation import PHASE_FOR_RESULT, Invocation
-from doraforge.gateway.journal import SALVAGED_FIELDS, Journal, JournalLine, JournalRecord
+from doraforge.gateway.journal import (
+    MAX_ID_CHARS,
+    Journal,
+    JournalLine,
+    JournalRecord,
+    legible_fields,
+)
 
 _SEMANTICS = frozenset({"action", "session"})
-_MAX_ID_CHARS = 512
 # name -> (accepted types, required); ``bool`` is never accepted where an int is meant.
 _SHAPES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "admit": {
@@ -96,7 +101,7 @@ def record_problem(record: JournalRecord) -> str | None:
 
 
 def _value_problem(kind: str, record: JournalRecord) -> str | None:
-    if not 0 < len(record["id"]) <= _MAX_ID_CHARS:
+    if not 0 < len(record["id"]) <= MAX_ID_CHARS:
         return f"{kind} record with an id of {len(record['id'])} characters"
     if kind == "admit" and record["semantics"] not in _SEMANTICS:
         return f"admit record with semantics {record['semantics']!r}"
@@ -145,7 +150,7 @@ class _Ledger:
                 self._keep(line.number, line.record)
                 return
         if problem is not None:
-            fields = line.salvaged if line.record is None else _string_fields(line.record)
+            fields = line.salvaged if line.record is None else legible_fields(line.record.items())
             self.skip(line.number, problem, fields)
 
     def _keep(self, number: int, record: JournalRecord) -> None:
@@ -172,14 +177,6 @@ class _Ledger:
 
     def _see(self, invocation_id: str) -> None:
         self.order.setdefault(invocation_id, None)
-
-
-def _string_fields(record: JournalRecord) -> dict[str, str]:
-    return {
-        name: value
-        for name, value in record.items()
-        if name in SALVAGED_FIELDS and isinstance(value, str) and 0 < len(value) <= _MAX_ID_CHARS
-    }
 
 
 def replay(journal: Journal, *, now_ms: int, now_mono: float, max_events: int) -> Replayed:
