@@ -11,7 +11,6 @@ forge-tool's verdict on a corpus of valid and invalid envelopes.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from forge_tool import (
@@ -24,12 +23,12 @@ from forge_tool import (
 )
 from forge_tool.wire.envelope import _is_blank, _json_value
 
+from doraforge.wire.strict_json import escapes_a_surrogate
+
 _MANAGEMENT = frozenset(
     {"endpoint.register", "endpoint.unregister", "endpoint.registry.response", "endpoint.status"}
 )
 _MANAGEMENT_WITH_REQUEST_ID = _MANAGEMENT - {"endpoint.status"}
-# A JSON escape of a UTF-16 surrogate; the only way a parsed string can hold one.
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 _FIELDS = (
     "protocol",
     "message_type",
@@ -73,7 +72,7 @@ def interoperable(value: Any, text: str, path: str) -> Any:
 def _may_break_json_rules(text: str) -> bool:
     # Integers, NaN and infinities were refused by the parser; what is left are lone
     # surrogates (only reachable through an escape) and nesting deeper than 64.
-    if "\\u" in text and _SURROGATE_ESCAPE.search(text):
+    if escapes_a_surrogate(text):
         return True
     return text.count("{") + text.count("[") > MAX_JSON_DEPTH
 

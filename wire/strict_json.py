@@ -63,9 +63,15 @@ def loads(data: str | bytes, *, max_depth: int = MAX_DEPTH, structure: bool = Tr
     # Cheap pre-filter: only text with enough brackets can be too deep.
     if data.count("{") + data.count("[") > max_depth and depth(value) > max_depth:
         raise JSONRefused("JSON_TOO_DEEP", f"nesting exceeds {max_depth} levels")
-    if "\\u" in data and _SURROGATE_ESCAPE.search(data) and _has_lone_surrogate(value):
+    if escapes_a_surrogate(data) and _has_lone_surrogate(value):
         raise JSONRefused("JSON_LONE_SURROGATE", "a string holds a lone UTF-16 surrogate")
     return value
+
+
+def escapes_a_surrogate(text: str) -> bool:
+    """Whether JSON ``text`` holds a ``\\uD800``-``\\uDFFF`` escape: the only way a string
+    parsed from it can hold a lone surrogate (a cheap filter before walking the value)."""
+    return "\\u" in text and _SURROGATE_ESCAPE.search(text) is not None
 
 
 def depth(value: Any) -> int:
