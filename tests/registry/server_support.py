@@ -18,6 +18,16 @@ TOKEN = "test-token-0123456789abcdef"
 OBJECT = {"type": "object"}
 
 
+def call_body(name: str, arguments: dict[str, Any], request_id: str = "r-1") -> dict[str, Any]:
+    """A ``portos_tool_call`` envelope for ``name`` with ``arguments``."""
+    return {
+        "type": "portos_tool_call",
+        "requestId": request_id,
+        "name": name,
+        "arguments": arguments,
+    }
+
+
 def _closed(required: list[str], **properties: Any) -> dict[str, Any]:
     return {
         "type": "object",

@@ -22,7 +22,7 @@ from doraforge.registry.model import Principal
 from doraforge.registry.robot_tools import RobotTools, register_robot_tools
 from doraforge.registry.server import build_app, new_service
 from doraforge.registry.settings import ServerSettings
-from tests.registry.server_support import running
+from tests.registry.server_support import call_body, running
 
 BOTH = frozenset({"robot.read", "robot.write"})
 ACCEPT = "application/json, text/event-stream"
@@ -71,22 +71,13 @@ def approved() -> Principal:
     )
 
 
-def call(name: str, arguments: dict[str, Any], request_id: str = "r-1") -> dict[str, Any]:
-    return {
-        "type": "portos_tool_call",
-        "requestId": request_id,
-        "name": name,
-        "arguments": arguments,
-    }
-
-
 @pytest.mark.anyio
 async def test_an_unknown_outcome_is_failed_with_remote_state_unknown_and_never_retryable(
     tmp_path: Path,
 ) -> None:
     service = new_service(ServerSettings())
     register_robot_tools(service, robot(tmp_path, StoreFailingTaskService(indeterminate())))
-    outcome = await service.call(call("forge.tool_start_action", START), approved())
+    outcome = await service.call(call_body("forge.tool_start_action", START), approved())
     assert outcome["state"] == "failed"
     error = outcome["error"]
     assert (error["code"], error["retryable"]) == ("PAOS_RECORD_INDETERMINATE", False)
@@ -103,7 +94,7 @@ async def test_a_store_failure_before_anything_was_sent_stays_retryable_with_no_
     unavailable = StoreUnavailable("PAOS_STORE_UNAVAILABLE", "database is locked", retryable=True)
     service = new_service(ServerSettings())
     register_robot_tools(service, robot(tmp_path, StoreFailingTaskService(unavailable)))
-    outcome = await service.call(call("forge.tool_start_action", START), approved())
+    outcome = await service.call(call_body("forge.tool_start_action", START), approved())
     assert outcome["state"] == "failed"
     assert outcome["error"]["retryable"] is True
     assert "remoteState" not in outcome["error"]["details"]
@@ -118,7 +109,7 @@ async def test_a_task_service_that_cannot_open_its_store_is_a_tool_failure(
 
     service = new_service(ServerSettings())
     register_robot_tools(service, RobotTools(PaosHome(tmp_path), broken))
-    outcome = await service.call(call("forge.task_get", {"task_id": "t1"}), approved())
+    outcome = await service.call(call_body("forge.task_get", {"task_id": "t1"}), approved())
     assert outcome["state"] == "failed"
     assert outcome["error"]["code"] == "PAOS_STORE_UNAVAILABLE"  # not TOOL_ADAPTER_ERROR
     assert outcome["error"]["retryable"] is True

@@ -17,7 +17,7 @@ from doraforge.registry.model import Principal
 from doraforge.registry.robot_tools import RobotTools, register_robot_tools
 from doraforge.registry.server import build_app, new_service
 from doraforge.registry.settings import ServerSettings
-from tests.registry.server_support import running
+from tests.registry.server_support import call_body, running
 
 BOTH = frozenset({"robot.read", "robot.write"})
 ACCEPT = "application/json, text/event-stream"
@@ -66,15 +66,6 @@ def _robot(tmp_path: Path, fake: FakeTaskService) -> RobotTools:
 
 def _principal(*, grants: frozenset[str] = BOTH, approvals: frozenset[str] = frozenset()) -> Any:
     return Principal(id="t", scope="agent", grants=grants, approvals=approvals)
-
-
-def _body(name: str, arguments: dict[str, Any], request_id: str = "r-1") -> dict[str, Any]:
-    return {
-        "type": "portos_tool_call",
-        "requestId": request_id,
-        "name": name,
-        "arguments": arguments,
-    }
 
 
 def test_every_agent_tool_is_a_forge_entry_with_its_provider_name(tmp_path: Path) -> None:
@@ -130,12 +121,14 @@ async def test_an_agent_tool_without_a_declaration_is_a_high_risk_write(
     assert entry.policy.requiredCapabilities == ["robot.write"]
     approval = frozenset({"forge.new_thing"})
     reader = _principal(grants=frozenset({"robot.read"}), approvals=approval)
-    unapproved = await service.call(_body("forge.new_thing", {}, "n-1"), _principal())
-    ungranted = await service.call(_body("forge.new_thing", {}, "n-2"), reader)
+    unapproved = await service.call(call_body("forge.new_thing", {}, "n-1"), _principal())
+    ungranted = await service.call(call_body("forge.new_thing", {}, "n-2"), reader)
     assert unapproved["error"]["code"] == "TOOL_APPROVAL_REQUIRED"
     assert ungranted["error"]["code"] == "TOOL_CAPABILITY_DENIED"
     assert ran == []
-    done = await service.call(_body("forge.new_thing", {}, "n-3"), _principal(approvals=approval))
+    done = await service.call(
+        call_body("forge.new_thing", {}, "n-3"), _principal(approvals=approval)
+    )
     assert done["state"] == "completed"
     assert ran == [{}]
 
@@ -144,11 +137,11 @@ async def test_an_agent_tool_without_a_declaration_is_a_high_risk_write(
 async def test_a_read_runs_and_a_paos_error_is_a_failed_result(tmp_path: Path) -> None:
     service = new_service(ServerSettings())
     register_robot_tools(service, _robot(tmp_path, FakeTaskService()))
-    done = await service.call(_body("forge_task_get", {"task_id": "t1"}), _principal())
+    done = await service.call(call_body("forge_task_get", {"task_id": "t1"}), _principal())
     assert done["state"] == "completed"
     assert done["result"]["task"]["task_id"] == "t1"
     failed = await service.call(
-        _body("forge.task_get", {"task_id": "missing"}, "r-2"), _principal()
+        call_body("forge.task_get", {"task_id": "missing"}, "r-2"), _principal()
     )
     assert failed["state"] == "failed"
     assert failed["error"]["code"] == "PAOS_TASK_NOT_FOUND"
@@ -161,16 +154,18 @@ async def test_motion_needs_the_write_grant_and_an_approval(tmp_path: Path) -> N
     register_robot_tools(service, _robot(tmp_path, fake))
     arguments = {"task_id": "t1", "tool_id": "arm.move", "arguments": {}}
     unapproved = await service.call(
-        _body("forge_tool_start_action", arguments, "a-1"), _principal()
+        call_body("forge_tool_start_action", arguments, "a-1"), _principal()
     )
     assert unapproved["state"] == "denied"
     read_only = _principal(
         grants=frozenset({"robot.read"}), approvals=frozenset({"forge.tool_start_action"})
     )
-    ungranted = await service.call(_body("forge_tool_start_action", arguments, "a-2"), read_only)
+    ungranted = await service.call(
+        call_body("forge_tool_start_action", arguments, "a-2"), read_only
+    )
     assert ungranted["state"] == "denied"
     approved = _principal(approvals=frozenset({"forge.tool_start_action"}))
-    ran = await service.call(_body("forge_tool_start_action", arguments, "a-3"), approved)
+    ran = await service.call(call_body("forge_tool_start_action", arguments, "a-3"), approved)
     assert ran["state"] == "completed"
     assert fake.actions == [("t1", "arm.move")]
 
@@ -179,18 +174,18 @@ async def test_motion_needs_the_write_grant_and_an_approval(tmp_path: Path) -> N
 async def test_context_reads_list_installed_skills_and_runtime_status(tmp_path: Path) -> None:
     service = new_service(ServerSettings())
     register_robot_tools(service, _robot(tmp_path, FakeTaskService()))
-    installed = await service.call(_body("forge.skills.installed", {}), _principal())
+    installed = await service.call(call_body("forge.skills.installed", {}), _principal())
     assert installed["result"] == {"skills": []}
     (tmp_path / "skills" / "odd" / "current").mkdir(parents=True)
-    odd = await service.call(_body("forge.skills.installed", {}, "r-2"), _principal())
+    odd = await service.call(call_body("forge.skills.installed", {}, "r-2"), _principal())
     assert odd["result"]["skills"][0]["name"] == "odd"
     assert "error" in odd["result"]["skills"][0]
     status = await service.call(
-        _body("forge.runtime.status", {"skill": "sim"}, "r-3"), _principal()
+        call_body("forge.runtime.status", {"skill": "sim"}, "r-3"), _principal()
     )
     assert status["result"] == {"runtimes": []}
     broken = await service.call(
-        _body("forge.runtime.status", {"skill": "broken"}, "r-4"), _principal()
+        call_body("forge.runtime.status", {"skill": "broken"}, "r-4"), _principal()
     )
     assert broken["state"] == "failed"
     assert broken["error"]["code"] == "SKILL_NOT_INSTALLED"
