@@ -4,11 +4,9 @@ the installed sim skill through the forge.* tools of ``doraforge serve``'s app."
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import os
-import tempfile
+import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +19,10 @@ from doraforge.paos.home import PaosHome, open_service
 from doraforge.registry.robot_tools import RobotTools
 from doraforge.registry.server import build_app, new_service
 from doraforge.registry.settings import ServerSettings
-from doraforge.skill_runtime.dora_run import dora_environment
+from doraforge.skill_runtime.dora_run import dora_environment, free_port
 from tests.paths import PROJECT_ROOT
 from tests.registry.server_support import running
-from tests.support.waiting import eventually, eventually_async
+from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.e2e
 
@@ -33,31 +31,25 @@ SOURCE = PROJECT_ROOT / "skills" / SKILL
 STEP_TIMEOUT_S = 90.0
 
 
-@contextmanager
-def _sim_gateway_lock(timeout_s: float = 60.0) -> Iterator[None]:
-    """Serialise with other runs of this test on the machine: the sim skill's Gateway has
-    one fixed port, so two concurrent runs would collide."""
-    path = Path(tempfile.gettempdir()) / "doraforge-test-sim-gateway.lock"
-    with path.open("w") as handle:
-
-        def locked() -> bool:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return False
-            return True
-
-        eventually(locked, within=timeout_s, what="the sim Gateway's machine lock", interval=0.2)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def _skill_on_a_free_port(tmp_path: Path) -> Path:
+    """A copy of the shipped skill whose Gateway listens on a free port: the shipped one is
+    fixed (9201), and a concurrent run of this test or of ``doraforge demo`` would collide."""
+    port = free_port()
+    copy = tmp_path / "source" / SKILL
+    shutil.copytree(SOURCE, copy)
+    edits = {"127.0.0.1:9201": f"127.0.0.1:{port}", "\nport: 9201\n": f"\nport: {port}\n"}
+    for path in (copy / "skill.yaml", *copy.glob("profiles/*/gateway.yml")):
+        text = path.read_text(encoding="utf-8")
+        for fixed, free in edits.items():
+            text = text.replace(fixed, free)
+        assert "9201" not in text, path
+        path.write_text(text, encoding="utf-8")
+    return copy
 
 
 @pytest.fixture
 def sim_home(tmp_path: Path) -> Iterator[tuple[PaosHome, Any]]:
-    with _sim_gateway_lock():
-        yield from _started_sim(tmp_path)
+    yield from _started_sim(tmp_path)
 
 
 def _started_sim(tmp_path: Path) -> Iterator[tuple[PaosHome, Any]]:
@@ -66,7 +58,7 @@ def _started_sim(tmp_path: Path) -> Iterator[tuple[PaosHome, Any]]:
     from doraforge.skill_runtime.runtime import RuntimeManager
 
     home = PaosHome(tmp_path / "home")
-    packed = pack(SOURCE, tmp_path / f"{SKILL}.tar.gz")
+    packed = pack(_skill_on_a_free_port(tmp_path), tmp_path / f"{SKILL}.tar.gz")
     Installer(home).install(str(packed.path), yes=True)
     runtime = RuntimeManager(home, environ=dora_environment(os.environ))
     runtime.start(SKILL, "sim")
