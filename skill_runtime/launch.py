@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from doraforge.skill_runtime.errors import RuntimeStateError
-from doraforge.skill_runtime.manifest import Profile, load_manifest
+from doraforge.skill_runtime.manifest import Profile
 from doraforge.wire import strict_yaml
 
 #: ``${NAME}`` placeholders. Only the PAOS_ and FORGE_ namespaces are ours; any other
@@ -162,20 +162,20 @@ def preflight_problems(
     environ: Mapping[str, str],
     search_path: str,
     *,
-    entrypoints: Collection[str] | None = None,
+    entrypoints: Collection[str],
 ) -> dict[str, list[str]]:
     """What the profile needs and this host lacks, by kind (empty when ready to start).
 
     Kinds: ``dataflow`` (the file is missing), ``binaries`` (a ``required_binaries`` entry
     that is not the ``entrypoint`` of one of the skill's node-artifact locks, PhyAgentOS's
-    meaning of the field; the locks' entrypoints are ``entrypoints``, by default read from
-    the bundle's manifest), ``commands`` (a bare node ``path:`` of the dataflow, such as
-    ``python``, not found on ``search_path``: what a skill needs on ``PATH`` is read from
+    meaning of the field; the locks' entrypoints are ``entrypoints``), ``commands`` (a
+    bare node ``path:`` of the dataflow, such as ``python``, not found on
+    ``search_path``: what a skill needs on ``PATH`` is read from
     its dataflow, not declared), ``assets`` (missing in the bundle) and ``environment``
     (unset or empty in ``environ``).
     """
     dataflow = bundle / profile.dataflow
-    available = set(_lock_entrypoints(bundle) if entrypoints is None else entrypoints)
+    available = set(entrypoints)
     problems = {
         "dataflow": [] if dataflow.is_file() else [profile.dataflow],
         "binaries": [b for b in profile.required_binaries if b not in available],
@@ -186,12 +186,6 @@ def preflight_problems(
         "environment": [v for v in profile.required_environment if not environ.get(v)],
     }
     return {kind: missing for kind, missing in problems.items() if missing}
-
-
-def _lock_entrypoints(bundle: Path) -> list[str]:
-    """The ``entrypoint`` of every node-artifact lock in the bundle's manifest."""
-    artifacts = load_manifest(bundle).artifacts
-    return [lock.entrypoint for lock in artifacts.nodes.values()] if artifacts else []
 
 
 def dataflow_commands(dataflow: Path) -> list[str]:

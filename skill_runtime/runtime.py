@@ -143,7 +143,7 @@ class RuntimeManager:
             profile_name = _choose_profile(manifest, profile)
             chosen = manifest.profiles[profile_name]
             self._refuse_live(name)
-            self._preflight(bundle, chosen)
+            self._preflight(bundle, manifest, chosen)
             if gateway_probe.gateway_answers(manifest.gateway_url):
                 raise RuntimeStateError(
                     "SKILL_GATEWAY_IN_USE",
@@ -288,10 +288,17 @@ class RuntimeManager:
         # A record left live by a crashed command: make sure nothing of it survives.
         self._stop_dataflow(previous)
 
-    def _preflight(self, bundle: Path, profile: Profile) -> None:
+    def _preflight(self, bundle: Path, manifest: SkillManifest, profile: Profile) -> None:
         project_env = self._project_env()
         search_path = project_env["PATH"]
-        missing = preflight_problems(bundle, profile, self.environ, search_path)
+        locks = manifest.artifacts.nodes.values() if manifest.artifacts else []
+        missing = preflight_problems(
+            bundle,
+            profile,
+            self.environ,
+            search_path,
+            entrypoints=[lock.entrypoint for lock in locks],
+        )
         if (bundle / "start.sh").is_file() and not _which("bash", search_path):
             missing.setdefault("binaries", []).append("bash")
         bad_env = sorted(k for k, v in profile.environment.items() if "$" in v)
