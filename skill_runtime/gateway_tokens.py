@@ -21,6 +21,9 @@ from doraforge.wire.tokens import TokenError, load_token, write_token
 
 log = logging.getLogger("doraforge.skill_runtime.gateway_tokens")
 
+#: What identifies the runtime directory's state files: (name, inode, mtime, ctime, size).
+type _Identity = tuple[tuple[str, int, int, int, int], ...]
+
 
 def token_path(runtime_dir: Path, name: str) -> Path:
     """``runtime/tokens/<name>.token``."""
@@ -73,8 +76,8 @@ class GatewayTokens:
     def __init__(self, runtime_dir: Path, *, operator: str | None = None) -> None:
         self._runtime_dir = runtime_dir
         self._operator = operator
-        self._identity: tuple[tuple[str, int, int, int, int], ...] | None = None
-        self._live: list[RuntimeState] = []
+        # (state files' identity, the live states read under it), replaced as one value.
+        self._seen: tuple[_Identity, list[RuntimeState]] | None = None
 
     def __repr__(self) -> str:
         operator = "set" if self._operator else None
@@ -91,15 +94,17 @@ class GatewayTokens:
         # The identity is taken before the files are read: a write racing the read
         # changes it again, so the next call re-reads instead of keeping a stale list.
         identity = _state_files_identity(self._runtime_dir)
-        if identity != self._identity:
-            self._live = [state for state in all_states(self._runtime_dir) if state.live]
-            self._identity = identity
-        return self._live
+        seen = self._seen
+        if seen is not None and seen[0] == identity:
+            return seen[1]
+        live = [state for state in all_states(self._runtime_dir) if state.live]
+        self._seen = (identity, live)
+        return live
 
 
-def _state_files_identity(runtime_dir: Path) -> tuple[tuple[str, int, int, int, int], ...]:
-    """Name, inode, mtime, ctime and size of every state file (``atomic_write`` replaces
-    a file, so each write gives a new inode and a new identity)."""
+def _state_files_identity(runtime_dir: Path) -> _Identity:
+    """Name, inode, mtime, ctime and size of every state file (``atomic_write`` renames a
+    new file over the old one, so every write changes the inode and the times)."""
     found = []
     for path in sorted(runtime_dir.glob("*.json")):
         with contextlib.suppress(OSError):  # removed between the listing and the stat
