@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
+from doraforge.wire import strict_yaml
 
 #: Node fields that exist in one Dora generation only: field -> major version.
 GENERATION_FIELDS: Mapping[str, int] = {"max_restarts": 1, "restart_policy": 1}
@@ -62,8 +62,8 @@ def refusal(dataflow: Path, installed: str) -> str | None:
     here (Dora reports its own parse error).
     """
     try:
-        document = yaml.safe_load(dataflow.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+        document = strict_yaml.load(dataflow.read_text(encoding="utf-8"), aliases=True)
+    except (OSError, UnicodeDecodeError, strict_yaml.YAMLRefused):
         return None
     if not isinstance(document, Mapping):
         return None
