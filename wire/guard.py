@@ -270,7 +270,8 @@ class TransportGuard:
             # No Content-Type is fine only for an empty body (Forge clients POST cancel
             # and stop without one); any bytes must be declared JSON.
             raise self._not_json("")
-        scope[_JSON_KEY] = self._parsed(body) if body.strip() else NO_BODY
+        # Only zero bytes mean "no body": whitespace alone is not a JSON text.
+        scope[_JSON_KEY] = self._parsed(body) if body else NO_BODY
         return _replay(body, receive)
 
     async def _bounded(self, headers: Mapping[str, str], receive: Receive) -> bytes:

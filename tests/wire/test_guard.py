@@ -297,6 +297,16 @@ async def test_only_an_empty_body_may_omit_the_content_type() -> None:
     assert recorder.bodies == ["<empty>"]
 
 
+async def test_a_whitespace_body_declared_json_is_invalid_json_not_an_empty_body() -> None:
+    http, recorder = client(LOOPBACK)
+    async with http:
+        answer = await http.post(
+            "/echo", content=b"\n", headers={"content-type": "application/json"}
+        )
+    assert answer.status_code == 400
+    assert recorder.bodies == []
+
+
 async def test_a_json_null_body_is_not_an_empty_body() -> None:
     http, recorder = client(LOOPBACK)
     async with http:
