@@ -23,7 +23,7 @@ from doraforge.gateway.core import Gateway
 from doraforge.gateway.errors import ConfigError
 from doraforge.gateway.http import create_app, gateway_policy
 from doraforge.gateway.journal import FileJournal
-from doraforge.wire.guard import BindRefused, TransportPolicy
+from doraforge.wire.guard import BindRefused, TransportPolicy, is_loopback
 from doraforge.wire.tokens import TokenError, load_token
 
 log = logging.getLogger("gateway")
@@ -114,8 +114,24 @@ def run(config: GatewayConfig, *, port: int, journal: Path, policy: TransportPol
         journal,
         "bearer token required" if policy.token else "no token: loopback only",
     )
+    warn_if_unauthenticated(config, policy)
     loop.run_until_complete(_serve(gateway, server))
     return 0 if server.started else 1
+
+
+def warn_if_unauthenticated(config: GatewayConfig, policy: TransportPolicy) -> None:
+    """Say at WARNING, so a skill profile's quieter log level keeps it, that a loopback
+    Gateway started without a token (by PhyAgentOS's RuntimeManager or a bare ``dora run``:
+    only doraforge's Skill Runtime hands each start one) lets any local process drive it.
+    A non-loopback bind without a token is refused, or logged as INSECURE, by the guard."""
+    if policy.token is not None or not is_loopback(config.host):
+        return
+    log.warning(
+        "gateway %s: no bearer token, so any local process may call it (loopback bind %s); "
+        "start it with doraforge skill start to require one",
+        config.gateway_id,
+        config.host,
+    )
 
 
 def server_config(app: ASGIApp, host: str, port: int) -> uvicorn.Config:
