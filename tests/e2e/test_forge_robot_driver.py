@@ -1,9 +1,11 @@
 """A forge-robot driver node in place of the simulated world, under a real ``dora run``.
 
-``examples/forge_robot.yml`` wires ``examples/forge_robot_driver.py`` (a
-``forge_robot.BaseRobotDriver`` on a fake backend, run by ``run_dora_robot_node``) to the
-Gateway, arm and gripper nodes by YAML alone; the arm is moved through the Gateway's
-``arm.move_joints`` Action and the driver's own reported state is checked.
+``examples/forge_robot.yml`` wires the robot-arm skill's fake-backend driver
+(``skills/robot-arm/profiles/forge-robot-fake/fake_driver.py``, a
+``forge_robot.BaseRobotDriver`` run by ``run_dora_robot_node``) to the Gateway, arm and
+gripper nodes by YAML alone, from the checkout; the arm is moved through the Gateway's
+``arm.move_joints`` Action and the driver's own reported state is checked. The installed
+skill itself is tested in ``test_robot_arm_skill.py``.
 """
 
 from __future__ import annotations

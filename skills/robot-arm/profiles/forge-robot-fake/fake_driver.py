@@ -1,11 +1,14 @@
 """A forge-robot driver on a fake backend: doraforge's arm and gripper drive it unchanged.
 
-``dataflows/forge_robot.yml`` runs this file as its robot node in place of the simulated
+The robot-arm skill's ``forge-robot-fake`` profile (``dataflow.yml`` beside this file) and
+``examples/forge_robot.yml`` run this file as their ``robot`` node in place of the simulated
 world. It is a ``forge_robot.BaseRobotDriver`` run through ``forge_robot.run_dora_robot_node``:
 on each ``tick`` input it publishes ``state`` (a ``forge_msgs.JointState``), and every
 ``action/<source>`` input is a sparse ``forge_msgs.JointCommand`` that moves only the joints
 it names. Any other forge-robot driver node (a real arm) takes its place by editing the
-node's ``path``/``args`` in the dataflow; nothing in doraforge changes.
+node's ``path``/``args`` in the dataflow; nothing in doraforge changes. The bundle carries
+this file because a skill installed from an archive runs only what it ships or what is
+installed on the host.
 
 The fake backend keeps joints in memory: each joint moves toward its commanded position at
 its actuator's ``max_velocity``, clipped to its position limits by
@@ -22,7 +25,9 @@ import time
 from collections.abc import Callable
 
 from forge_msgs import JointCommand, JointState
-from forge_robot import (
+
+# forge-robot 2.0 ships no type information (no py.typed).
+from forge_robot import (  # type: ignore[import-untyped]
     ActuatorSpec,
     BaseRobotDriver,
     clip_and_validate_command,
@@ -46,7 +51,7 @@ ACTUATORS = (
 HOME = (0.0, 0.0, 1.92, 0.0, 1.22, 0.0, 0.04)
 
 
-class FakeArmDriver(BaseRobotDriver):
+class FakeArmDriver(BaseRobotDriver):  # type: ignore[misc]
     """Joints that chase their commanded positions at bounded speed, in memory.
 
     ``clock`` is a monotonic clock in seconds (injected so tests can drive time). State is

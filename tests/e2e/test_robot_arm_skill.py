@@ -1,0 +1,168 @@
+"""The shipped robot-arm skill on a forge-robot driver, through the ``doraforge`` CLI.
+
+Its ``forge-robot-fake`` profile replaces the simulated world by a forge-robot driver node
+(the fake-backend driver the bundle carries) with YAML only. The test packs the skill,
+installs the archive, starts the profile on its home's own Dora, moves the arm and the
+gripper through the Gateway's Actions, reads the driver's own joint state back through the
+Gateway, stops the skill, and checks that no process of it is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from doraforge.paos.gateway_auth import bearer
+from doraforge.paos.home import PaosHome
+from doraforge.skill_runtime.dora_run import free_port
+from tests.paths import PROJECT_ROOT
+from tests.skill_runtime.runtime_support import assert_nothing_runs, torn_down_home
+from tests.support.waiting import eventually
+
+pytestmark = pytest.mark.e2e
+
+SKILL = "robot-arm"
+PROFILE = "forge-robot-fake"
+SOURCE = PROJECT_ROOT / "skills" / SKILL
+SHIPPED_PORT = 9011
+DORAFORGE = str(Path(sys.executable).with_name("doraforge"))
+ARM_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow", "forearm_roll", "wrist_pitch", "wrist_roll")
+TOLERANCE_RAD = 0.01
+ACTION_TIMEOUT_S = 60.0
+CLI_TIMEOUT_S = 180.0
+
+
+def skill_on_a_free_port(tmp_path: Path) -> Path:
+    """A copy of the shipped skill whose Gateway listens on a free port (the shipped one is
+    fixed, and a concurrent run would collide)."""
+    port = free_port()
+    copy = tmp_path / "source" / SKILL
+    shutil.copytree(SOURCE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    edits = {
+        f"127.0.0.1:{SHIPPED_PORT}": f"127.0.0.1:{port}",
+        f"\nport: {SHIPPED_PORT}\n": f"\nport: {port}\n",
+    }
+    for path in (copy / "skill.yaml", *copy.glob("profiles/*/gateway.yml")):
+        text = path.read_text(encoding="utf-8")
+        for fixed, free in edits.items():
+            text = text.replace(fixed, free)
+        assert str(SHIPPED_PORT) not in text, path
+        path.write_text(text, encoding="utf-8")
+    return copy
+
+
+def doraforge(home: PaosHome, tmp_path: Path, *args: str) -> dict[str, Any]:
+    """Run ``doraforge --home HOME --json ARGS`` to exit 0 and return its JSON answer."""
+    environ = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    done = subprocess.run(
+        [DORAFORGE, "--home", str(home.root), "--json", *args],
+        env=environ,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_S,
+    )
+    assert done.returncode == 0, f"doraforge {' '.join(args)}: {done.stderr[-2000:]}"
+    answer: dict[str, Any] = json.loads(done.stdout)
+    return answer
+
+
+class Gateway:
+    """The started skill's Gateway, called with its runtime's token."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.http = httpx.Client(base_url=url, headers=bearer(token), timeout=10.0)
+
+    def data(self, response: httpx.Response, status: int = 200) -> Any:
+        assert response.status_code == status, response.text
+        body = response.json()
+        assert body["ok"] is True, body
+        return body["data"]
+
+    def run(self, tool_id: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Admit an Action, wait for its terminal status and return it."""
+        admitted = self.data(
+            self.http.post(f"/tools/{tool_id}:invoke", json={"arguments": arguments}), 202
+        )
+        path = f"/invocations/{admitted['invocation_id']}"
+        latest: dict[str, Any] = {}
+
+        def terminal() -> bool:
+            latest.update(self.data(self.http.get(path)))
+            return bool(latest["terminal"])
+
+        eventually(
+            terminal,
+            within=ACTION_TIMEOUT_S,
+            what=f"{tool_id} to finish",
+            detail=lambda: latest,
+        )
+        return latest
+
+    def joint_state(self) -> dict[str, float]:
+        """The driver's newest published ``state``, as the Gateway observed it, by joint."""
+        state = self.data(self.http.get("/observations/state"))["joint_state"]
+        return dict(zip(state["name"], state["position"], strict=True))
+
+
+@pytest.fixture
+def started(tmp_path: Path) -> Iterator[tuple[PaosHome, dict[str, Any]]]:
+    """The robot-arm skill packed, installed and started by the CLI; always torn down."""
+    with torn_down_home(tmp_path) as home:
+        archive = tmp_path / f"{SKILL}.tar.gz"
+        source = skill_on_a_free_port(tmp_path)
+        doraforge(home, tmp_path, "skill", "pack", str(source), "--output", str(archive))
+        installed = doraforge(home, tmp_path, "skill", "install", str(archive), "--yes")
+        assert (installed["name"], installed["version"]) == (SKILL, "1.0.0")
+        state = doraforge(home, tmp_path, "skill", "start", SKILL, "--profile", PROFILE)
+        yield home, state
+
+
+def succeeded(finished: dict[str, Any]) -> dict[str, Any]:
+    """The outputs of a completed, succeeded invocation."""
+    assert finished["phase"] == "completed", finished
+    assert finished["result"]["status"] == "succeeded", finished
+    outputs: dict[str, Any] = finished["result"]["outputs"]
+    return outputs
+
+
+def test_the_installed_skill_moves_the_forge_robot_driver_through_the_gateway_and_stops_clean(
+    started: tuple[PaosHome, dict[str, Any]], tmp_path: Path
+):
+    home, state = started
+    assert (state["state"], state["profile"]) == ("running", PROFILE)
+    token = Path(state["gateway_token_file"]).read_text(encoding="utf-8").strip()
+    gateway = Gateway(state["gateway_url"], token)
+    try:
+        before = gateway.joint_state()
+        target = {"shoulder_pan": 0.5, "elbow": 1.4, "wrist_roll": -0.3}
+        moved = succeeded(gateway.run("arm.move_joints", {"positions": target, "speed": 1.5}))
+        after = gateway.joint_state()
+        for joint in ARM_JOINTS:
+            expected = target.get(joint, before[joint])
+            assert after[joint] == pytest.approx(expected, abs=TOLERANCE_RAD), joint
+            assert moved["joints"][joint] == pytest.approx(expected, abs=TOLERANCE_RAD), joint
+
+        grasp = succeeded(gateway.run("gripper.grasp", {"width": 0.02}))
+        assert grasp["width"] == pytest.approx(0.02, abs=0.004)
+        assert gateway.joint_state()["gripper"] == pytest.approx(0.01, abs=0.002)
+        succeeded(gateway.run("gripper.release", {}))
+        assert gateway.joint_state()["gripper"] == pytest.approx(0.04, abs=0.002)
+    finally:
+        gateway.http.close()
+
+    stopped = doraforge(home, tmp_path, "skill", "stop", SKILL)
+
+    assert stopped["state"] == "stopped"
+    assert_nothing_runs(home, state["dataflow_uuid"])
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{state['gateway_url']}/tools")
