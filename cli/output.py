@@ -6,6 +6,7 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from rich.console import Console
@@ -28,17 +29,32 @@ class Output:
             self.console.print_json(json.dumps(value, default=str))
 
     def table(
-        self, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], raw: Any
+        self,
+        title: str,
+        columns: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+        raw: Any,
+        *,
+        whole: Sequence[str] = (),
     ) -> None:
-        """A table for people; ``raw`` as JSON for scripts."""
+        """A table for people; ``raw`` as JSON for scripts.
+
+        The ``whole`` columns (ids) are never cut or wrapped, however narrow the terminal,
+        so they can be copied into the next command; the other columns wrap instead.
+        """
         if self.as_json:
             print(json.dumps(raw, indent=2, sort_keys=True, default=str))
             return
+        cells = [["" if cell is None else str(cell) for cell in row] for row in rows]
         table = Table(title=title)
-        for column in columns:
-            table.add_column(column)
-        for row in rows:
-            table.add_row(*("" if cell is None else str(cell) for cell in row))
+        for index, column in enumerate(columns):
+            if column in whole:
+                widest = max((len(row[index]) for row in cells), default=0)
+                table.add_column(column, no_wrap=True, min_width=max(widest, len(column)))
+            else:
+                table.add_column(column)
+        for row in cells:
+            table.add_row(*row)
         self.console.print(table)
 
     def say(self, text: str) -> None:
@@ -59,3 +75,11 @@ class Output:
             return
         with self.errors.status(label) as status:
             yield lambda message, elapsed=0.0: status.update(f"{label}: {message} ({elapsed:.0f}s)")
+
+
+def local_time(epoch_ms: int | None) -> str:
+    """``2026-12-01 11:34:13`` in this machine's time zone, for tables people read
+    (``--json`` keeps the epoch milliseconds); empty for ``None``."""
+    if epoch_ms is None:
+        return ""
+    return datetime.fromtimestamp(epoch_ms / 1000).astimezone().strftime("%Y-%m-%d %H:%M:%S")

@@ -1,84 +1,168 @@
-"""An HTML report of a finished task: verdict, before/after frames side by side, timeline."""
+"""A finished task as people read it: the verdict in a few lines, and an HTML report.
+
+Every task has its own folder, ``<out>/<task_id>/``, holding ``report.html`` and a copy of
+every evidence frame (``frames/``), so the next run never overwrites this one and the
+report outlives the PAOS home it came from (the demo's home is temporary). The report
+shows every frame in capture order as a filmstrip, each labelled with the step it was
+taken around, then each criterion with its reason, the verdict and the timeline.
+"""
 
 from __future__ import annotations
 
 import html
 import shutil
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+REPORT_NAME = "report.html"
+FRAMES_DIR = "frames"
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One evidence frame of the filmstrip: its copy beside the report, or why it is
+    missing, and the step (tool) it was captured around."""
+
+    artifact: dict[str, Any]
+    step: str
+    file: str | None
 
 
 def _time(ms: int | None) -> str:
     if ms is None:
         return ""
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%H:%M:%S.%f")[:-3]
+    return datetime.fromtimestamp(ms / 1000).astimezone().strftime("%H:%M:%S.%f")[:-3]
 
 
-def evidence_pair(
-    described: dict[str, Any],
-) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """The first ``before`` and the last ``after`` frame that were captured."""
-    frames = [a for a in described["evidence"] if a.get("error") is None]
-    before = next((a for a in frames if a["phase"] == "before"), None)
-    after = next((a for a in reversed(frames) if a["phase"] == "after"), None)
-    return before, after
+def final_verdict(described: dict[str, Any]) -> dict[str, Any]:
+    """The verdict of the task's last revision (``{}`` when it was never verified)."""
+    revisions = described["revisions"]
+    verdict = (revisions[-1].get("verdict") or {}) if revisions else {}
+    return dict(verdict)
+
+
+def verdict_lines(described: dict[str, Any]) -> list[str]:
+    """The verdict for a terminal: one line for the outcome, one per criterion with its
+    status and reason (a failing one marked ``✗``), and why nothing was verified when
+    the task ended before verification (cancelled, failed execution)."""
+    task, verdict = described["task"], final_verdict(described)
+    status = verdict.get("status") or "not verified"
+    lines = [f"verdict: {status} · task {task['state']}"]
+    for result in verdict.get("results", []):
+        mark = "✓" if result["status"] == "pass" else "✗"
+        reason = " ".join(str(result.get("detail", "")).split())
+        lines.append(f" {mark} {result['criterion_id']:20s} {result['status']:8s} {reason}")
+    if not verdict:
+        outcome = task.get("outcome") or {}
+        if outcome.get("cancelled"):
+            lines.append(f"   cancelled before verification ({outcome.get('reason', 'requested')})")
+        elif outcome:
+            lines.append(f"   ended before verification: {_outcome_text(outcome)}")
+    return lines
+
+
+def _outcome_text(outcome: dict[str, Any]) -> str:
+    return ", ".join(f"{key} {value}" for key, value in sorted(outcome.items()))
+
+
+def task_folder(out_dir: Path, task_id: str) -> Path:
+    """``<out_dir>/<task_id>``: where one task's report and frames live."""
+    return out_dir / task_id
 
 
 def write_report(described: dict[str, Any], workspace: Path, out_dir: Path) -> Path:
-    """Write ``report.html`` (and copies of the two frames) into ``out_dir``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    before, after = evidence_pair(described)
-    images = []
-    for label, artifact in (("before", before), ("after", after)):
-        if artifact is None:
-            images.append(f"<figure><figcaption>{label}: not captured</figcaption></figure>")
-            continue
-        target = out_dir / f"{label}.png"
-        shutil.copyfile(workspace / artifact["path"], target)
-        images.append(
-            f'<figure><img src="{target.name}" alt="{label}"><figcaption>{label} · seq '
-            f"{artifact['seq']} · sha256 {artifact['sha256'][:12]}…</figcaption></figure>"
-        )
-    path = out_dir / "report.html"
-    path.write_text(_page(described, "".join(images)), encoding="utf-8")
+    """Write ``<out_dir>/<task_id>/report.html`` with a copy of every evidence frame
+    (from ``workspace``, the PAOS home's) and return its path. Raises ``OSError`` when
+    the folder cannot be written."""
+    folder = task_folder(out_dir, described["task"]["task_id"])
+    (folder / FRAMES_DIR).mkdir(parents=True, exist_ok=True)
+    frames = copy_frames(described, workspace, folder)
+    path = folder / REPORT_NAME
+    path.write_text(_page(described, frames), encoding="utf-8")
     return path
 
 
-def _page(described: dict[str, Any], images: str) -> str:
-    task = described["task"]
-    verdict = (described["revisions"][-1].get("verdict") or {}) if described["revisions"] else {}
-    criteria = "".join(
+def copy_frames(described: dict[str, Any], workspace: Path, folder: Path) -> list[Frame]:
+    """Every evidence artifact in capture order, each frame copied to ``folder/frames``
+    as ``NN-<phase>-<source>.png``; a missing capture or file is kept with ``file=None``."""
+    tools = {record["record_id"]: record["tool_id"] for record in described["records"]}
+    ordered = sorted(described["evidence"], key=lambda a: a.get("captured_at_ns") or 0)
+    frames = []
+    for index, artifact in enumerate(ordered, start=1):
+        step = tools.get(artifact.get("record_id") or "", "task start")
+        source = workspace / artifact["path"] if artifact.get("path") else None
+        file = None
+        if artifact.get("error") is None and source is not None and source.is_file():
+            file = f"{FRAMES_DIR}/{index:02d}-{artifact['phase']}-{artifact['source']}.png"
+            shutil.copyfile(source, folder / file)
+        frames.append(Frame(artifact, step, file))
+    return frames
+
+
+def _figure(index: int, frame: Frame) -> str:
+    artifact = frame.artifact
+    when = _time((artifact.get("captured_at_ns") or 0) // 1_000_000 or None)
+    label = html.escape(f"{index}. {artifact['phase']} {frame.step}")
+    meta = html.escape(f"{artifact['source']} · seq {artifact.get('seq')} · {when}")
+    if frame.file is None:
+        why = html.escape(str(artifact.get("error") or "file missing"))
+        caption = f"<figcaption>{label}<br>not captured: {why}</figcaption>"
+        return f'<figure class="missing">{caption}</figure>'
+    return (
+        f'<figure><a href="{frame.file}"><img src="{frame.file}" alt="{label}"></a>'
+        f"<figcaption>{label}<br><small>{meta}</small></figcaption></figure>"
+    )
+
+
+def _criteria(verdict: dict[str, Any]) -> str:
+    rows = "".join(
         f"<tr><td>{html.escape(r['criterion_id'])}</td><td class='{r['status']}'>{r['status']}"
-        f"</td><td>{html.escape(r.get('detail', ''))}</td></tr>"
+        f"</td><td>{html.escape(str(r.get('detail', '')))}</td></tr>"
         for r in verdict.get("results", [])
     )
-    rows = "".join(
+    return rows or "<tr><td colspan=3>not verified</td></tr>"
+
+
+def _timeline(described: dict[str, Any]) -> str:
+    return "".join(
         f"<tr><td>{_time(r['created_at_ms'])}</td><td>{_time(r['terminal_at_ms'])}</td>"
         f"<td>{html.escape(r['tool_id'])}</td><td>{r['semantics']}</td>"
         f"<td class='{r['state']}'>{r['state']}</td></tr>"
         for r in described["records"]
     )
+
+
+def _page(described: dict[str, Any], frames: list[Frame]) -> str:
+    task, verdict = described["task"], final_verdict(described)
     binding = described["binding"]
     skill = html.escape(f"{binding['skill']} {binding['version']}")
+    strip = "".join(_figure(index, frame) for index, frame in enumerate(frames, start=1))
+    status = html.escape(str(verdict.get("status", "not verified")))
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>doraforge task {task["task_id"]}</title>
 <style>
 body {{ font-family: system-ui, sans-serif; margin: 2rem; color: #222; }}
-.frames {{ display: flex; gap: 1rem; }} figure {{ margin: 0; }}
-img {{ max-width: 480px; border: 1px solid #ccc; }}
+.filmstrip {{ display: flex; gap: .6rem; overflow-x: auto; padding-bottom: .5rem; }}
+figure {{ margin: 0; flex: 0 0 auto; width: 240px; font-size: .8rem; }}
+figure.missing {{ border: 1px dashed #a31515; padding: .4rem; }}
+img {{ width: 240px; border: 1px solid #ccc; display: block; }}
 table {{ border-collapse: collapse; margin: 1rem 0; }}
-td, th {{ border: 1px solid #ddd; padding: .3rem .6rem; font-size: .9rem; }}
-.pass, .completed, .succeeded {{ color: #176b1a; font-weight: 600; }}
-.fail, .failed, .unknown {{ color: #a31515; font-weight: 600; }}
+td, th {{ border: 1px solid #ddd; padding: .3rem .6rem; font-size: .9rem; text-align: left; }}
+.pass, .completed, .succeeded, .success {{ color: #176b1a; font-weight: 600; }}
+.fail, .failed, .failure, .unknown, .cancelled {{ color: #a31515; font-weight: 600; }}
 </style></head><body>
 <h1>{html.escape(task["goal"])}</h1>
 <p>task <code>{task["task_id"]}</code> · state <b class="{task["state"]}">{task["state"]}</b>
- · verdict <b>{html.escape(str(verdict.get("status", "none")))}</b>
- · skill {skill}</p>
-<div class="frames">{images}</div>
-<h2>Criteria</h2><table><tr><th>criterion</th><th>status</th><th>detail</th></tr>{criteria}</table>
+ · verdict <b class="{status}">{status}</b> · skill {skill}
+ · created {_time(task.get("created_at_ms"))}</p>
+<h2>Evidence ({len(frames)} frames, in capture order)</h2>
+<div class="filmstrip">{strip or "<p>no evidence was captured</p>"}</div>
+<h2>Criteria</h2><table><tr><th>criterion</th><th>status</th><th>reason</th></tr>
+{_criteria(verdict)}</table>
 <h2>Timeline</h2>
-<table><tr><th>started</th><th>ended</th><th>tool</th><th>kind</th><th>state</th></tr>{rows}</table>
+<table><tr><th>started</th><th>ended</th><th>tool</th><th>kind</th><th>state</th></tr>
+{_timeline(described)}</table>
 </body></html>
 """

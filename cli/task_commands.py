@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from doraforge.cli.context import Context
+from doraforge.cli.output import local_time
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -16,7 +17,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     sub = task.add_subparsers(dest="task_command", required=True)
     run = sub.add_parser("run", help="run the scripted pick-and-place agent on a running skill")
     run.add_argument("skill")
-    run.add_argument("--out", type=Path, default=Path("out") / "task")
+    run.add_argument(
+        "--out",
+        type=Path,
+        default=Path("out") / "task",
+        help="reports folder: each task writes <out>/<task_id>/report.html and its frames",
+    )
     run.set_defaults(handler=_run)
     sub.add_parser("list", help="recent tasks").set_defaults(handler=_list)
     for name, handler, text in (("get", _get, "one task in full"), ("cancel", _cancel, "cancel")):
@@ -63,9 +69,14 @@ def _run(ctx: Context, args: argparse.Namespace) -> int:
         described = await run_pick_place(service, args.skill, say=ctx.out.say)
         return described, write_report(described, service.workspace, args.out)
 
+    from doraforge.cli.report import verdict_lines
+
     described, report = _with_service(ctx, work)
     task = described["task"]
-    ctx.out.say(f"task {task['task_id']}: {task['state']} · report {report}")
+    for line in verdict_lines(described):
+        ctx.out.say(line)
+    ctx.out.say(f"task {task['task_id']}: {task['state']}")
+    ctx.out.say(f"report: {report}")
     if ctx.out.as_json:
         ctx.out.data({"task": task, "report": str(report)})
     return 0 if task["state"] == "succeeded" else 1
@@ -77,8 +88,10 @@ def _list(ctx: Context, args: argparse.Namespace) -> int:
     store = AgentTaskStore(ctx.home.store_path)
     tasks = [task.public() for task in store.tasks()]
     store.close()
-    rows = [[t["task_id"], t["state"], t["goal"][:50], t["created_at_ms"]] for t in tasks]
-    ctx.out.table("tasks", ["task", "state", "goal", "created (ms)"], rows, tasks)
+    rows = [[t["task_id"], t["state"], t["goal"], local_time(t["created_at_ms"])] for t in tasks]
+    ctx.out.table(
+        "tasks", ["task", "state", "goal", "created"], rows, tasks, whole=["task", "created"]
+    )
     return 0
 
 
@@ -94,7 +107,7 @@ def _cancel(ctx: Context, args: argparse.Namespace) -> int:
     from doraforge.paos.finalize import cancel_task
 
     async def work(service: Any) -> Any:
-        return await cancel_task(service, args.task_id)
+        return await cancel_task(service, args.task_id, reason="operator_requested")
 
     described = _with_service(ctx, work)
     ctx.out.say(f"task {args.task_id}: {described['task']['state']}")

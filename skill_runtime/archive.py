@@ -76,6 +76,10 @@ _OPEN_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _DECOMPRESS_ERRORS = (OSError, EOFError, zlib.error)
 
 
+# What to do about a corrupt archive, appended to its one-line message.
+_REPACK = "; download it again or re-pack its folder with `doraforge skill pack DIR`"
+
+
 class _BoundedGzip:
     """Decompresses the archive for ``tarfile``, enforcing the ratio and an absolute cap.
 
@@ -97,7 +101,7 @@ class _BoundedGzip:
             data = self._gzip.read(size)
         except _DECOMPRESS_ERRORS as exc:
             raise archive_error(
-                ArchiveCode.CORRUPT, f"{self._source} is not a valid .tar.gz: {exc}"
+                ArchiveCode.CORRUPT, f"{self._source} is not a valid .tar.gz: {exc}{_REPACK}"
             ) from exc
         self.total += len(data)
         if self.total > self._ratio_cap:
@@ -126,12 +130,13 @@ class _Member:
     data: IO[bytes] | None
 
 
-def _iter_members(archive: Path, limits: ArchiveLimits) -> Iterator[_Member]:
-    """Yield checked members in archive order; raise ``ArchiveError`` at the first bad one."""
-    source = str(archive)
+def _iter_members(archive: Path, limits: ArchiveLimits, source: str) -> Iterator[_Member]:
+    """Yield checked members in archive order; raise ``ArchiveError`` at the first bad one.
+
+    ``source`` names the archive in messages: the file the user gave, not a cache copy."""
     with open(archive, "rb") as raw:
         if raw.read(2) != b"\x1f\x8b":
-            raise archive_error(ArchiveCode.CORRUPT, f"{source} is not a gzip file")
+            raise archive_error(ArchiveCode.CORRUPT, f"{source} is not a gzip file{_REPACK}")
         raw.seek(0)
         stream = _BoundedGzip(raw, os.fstat(raw.fileno()).st_size, limits, source)
         registry = MemberRegistry(source)
@@ -159,7 +164,9 @@ def _iter_members(archive: Path, limits: ArchiveLimits) -> Iterator[_Member]:
                     data = None if member.is_dir else tar.extractfile(info)
                     yield _Member(member.path, member.is_dir, member.size, member.executable, data)
         except tarfile.TarError as exc:
-            raise archive_error(ArchiveCode.CORRUPT, f"{source} is not a valid tar: {exc}") from exc
+            raise archive_error(
+                ArchiveCode.CORRUPT, f"{source} is not a valid tar: {exc}{_REPACK}"
+            ) from exc
 
 
 def _check(
@@ -274,7 +281,11 @@ def _place(root: Path, member: _Member, made: set[str]) -> ArchiveFile | None:
 
 
 def extract(
-    archive: Path, destination: Path, limits: ArchiveLimits = DEFAULT_LIMITS
+    archive: Path,
+    destination: Path,
+    limits: ArchiveLimits = DEFAULT_LIMITS,
+    *,
+    shown_as: str | None = None,
 ) -> ArchiveManifest:
     """Extract a bundle archive into ``destination`` and return its verified inventory.
 
@@ -289,42 +300,43 @@ def extract(
     :class:`ArchiveCode`; on any error ``destination`` is left as found.
     """
     archive, destination = Path(archive), Path(destination)
+    label = shown_as or str(archive)
     with _fresh_destination(destination) as root:
         found: str | None = None
         expected: dict[str, ListedFile] | None = None
         written: dict[str, ArchiveFile] = {}
         made: set[str] = set()
-        for member in _iter_members(archive, limits):
+        for member in _iter_members(archive, limits, label):
             if member.path in INVENTORY_NAMES:
                 if found is not None:
                     raise archive_error(
                         ArchiveCode.MANIFEST_AMBIGUOUS,
-                        f"{archive} carries both {found} and {member.path}",
-                        archive=archive,
+                        f"{label} carries both {found} and {member.path}",
+                        archive=label,
                     )
-                found, expected = member.path, _read_inventory(member, archive)
-                _verify_written(written, expected, archive, final=False)
+                found, expected = member.path, _read_inventory(member, label)
+                _verify_written(written, expected, label, final=False)
                 continue
             if expected is not None and not member.is_dir:
-                _expect(member, expected, archive)
+                _expect(member, expected, label)
             entry = _place(root, member, made)
             if entry is not None:
                 written[entry.path] = entry
                 if expected is not None:
-                    _verify_written({entry.path: entry}, expected, archive, final=False)
+                    _verify_written({entry.path: entry}, expected, label, final=False)
         if expected is None:
             raise archive_error(
                 ArchiveCode.MANIFEST_MISSING,
-                f"{archive} has no {ARCHIVE_MANIFEST_NAME} (or {PAOS_MANIFEST_NAME})",
-                archive=archive,
+                f"{label} has no {ARCHIVE_MANIFEST_NAME} (or {PAOS_MANIFEST_NAME})",
+                archive=label,
             )
-        _verify_written(written, expected, archive, final=True)
+        _verify_written(written, expected, label, final=True)
         inventory = ArchiveManifest(files=tuple(written[path] for path in sorted(written)))
         (root / ARCHIVE_MANIFEST_NAME).write_bytes(inventory.to_json())
         return inventory
 
 
-def _read_inventory(member: _Member, archive: Path) -> dict[str, ListedFile]:
+def _read_inventory(member: _Member, archive: str) -> dict[str, ListedFile]:
     if member.is_dir or member.data is None or member.size > MAX_ARCHIVE_MANIFEST_BYTES:
         raise archive_error(
             ArchiveCode.MANIFEST_INVALID,
@@ -332,10 +344,10 @@ def _read_inventory(member: _Member, archive: Path) -> dict[str, ListedFile]:
             f"{MAX_ARCHIVE_MANIFEST_BYTES} bytes",
             archive=archive,
         )
-    return parse_inventory(member.data.read(), str(archive), member.path)
+    return parse_inventory(member.data.read(), archive, member.path)
 
 
-def _expect(member: _Member, expected: dict[str, ListedFile], archive: Path) -> None:
+def _expect(member: _Member, expected: dict[str, ListedFile], archive: str) -> None:
     """Refuse a file before writing it when the inventory already says it is wrong."""
     entry = expected.get(member.path)
     if entry is None:
@@ -348,7 +360,7 @@ def _expect(member: _Member, expected: dict[str, ListedFile], archive: Path) -> 
 def _verify_written(
     written: dict[str, ArchiveFile],
     expected: dict[str, ListedFile],
-    archive: Path,
+    archive: str,
     *,
     final: bool,
 ) -> None:
@@ -383,7 +395,7 @@ def extract_artifact(
     files: list[str] = []
     with _fresh_destination(destination) as root:
         made: set[str] = set()
-        for member in _iter_members(archive, limits):
+        for member in _iter_members(archive, limits, str(archive)):
             if _place(root, member, made) is not None:
                 files.append(member.path)
     return sorted(files)

@@ -52,8 +52,25 @@ def installed_manifest(home: PaosHome, name: str) -> SkillManifest:
     manifest's ``SKILL_MANIFEST_INVALID``."""
     bundle = current_bundle(home, name)
     if not bundle.is_dir():
-        raise SkillError("SKILL_NOT_INSTALLED", f"skill {name!r} is not installed")
+        raise not_installed(home, name)
     return load_manifest(bundle)
+
+
+def not_installed[E: SkillError](
+    home: PaosHome,
+    name: str,
+    kind: type[E] = SkillError,  # type: ignore[assignment]
+) -> E:
+    """``SKILL_NOT_INSTALLED`` (as ``kind``) for ``name``, naming the skills this home does
+    have (a typo is then one look away) and how to install one."""
+    names = [skill.name for skill in installed_skills(home)]
+    have = f"installed: {', '.join(names)}" if names else "no skill is installed"
+    return kind(
+        "SKILL_NOT_INSTALLED",
+        f"skill {name!r} is not installed ({have}); "
+        "install one with `doraforge skill install ARCHIVE`",
+        details={"name": name, "installed": names},
+    )
 
 
 def installed_skills(home: PaosHome) -> list[InstalledSkill]:

@@ -388,7 +388,8 @@ def terminal_progress(
 ) -> Iterator[ProgressCallback]:
     """A progress callback drawing a ``rich`` bar on a TTY, else a plain line per 10%.
 
-    ``interactive`` defaults to ``stream.isatty()``.
+    ``interactive`` defaults to ``stream.isatty()``. The bar stops redrawing once the
+    download is complete, so what follows (a confirmation prompt) is never drawn over.
     """
     if interactive if interactive is not None else stream.isatty():
         from rich.console import Console
@@ -403,7 +404,13 @@ def terminal_progress(
         columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn())
         with Progress(*columns, TransferSpeedColumn(), console=Console(file=stream)) as bar:
             task = bar.add_task(label, total=None)
-            yield lambda done, total: bar.update(task, completed=done, total=total)
+
+            def draw(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+                if total and done >= total:
+                    bar.stop()  # idempotent; the finished bar stays on screen
+
+            yield draw
         return
     last = [-1]
 

@@ -30,6 +30,7 @@ from extraction and validation); codes raised here:
 ``SKILL_ARTIFACT_NO_REGISTRY``   a registry-resolved lock but no registry to ask
 ``SKILL_ARTIFACT_DIGEST_MISMATCH`` an index lists a node with a digest other than the lock's
 ``SKILL_NOT_INSTALLED``          inspect/remove of an unknown skill
+``SKILL_SOURCE_IS_DIRECTORY``    a bundle folder was given where its packed archive belongs
 """
 
 from __future__ import annotations
@@ -56,8 +57,13 @@ from doraforge.paos.store import AgentTaskStore
 from doraforge.skill_runtime.archive import ArchiveLimits, extract, extract_artifact
 from doraforge.skill_runtime.artifacts import ArtifactReceipt, NodeLock, install_artifact, installed
 from doraforge.skill_runtime.artifacts import verify_receipt as verify_artifact_receipt
-from doraforge.skill_runtime.catalog import current_bundle
-from doraforge.skill_runtime.download import DownloadCache, ProgressCallback, fetch_with_retry
+from doraforge.skill_runtime.catalog import current_bundle, not_installed
+from doraforge.skill_runtime.download import (
+    DownloadCache,
+    ProgressCallback,
+    fetch_with_retry,
+    local_path,
+)
 from doraforge.skill_runtime.errors import InstallError
 from doraforge.skill_runtime.manifest import SkillManifest, load_manifest
 from doraforge.skill_runtime.sources import PackageIndex, Registry, classify, load_index, resolve
@@ -122,6 +128,19 @@ def _safe(value: str, what: str) -> str:
             "SKILL_INSTALL_BAD_NAME", f"{what} {value!r} is not a safe name", details={what: value}
         )
     return value
+
+
+def _refuse_directory(source: str) -> None:
+    """A bundle folder is not installable as it is: say so, and how to make its archive
+    (the inventory and digests the installer checks are written by ``skill pack``)."""
+    path = local_path(source)
+    if path is not None and path.is_dir():
+        raise InstallError(
+            "SKILL_SOURCE_IS_DIRECTORY",
+            f"{source} is a directory, not a bundle archive: pack it first with "
+            f"`doraforge skill pack {source}` and install the .tar.gz it writes",
+            details={"source": source},
+        )
 
 
 def _refuse_all(_message: str) -> bool:
@@ -190,6 +209,7 @@ class Installer:
         any failure and stays as ``previous`` after success."""
         with self._locked():
             self._recover_locked()
+            _refuse_directory(source)
             origin = self._origin(source)
             resolved = resolve(source, name=name, version=version, client=self._client)
             cached = fetch_with_retry(
@@ -197,7 +217,9 @@ class Installer:
             )
             staging = self.home.skills_dir / f".staging-{uuid.uuid4().hex}"
             try:
-                extract(cached.path, staging, limits=self._limits)
+                # Messages name the user's file or URL, not the cache copy they never saw.
+                shown = resolved.url_or_path
+                extract(cached.path, staging, limits=self._limits, shown_as=shown)
                 manifest = load_manifest(staging)
                 skill = _safe(manifest.name, "name")
                 _safe(manifest.version, "version")
@@ -545,9 +567,7 @@ class Installer:
     def _skill_dir(self, name: str) -> Path:
         skill_dir = self.home.skills_dir / _safe(name, "name")
         if not (skill_dir / "current").is_dir():
-            raise InstallError(
-                "SKILL_NOT_INSTALLED", f"skill {name} is not installed", details={"name": name}
-            )
+            raise not_installed(self.home, name, InstallError)
         return skill_dir
 
     def _read_record(self, skill_dir: Path) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from doraforge.paos.gateway_auth import TOKEN_ENV, TOKEN_FILE_ENV
 from doraforge.paos.home import PaosHome
 from doraforge.paos.store import AgentTaskStore
 from doraforge.skill_runtime import dora_generation, gateway_probe, stop_guards
-from doraforge.skill_runtime.catalog import current_bundle
+from doraforge.skill_runtime.catalog import current_bundle, not_installed
 from doraforge.skill_runtime.dora import DoraControl, dora_version, require_minimum
 from doraforge.skill_runtime.dora_run import (
     dora_binary,
@@ -231,9 +231,10 @@ class RuntimeManager:
         ``SKILL_RUNTIME_UNHEALTHY`` otherwise. This is what ``activate_skill`` offers."""
         state = self.status(name)
         if state is None or state.state != "running":
+            known = f"is {state.state}" if state else "has never been started"
             raise RuntimeStateError(
                 "SKILL_NOT_RUNNING",
-                f"{name!r} is not running",
+                f"skill {name!r} {known}; start it with `doraforge skill start {name}`",
                 details={"state": state.state if state else None},
             )
         if state.error is not None:
@@ -270,9 +271,7 @@ class RuntimeManager:
     def _bundle(self, name: str) -> Path:
         bundle = current_bundle(self.home, name)
         if not (bundle / "skill.yaml").is_file():
-            raise RuntimeStateError(
-                "SKILL_NOT_INSTALLED", f"{name!r} is not installed", details={"path": str(bundle)}
-            )
+            raise not_installed(self.home, name, RuntimeStateError)
         return bundle.resolve()
 
     def _refuse_live(self, name: str) -> None:
@@ -674,7 +673,8 @@ def _choose_profile(manifest: SkillManifest, profile: str | None) -> str:
         if profile not in manifest.profiles:
             raise RuntimeStateError(
                 "SKILL_PROFILE_UNKNOWN",
-                f"{manifest.name} has no profile {profile!r}",
+                f"{manifest.name} has no profile {profile!r} "
+                f"(its profiles: {', '.join(sorted(manifest.profiles))})",
                 details={"profiles": sorted(manifest.profiles)},
             )
         return profile
@@ -684,7 +684,8 @@ def _choose_profile(manifest: SkillManifest, profile: str | None) -> str:
         return "default"
     raise RuntimeStateError(
         "SKILL_PROFILE_REQUIRED",
-        f"{manifest.name} has several profiles; choose one",
+        f"{manifest.name} has several profiles: choose one with --profile "
+        f"({', '.join(sorted(manifest.profiles))})",
         details={"profiles": sorted(manifest.profiles)},
     )
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from doraforge.cli.demos.pick_place import plan_steps
 from doraforge.paos.agent_tools import TOOLS
+from doraforge.paos.errors import PaosError
 from doraforge.paos.tasks import TaskService
 
 type Say = Callable[[str], None]
@@ -21,18 +22,25 @@ type Say = Callable[[str], None]
 STEP_TIMEOUT_S = 90.0
 
 
-class AgentFailure(RuntimeError):
-    """An agent tool answered ``ok: false`` (the message carries its error)."""
+class AgentFailure(PaosError):
+    """An agent tool answered ``ok: false``: its ``code`` and ``details``, and a message
+    naming the tool (a PAOS error, so the CLI prints it as one line, never a traceback)."""
 
 
 async def call(service: TaskService, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """Invoke one agent tool; raise :class:`AgentFailure` on ``ok: false``."""
     answer = await TOOLS[tool](service, arguments)
     if not answer["ok"]:
-        raise AgentFailure(f"{tool}: {answer['error']['code']}: {answer['error']['message']}")
+        error = answer["error"]
+        raise AgentFailure(
+            error["code"],
+            f"{tool}: {error['message']}",
+            retryable=bool(error.get("retryable", False)),
+            details=error.get("details"),
+        )
     data = answer["data"]
     if not isinstance(data, dict):  # every agent tool answers an object
-        raise AgentFailure(f"{tool}: answered {type(data).__name__}, not an object")
+        raise AgentFailure("PAOS_AGENT_TOOL_ANSWER", f"{tool}: answered {type(data).__name__}")
     return data
 
 
@@ -54,6 +62,9 @@ async def run_pick_place(service: TaskService, skill: str, *, say: Say = print) 
         if tool_id == "gripper.grasp" and not outputs.get("holding"):
             say("   the gripper closed on nothing; finalizing as is")
             break
+    current = await call(service, "forge_task_get", {"task_id": task_id})
+    if current["task"]["state"] != "executing":
+        return current  # cancelled meanwhile (`doraforge task cancel`): nothing to finalize
     return await call(service, "forge_task_finalize", {"task_id": task_id})
 
 

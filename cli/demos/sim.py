@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from doraforge.cli.report import evidence_pair, write_report
+from doraforge.cli.report import verdict_lines, write_report
 from doraforge.paos.gateway_auth import http_client
 from doraforge.paos.home import PaosHome
 from doraforge.skills import source as skill_source
@@ -95,14 +95,10 @@ def _stop(runtime: Any) -> None:
 def _report(out: Any, described: dict[str, Any], home: PaosHome, out_dir: Path) -> int:
     task = described["task"]
     verdict = (described["revisions"][-1].get("verdict") or {}).get("status")
+    # The report copies every frame out of the demo's temporary home before it goes.
     report = write_report(described, home.workspace, out_dir)
-    before, after = evidence_pair(described)
-    out.say(f"\nverdict: {verdict} · task {task['state']}")
-    for revision in described["revisions"]:
-        for result in (revision.get("verdict") or {}).get("results", []):
-            out.say(f"   {result['criterion_id']:20s} {result['status']:12s} {result['detail']}")
-    if before and after:
-        out.say(f"before: {out_dir / 'before.png'}\nafter:  {out_dir / 'after.png'}")
+    out.say("\n" + "\n".join(verdict_lines(described)))
+    out.say(f"frames: {len(described['evidence'])} in {report.parent / 'frames'}")
     out.say(f"report: {report}")
     if out.as_json:
         out.data({"task": task, "verdict": verdict, "report": str(report)})

@@ -41,7 +41,15 @@ class TaskSlotTaken(StoreError):
 
 
 class NotFound(StoreError, LookupError):
-    """No row with that identity."""
+    """No row with that identity (``details``: ``kind`` and ``id``)."""
+
+
+# Where a caller who named an unknown row finds the ids that exist.
+_WHERE_IDS = {
+    "task": "`doraforge task list` shows the tasks",
+    "record": "`doraforge task get TASK_ID` shows a task's records",
+    "binding": "a binding exists only with its task: `doraforge task list` shows the tasks",
+}
 
 
 class StoreUnavailable(StoreError):
@@ -150,10 +158,16 @@ class AgentTaskStore:
             row: sqlite3.Row | None = self._db.execute(sql, args).fetchone()
             return row
 
-    def _one(self, sql: str, *args: Any) -> sqlite3.Row:
-        row = self._first(sql, *args)
+    def _one(self, kind: str, sql: str, identity: str) -> sqlite3.Row:
+        # The message names what was looked up and where to find the valid ids: it reaches
+        # an operator's terminal and an agent's tool result as it is.
+        row = self._first(sql, identity)
         if row is None:
-            raise NotFound("PAOS_NOT_FOUND", f"nothing matches {args!r}")
+            raise NotFound(
+                "PAOS_NOT_FOUND",
+                f"no {kind} {identity!r} in this home; {_WHERE_IDS[kind]}",
+                details={"kind": kind, "id": identity},
+            )
         return row
 
     # ------------------------------------------------------------------ bindings
@@ -168,7 +182,7 @@ class AgentTaskStore:
 
     def binding(self, binding_id: str) -> dict[str, Any]:
         """The frozen binding document (as it was stored: always a JSON object)."""
-        row = self._one("SELECT * FROM bindings WHERE binding_id = ?", binding_id)
+        row = self._one("binding", "SELECT * FROM bindings WHERE binding_id = ?", binding_id)
         document: dict[str, Any] = _load(row[2])
         return document
 
@@ -209,7 +223,7 @@ class AgentTaskStore:
 
     def task(self, task_id: str) -> TaskRow:
         """The task with ``task_id``."""
-        return TaskRow.of(self._one("SELECT * FROM tasks WHERE task_id = ?", task_id))
+        return TaskRow.of(self._one("task", "SELECT * FROM tasks WHERE task_id = ?", task_id))
 
     def tasks(self, limit: int = 50) -> list[TaskRow]:
         """The most recent tasks, newest first."""
@@ -238,7 +252,7 @@ class AgentTaskStore:
         terminal_at = now if to in TERMINAL_TASK_STATES else None
         try:
             with self._write() as db:
-                state = self._one("SELECT state FROM tasks WHERE task_id = ?", task_id)[0]
+                state = self._one("task", "SELECT state FROM tasks WHERE task_id = ?", task_id)[0]
                 if state not in allowed_from:
                     raise StoreError(
                         "PAOS_TASK_STATE",
@@ -269,7 +283,9 @@ class AgentTaskStore:
         """Append a revision after a recovery verdict (``awaiting_replan`` → ``executing``)."""
         now = self._now()
         with self._write() as db:
-            row = self._one("SELECT state, replans_used FROM tasks WHERE task_id = ?", task_id)
+            row = self._one(
+                "task", "SELECT state, replans_used FROM tasks WHERE task_id = ?", task_id
+            )
             if row[0] != "awaiting_replan":
                 raise StoreError("PAOS_TASK_STATE", f"task is {row[0]}, not awaiting_replan")
             ordinal = db.execute(
@@ -372,7 +388,11 @@ class AgentTaskStore:
                 # RETURNING hands back the row written in the same transaction: no re-read.
                 row = db.execute(sql, (*fields.values(), self._now(), record_id)).fetchone()
                 if row is None:
-                    raise NotFound("PAOS_NOT_FOUND", f"no record {record_id!r}")
+                    raise NotFound(
+                        "PAOS_NOT_FOUND",
+                        f"no record {record_id!r} in this home; {_WHERE_IDS['record']}",
+                        details={"kind": "record", "id": record_id},
+                    )
         except sqlite3.IntegrityError as exc:
             code = "PAOS_RECORD_TERMINAL" if "TERMINAL" in str(exc) else "PAOS_RECORD_IDENTITY"
             raise StoreError(code, f"record {record_id} cannot change: {exc}") from exc
@@ -380,7 +400,9 @@ class AgentTaskStore:
 
     def record(self, record_id: str) -> RecordRow:
         """The record with ``record_id``."""
-        return RecordRow.of(self._one("SELECT * FROM records WHERE record_id = ?", record_id))
+        return RecordRow.of(
+            self._one("record", "SELECT * FROM records WHERE record_id = ?", record_id)
+        )
 
     def record_by_caller(self, caller_id: str) -> RecordRow | None:
         """The record admitted under ``caller_id``, if any."""

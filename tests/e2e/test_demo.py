@@ -36,13 +36,14 @@ def test_the_demo_verifies_a_pick_and_place_and_writes_its_report(tmp_path: Path
     env = dora_environment({"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     stdout = run_demo(env, "--out", str(out), timeout_s=300)
     assert "verdict: success · task succeeded" in stdout
-    report = (out / "report.html").read_text(encoding="utf-8")
-    assert "before.png" in report
-    assert "after.png" in report
+    (folder,) = out.glob("task_*")  # the report lives in the task's own folder
+    report = (folder / "report.html").read_text(encoding="utf-8")
     assert "cube_in_zone" in report
-    before, after = (out / "before.png").read_bytes(), (out / "after.png").read_bytes()
-    assert before[:8] == b"\x89PNG\r\n\x1a\n"
-    assert hashlib.sha256(before).digest() != hashlib.sha256(after).digest()
+    frames = sorted((folder / "frames").glob("*.png"))
+    assert len(frames) >= 10  # the before frame and one after each of the nine steps
+    assert all(f"frames/{frame.name}" in report for frame in frames)
+    assert frames[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len({hashlib.sha256(frame.read_bytes()).digest() for frame in frames}) > 2
 
 
 def test_the_mock_demo_runs_behind_a_generated_token_and_leaves_no_token_file(tmp_path: Path):
