@@ -12,6 +12,12 @@ activation_id, verification}``, ``invocation_id`` wherever doraforge takes ``rec
 ``forge_task_cancel {reason}``; they are mapped in :mod:`paos.phyagentos_shapes`. The
 other shapes (``skill``, ``goal``/``contract``, ``gateway_url``, ``record_id``) are
 doraforge's documented extensions (README, "Agent tools: PhyAgentOS and doraforge").
+
+Every answer also carries PhyAgentOS's answer fields for the same call, with its names,
+types and status words (:mod:`paos.phyagentos_answers`): a task tool's data is an
+``AgentTaskRecord``, a Forge tool's data the Gateway's own fields, and ``activate_skill``
+answers ``activation``, ``skill`` and ``applicable_lessons`` at the top of the envelope, as
+PhyAgentOS does, besides ``data``. doraforge's richer fields stay beside them.
 """
 
 from __future__ import annotations
@@ -25,12 +31,14 @@ from typing import Any, Literal
 from jsonschema import Draft202012Validator
 
 from doraforge.paos import finalize as finishing
+from doraforge.paos import phyagentos_answers as answers
 from doraforge.paos.binding import BindingCandidate
 from doraforge.paos.errors import PaosError
 from doraforge.paos.phyagentos_shapes import (
     activations,
     contract_from_phyagentos,
     record_of_invocation,
+    skill_document,
 )
 from doraforge.paos.tasks import TaskService
 
@@ -96,6 +104,9 @@ class AgentTool:
     handler: Handler
     side_effect: SideEffect | None = None
     risk: Risk | None = None
+    #: Keys of the data also set at the envelope's top level (PhyAgentOS's
+    #: ``activate_skill`` answers without a ``data`` envelope).
+    lifted: tuple[str, ...] = ()
 
     async def __call__(self, service: TaskService, arguments: Any) -> dict[str, Any]:
         errors = sorted(
@@ -111,12 +122,13 @@ class AgentTool:
                 retryable=False,
             )
         try:
-            return {"ok": True, "data": await self.handler(service, arguments)}
+            data = await self.handler(service, arguments)
         except PaosError as exc:
             return {"ok": False, "error": _error_of(exc)}
         except (sqlite3.Error, OSError) as exc:
             log.error("agent tool %s: unclassified %r", self.name, exc)
             return {"ok": False, "error": _unclassified(exc)}
+        return {"ok": True, "data": data, **{key: data[key] for key in self.lifted}}
 
 
 def _failure(kind: str, code: str, message: str, *, retryable: bool) -> dict[str, Any]:
@@ -176,7 +188,7 @@ async def _context(service: TaskService, a: dict[str, Any]) -> Any:
         gateway_url = a.get("gateway_url") or _default_gateway(service)
     client = service.client(gateway_url)
     spec, sha256 = await client.tool_spec(a["tool_id"])
-    return {"spec": spec, "spec_sha256": sha256, "context": await client.context(a["tool_id"])}
+    return answers.context_answer(spec, sha256, await client.context(a["tool_id"]))
 
 
 async def _query(service: TaskService, a: dict[str, Any]) -> Any:
@@ -196,14 +208,37 @@ def _running_skill(service: TaskService, name: str) -> Any:
 
 
 async def _activate(service: TaskService, a: dict[str, Any]) -> Any:
+    """PhyAgentOS's answer (``activation``, ``skill``, ``applicable_lessons``) and
+    doraforge's (``activation_id``, ``verification`` template, ``skill_document_available``)."""
     activation = activations(service).add(
         _running_skill(service, a["name"]), a.get("role", "primary")
     )
+    document = skill_document(activation.skill)
+    candidate = activation.skill.candidate
     return {
         "activation_id": activation.activation_id,
         "activation": activation.public(),
+        "skill": document or "",
+        "skill_document_available": document is not None,
+        "applicable_lessons": _lessons(service, candidate.skill, candidate.version),
         "verification": activation.skill.contract,
     }
+
+
+def _lessons(service: TaskService, skill: str, version: str) -> list[dict[str, Any]]:
+    """The lessons of this skill version from the experience store, as PhyAgentOS's.
+
+    Advisory, like finalize's: a store that cannot be read yields none, never a failed
+    activation.
+    """
+    from doraforge.paos.experience import lessons
+
+    try:
+        found = lessons(service.store.episodes(skill, version), skill, version)
+    except (PaosError, sqlite3.Error, OSError):
+        log.exception("could not read the lessons of %s %s", skill, version)
+        return []
+    return [answers.lesson(item) for item in found]
 
 
 async def _create(service: TaskService, a: dict[str, Any]) -> Any:
@@ -237,20 +272,80 @@ async def _create_doraforge(service: TaskService, a: dict[str, Any]) -> Any:
 
 
 def _task_answer(described: dict[str, Any]) -> dict[str, Any]:
-    """A task tool's answer: PhyAgentOS's top-level ``task_id`` and ``status`` (doraforge's
-    task state) beside doraforge's full description."""
-    task = described["task"]
-    return {"task_id": task["task_id"], "status": task["state"], **described}
+    """A task tool's answer: PhyAgentOS's ``AgentTaskRecord`` fields (``status`` is the task
+    state; ``revisions`` widened to PlanRevisions) beside doraforge's full description."""
+    return {**described, **answers.task_record(described)}
 
 
-def _record_call(method: str, semantics: str) -> Handler:
-    """A record tool taking doraforge's ``record_id`` or PhyAgentOS's ``invocation_id``."""
+def _record_id(service: TaskService, a: dict[str, Any], semantics: str) -> str:
+    """doraforge's ``record_id``, or the record of PhyAgentOS's ``invocation_id``."""
+    record_id: str = a.get("record_id") or record_of_invocation(
+        service, a["task_id"], a["invocation_id"], semantics
+    )
+    return record_id
+
+
+async def _gateway_reading(
+    service: TaskService, task_id: str, record: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The Gateway's status of ``record``'s invocation, read only (nothing is accounted);
+    ``None`` when it has none or the Gateway cannot answer: the record then speaks."""
+    if record.get("invocation_id") is None:
+        return None
+    try:
+        binding = service.binding(service.store.task(task_id))
+        reading: dict[str, Any] = await service.client(binding.gateway_url).invocation(
+            record["invocation_id"]
+        )
+    except PaosError:
+        return None
+    return reading
+
+
+def _bound_tool(service: TaskService, task_id: str, tool_id: str) -> dict[str, Any] | None:
+    tool = service.binding(service.store.task(task_id)).tools.get(tool_id)
+    return None if tool is None else tool.model_dump()
+
+
+def _start(method: str) -> Handler:
+    """A start tool: doraforge's record with the Gateway's admission fields over it."""
 
     async def handler(service: TaskService, a: dict[str, Any]) -> Any:
-        record_id = a.get("record_id") or record_of_invocation(
-            service, a["task_id"], a["invocation_id"], semantics
+        options = {"ownership": a["ownership"]} if method == "start_session" else {}
+        record = await getattr(service, method)(
+            a["task_id"], a["tool_id"], a["arguments"], timeout_ms=a.get("timeout_ms"), **options
         )
-        return await getattr(service, method)(a["task_id"], record_id)
+        return answers.admission(record, await _gateway_reading(service, a["task_id"], record))
+
+    return handler
+
+
+def _status_call(semantics: str) -> Handler:
+    async def handler(service: TaskService, a: dict[str, Any]) -> Any:
+        read = await service.status(a["task_id"], _record_id(service, a, semantics))
+        record, invocation = read["record"], read["invocation"]
+        if invocation is None:  # doraforge did not read the Gateway; PhyAgentOS would have
+            invocation = await _gateway_reading(service, a["task_id"], record)
+        shaped = answers.status_answer(
+            record, invocation, _bound_tool(service, a["task_id"], record["tool_id"])
+        )
+        return {**shaped, "invocation": read["invocation"]}
+
+    return handler
+
+
+def _result_call(semantics: str) -> Handler:
+    async def handler(service: TaskService, a: dict[str, Any]) -> Any:
+        read = await service.result(a["task_id"], _record_id(service, a, semantics))
+        return answers.result_answer(read["status"], read["record"])
+
+    return handler
+
+
+def _control_call(method: str, semantics: str) -> Handler:
+    async def handler(service: TaskService, a: dict[str, Any]) -> Any:
+        done = await getattr(service, method)(a["task_id"], _record_id(service, a, semantics))
+        return answers.control_answer(done["record"], done["control"])
 
     return handler
 
@@ -273,10 +368,11 @@ def _register(
     *,
     side_effect: SideEffect | None = None,
     risk: Risk | None = None,
+    lifted: tuple[str, ...] = (),
 ) -> None:
     if name in TOOLS:
         raise ValueError(f"agent tool {name!r} registered twice")
-    TOOLS[name] = AgentTool(name, description, schema, handler, side_effect, risk)
+    TOOLS[name] = AgentTool(name, description, schema, handler, side_effect, risk, lifted)
 
 
 _register(
@@ -320,9 +416,7 @@ _register(
         arguments=_ARGS,
         timeout_ms=_TIMEOUT,
     ),
-    lambda s, a: s.start_action(
-        a["task_id"], a["tool_id"], a["arguments"], timeout_ms=a.get("timeout_ms")
-    ),
+    _start("start_action"),
     side_effect="write",
     risk="high",
 )
@@ -330,7 +424,7 @@ _register(
     "forge_tool_action_status",
     "Read an Action's phase and status.",
     _record_schema(),
-    _record_call("status", "action"),
+    _status_call("action"),
     side_effect="read",
     risk="low",
 )
@@ -338,7 +432,7 @@ _register(
     "forge_tool_action_result",
     "Read an Action's pending or terminal result.",
     _record_schema(),
-    _record_call("result", "action"),
+    _result_call("action"),
     side_effect="read",
     risk="low",
 )
@@ -346,7 +440,7 @@ _register(
     "forge_tool_cancel_action",
     "Request cancellation of an Action; acceptance is not a stop — read the status.",
     _record_schema(),
-    _record_call("cancel", "action"),
+    _control_call("cancel", "action"),
     side_effect="write",
     risk="medium",
 )
@@ -361,13 +455,7 @@ _register(
         ownership={"enum": ["task", "shared", "runtime"]},
         timeout_ms=_TIMEOUT,
     ),
-    lambda s, a: s.start_session(
-        a["task_id"],
-        a["tool_id"],
-        a["arguments"],
-        ownership=a["ownership"],
-        timeout_ms=a.get("timeout_ms"),
-    ),
+    _start("start_session"),
     side_effect="write",
     risk="high",
 )
@@ -375,7 +463,7 @@ _register(
     "forge_tool_session_status",
     "Read a Session's phase and status.",
     _record_schema(),
-    _record_call("status", "session"),
+    _status_call("session"),
     side_effect="read",
     risk="low",
 )
@@ -383,7 +471,7 @@ _register(
     "forge_tool_session_result",
     "Read a Session's pending or terminal result.",
     _record_schema(),
-    _record_call("result", "session"),
+    _result_call("session"),
     side_effect="read",
     risk="low",
 )
@@ -391,18 +479,20 @@ _register(
     "forge_tool_stop_session",
     "Stop a Session the task owns.",
     _record_schema(),
-    _record_call("stop", "session"),
+    _control_call("stop", "session"),
     side_effect="write",
     risk="medium",
 )
 _register(
     "activate_skill",
-    "Activate a running skill before a task: answers the activation_id forge_task_create "
-    "binds to, the skill's binding and its verification contract template.",
+    "Activate a running skill before a task: answers the activation (its activation_id is "
+    "what forge_task_create binds to), the skill document, the lessons of this skill "
+    "version and its verification contract template.",
     _schema(["name"], name=_SKILL, role={"enum": ["primary", "supporting"]}),
     _activate,
     side_effect="write",
     risk="low",
+    lifted=("activation", "skill", "applicable_lessons"),
 )
 _register(
     "forge_task_create",

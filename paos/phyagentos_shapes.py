@@ -6,7 +6,9 @@ module is where those become doraforge's:
 
 - ``activate_skill {name, role?}`` answers an ``activation_id`` (``activation_<hex>``)
   bound to the running skill's activation (:class:`ActivationBook`, one per TaskService,
-  in memory: like PhyAgentOS's, an activation lives as long as the agent's process);
+  in memory: like PhyAgentOS's, an activation lives as long as the agent's process), with
+  the skill document and the lessons of that skill version, as PhyAgentOS answers them
+  (:mod:`paos.phyagentos_answers`);
 - ``forge_task_create {task_description, activation_id, verification}`` takes
   PhyAgentOS's ``TaskVerificationContract`` (``success_criteria`` a list of strings),
   turned into doraforge's machine-checkable contract by :func:`contract_from_phyagentos`;
@@ -25,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from doraforge.paos.errors import PaosError
+from doraforge.paos.phyagentos_answers import document_sha256
 from doraforge.paos.verify.errors import InvalidContract
 
 type Role = Literal["primary", "supporting"]
@@ -34,10 +37,21 @@ MAX_ACTIVATIONS = 256
 _GOAL_MAX = 2000
 
 
+def skill_document(skill: Any) -> str | None:
+    """The skill document (``SKILL.md`` text) a SkillActivation carries, if it carries one.
+
+    The Skill Runtime's activation states it as ``document``; an activation built without
+    one (an older runtime, a test double) has none, and the answer then says so
+    (``skill_document_available: false``) instead of inventing a text.
+    """
+    document = getattr(skill, "document", None)
+    return document if isinstance(document, str) else None
+
+
 @dataclass(frozen=True)
 class Activation:
     """One ``activate_skill`` result: its id, role, time and doraforge's SkillActivation
-    (binding candidate and the skill's verification contract template)."""
+    (binding candidate, the skill's verification contract template, its document)."""
 
     activation_id: str
     role: Role
@@ -45,14 +59,23 @@ class Activation:
     skill: Any
 
     def public(self) -> dict[str, Any]:
-        """PhyAgentOS's ``SkillActivation`` fields, plus what doraforge would bind to."""
+        """PhyAgentOS's ``SkillActivation`` (``skill_activation_v2``) fields, plus what
+        doraforge would bind to (``profile``, ``required_tools``, ``runtime_instance``).
+
+        ``content_sha256`` is the SHA-256 of the document served, as PhyAgentOS hashes it;
+        without a document, the installed ``SKILL.md``'s hash the binding freezes.
+        """
         candidate = self.skill.candidate
+        document = skill_document(self.skill)
         return {
+            "version": "skill_activation_v2",
             "activation_id": self.activation_id,
             "skill_name": candidate.skill,
             "role": self.role,
             "source": "installed",
-            "content_sha256": candidate.skill_md_sha256,
+            "content_sha256": (
+                document_sha256(document) if document is not None else candidate.skill_md_sha256
+            ),
             "skill_version": candidate.version,
             "binding_candidate_id": None,
             "activated_at": self.activated_at,

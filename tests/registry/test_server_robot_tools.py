@@ -33,13 +33,23 @@ class FakeTaskService:
     def describe(self, task_id: str) -> dict[str, Any]:
         if task_id == "missing":
             raise PaosError("PAOS_TASK_NOT_FOUND", "no such task", details={"task_id": task_id})
-        return {"task": {"task_id": task_id, "state": "active"}}
+        times = {"created_at_ms": 1, "updated_at_ms": 1, "terminal_at_ms": None}
+        task = {"task_id": task_id, "binding_id": "b1", "goal": "g", "contract": {}, **times}
+        revision = {"revision_id": "rev1", "ordinal": 1, "reason": "initial plan"}
+        return {
+            "task": {**task, "state": "executing", "replans_used": 0, "outcome": None},
+            "binding": None,
+            "revisions": [{**revision, "verdict": None, "created_at_ms": 1}],
+            "records": [],
+            "evidence": [],
+            "verifications": [],
+        }
 
     async def start_action(
         self, task_id: str, tool_id: str, arguments: dict[str, Any], *, timeout_ms: Any = None
     ) -> dict[str, Any]:
         self.actions.append((task_id, tool_id))
-        return {"record_id": "r1"}
+        return {"record_id": "r1", "tool_id": tool_id, "state": "intent", "invocation_id": None}
 
     async def aclose(self) -> None:
         self.closed = True
@@ -210,7 +220,10 @@ def test_over_mcp_an_approved_server_runs_motion_and_closes_the_task_service(
         answer = httpx.post(f"{url}/mcp", json=message, headers=headers, timeout=10).json()
     assert len(listed["result"]["tools"]) == len(TOOLS) + 3
     assert answer["result"]["isError"] is False
-    assert answer["result"]["structuredContent"] == {"record_id": "r1"}
+    content = answer["result"]["structuredContent"]
+    assert content["record_id"] == "r1"
+    # PhyAgentOS's admission fields reach an MCP agent beside doraforge's record
+    assert (content["phase"], content["duplicate"]) == ("dispatching", False)
     assert fake.actions == [("t9", "gripper.grasp")]
     assert fake.closed is True
 
