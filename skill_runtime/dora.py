@@ -82,6 +82,36 @@ def dora_version(
     return found.group(0)
 
 
+#: Asks an interpreter for its ``dora-rs`` distribution without importing ``dora``.
+_LIBRARY_VERSION = (
+    "import importlib.metadata as m\n"
+    "try:\n    print(m.version('dora-rs'))\n"
+    "except m.PackageNotFoundError:\n    pass\n"
+)
+
+
+def node_library_version(python: str | Path, env: Mapping[str, str]) -> str | None:
+    """The ``dora-rs`` node library version of the interpreter Dora runs ``path: python``
+    nodes with, ``None`` when it is not installed there or ``python`` cannot run.
+
+    The nodes' interpreter is not necessarily this process's, and a node library of
+    another generation than the daemon fails only once the dataflow runs
+    (``failed to deserialize DaemonRequest``), so the question goes to that interpreter.
+    """
+    try:
+        done = subprocess.run(
+            [str(python), "-c", _LIBRARY_VERSION],
+            env=dict(env),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = done.stdout.strip()
+    return found if done.returncode == 0 and found else None
+
+
 def require_minimum(version: str, binary: str, minimum: tuple[int, int] = MIN_VERSION) -> None:
     """Raise ``SKILL_PREFLIGHT_FAILED`` (naming the fix) when ``version`` is below ``minimum``."""
     found = _VERSION.search(version)

@@ -3,18 +3,24 @@ up front, naming both (never a crash inside ``dora start``)."""
 
 from __future__ import annotations
 
+import os
 import stat
+import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 
 from doraforge.paos.home import PaosHome
-from doraforge.skill_runtime import dora_generation
+from doraforge.skill_runtime import dora, dora_generation
 from doraforge.skill_runtime.dora_run import free_port
 from doraforge.skill_runtime.errors import RuntimeStateError
+from tests.paths import PROJECT_ROOT
 from tests.skill_runtime.runtime_support import MOCK_DATAFLOW, SKILL, make_bundle, manager
 
-SHIPPED = Path(__file__).resolve().parents[2] / "dataflows"
+SHIPPED = PROJECT_ROOT / "dataflows"
+SKILLS = PROJECT_ROOT / "skills"
+EXAMPLES = PROJECT_ROOT / "examples"
 ZERO_X = "nodes:\n  - id: a\n    path: a.py\n"
 ONE_X = MOCK_DATAFLOW.replace("  - id: gateway\n", "  - id: gateway\n    max_restarts: 5\n", 1)
 
@@ -46,9 +52,22 @@ def test_the_shipped_dataflows_need_dora_1_by_their_restart_fields():
         assert refused is not None
         assert "needs Dora 1.x" in refused
         assert "0.4.1 (Dora 0.x)" in refused
-        assert "max_restarts" in refused or "restart_policy" in refused
+        assert "uses max_restarts, a Dora 1.x field" in refused
         assert "pip install 'dora-rs-cli>=1.1,<1.2'" in refused
         assert dora_generation.refusal(SHIPPED / name, "1.1.0") is None
+
+
+@pytest.mark.parametrize(
+    "dataflow",
+    sorted(
+        [*SHIPPED.glob("*.yml"), *SKILLS.glob("*/profiles/*/dataflow.yml"), *EXAMPLES.glob("*.yml")]
+    ),
+    ids=lambda path: str(path.relative_to(PROJECT_ROOT)),
+)
+def test_no_shipped_dataflow_uses_a_form_dora_1_removed(dataflow: Path):
+    if dataflow.name.endswith(".gateway.yml"):
+        return  # a Gateway configuration, not a dataflow
+    assert dora_generation.refusal(dataflow, "1.1.0") is None
 
 
 def test_a_dataflow_without_generation_fields_runs_on_either(tmp_path: Path):
@@ -59,11 +78,132 @@ def test_a_dataflow_without_generation_fields_runs_on_either(tmp_path: Path):
     assert dora_generation.refusal(tmp_path / "absent.yml", "1.1.0") is None
 
 
+def test_restart_policy_alone_runs_on_either_generation(tmp_path: Path):
+    # Dora 0.4.1's Node already has restart_policy (never, on-failure, always).
+    flow = tmp_path / "flow.yml"
+    flow.write_text(ZERO_X + "    restart_policy: on-failure\n")
+    assert dora_generation.refusal(flow, "0.4.1") is None
+    assert dora_generation.refusal(flow, "1.1.0") is None
+
+
 def test_a_1x_dataflow_on_another_generation_says_doraforge_runs_1x(tmp_path: Path):
     refused = dora_generation.refusal(SHIPPED / "mock.yml", "2.0.0")
     assert refused is not None
     assert "needs Dora 1.x" in refused
     assert "(Dora 2.x)" in refused
+
+
+#: Dataflows in Dora 0.x's own forms, each with what Dora 1.x refuses and how to rewrite it.
+ZERO_X_FORMS = {
+    "communication": (
+        "communication:\n  _unstable_local: UnixDomain\n" + ZERO_X,
+        "the dataflow uses communication",
+        "delete the `communication` block",
+    ),
+    "dataflow-deploy": (
+        "_unstable_deploy:\n  machine: A\n" + ZERO_X,
+        "the dataflow uses _unstable_deploy",
+        "rename `_unstable_deploy` to `deploy`",
+    ),
+    "node-deploy": (
+        ZERO_X + "    _unstable_deploy:\n      machine: A\n",
+        "node 'a' uses _unstable_deploy",
+        "rename the node's `_unstable_deploy` to `deploy`",
+    ),
+    "debug": (
+        "_unstable_debug:\n  publish_all_messages_to_zenoh: true\n" + ZERO_X,
+        "the dataflow uses _unstable_debug",
+        "rename `_unstable_debug` to `debug`",
+    ),
+    "debug-field": (
+        "debug:\n  publish_all_messages_to_zenoh: true\n" + ZERO_X,
+        "the dataflow's debug uses publish_all_messages_to_zenoh",
+        "to `enable_debug_inspection`",
+    ),
+    "custom": (
+        "nodes:\n  - id: a\n    custom:\n      source: python\n      args: a.py\n"
+        "      envs: {A: b}\n",
+        "node 'a' uses custom",
+        "(`custom.envs` becomes `env`)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ZERO_X_FORMS))
+def test_a_0x_form_is_refused_on_dora_1_naming_the_field_and_its_1x_rewrite(
+    tmp_path: Path, case: str
+):
+    text, names, rewrite = ZERO_X_FORMS[case]
+    flow = tmp_path / "flow.yml"
+    flow.write_text(text)
+    refused = dora_generation.refusal(flow, "1.1.0")
+    assert refused is not None
+    assert refused.startswith("flow.yml needs Dora 0.x (")
+    assert f"{names}, a Dora 0.x form Dora 1.x removed" in refused
+    assert "but the installed dora is 1.1.0 (Dora 1.x)" in refused
+    assert rewrite in refused
+    assert "\n" not in refused
+
+
+def test_a_dataflow_of_several_0x_forms_names_the_first_and_counts_the_rest(tmp_path: Path):
+    flow = tmp_path / "flow.yml"
+    flow.write_text(
+        "communication:\n  _unstable_local: UnixDomain\n" + ZERO_X_FORMS["node-deploy"][0]
+    )
+    refused = dora_generation.refusal(flow, "1.1.0")
+    assert refused is not None
+    assert "the dataflow uses communication" in refused
+    assert "; 1 more such field)" in refused
+
+
+def test_a_1x_input_option_is_refused_on_dora_0x_naming_the_input(tmp_path: Path):
+    flow = tmp_path / "flow.yml"
+    flow.write_text(ZERO_X + "    inputs:\n      x: {source: b/x, input_timeout: 1.5}\n")
+    refused = dora_generation.refusal(flow, "0.4.1")
+    assert refused is not None
+    assert "node 'a' input 'x' uses input_timeout, a Dora 1.x field" in refused
+    assert dora_generation.refusal(flow, "1.1.0") is None
+
+
+def test_a_dataflow_mixing_both_generations_is_refused_on_each(tmp_path: Path):
+    flow = tmp_path / "flow.yml"
+    flow.write_text(ZERO_X_FORMS["node-deploy"][0] + "    max_restarts: 3\n")
+    on_one = dora_generation.refusal(flow, "1.1.0")
+    on_zero = dora_generation.refusal(flow, "0.4.1")
+    assert on_one is not None
+    assert "uses _unstable_deploy" in on_one
+    assert on_zero is not None
+    assert "uses max_restarts" in on_zero
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "talk"),
+    [
+        ("1.1.0", "1.1.3", True),
+        ("1.1.0", "1.0.1", True),
+        ("1.1.0", "0.4.1", False),
+        ("2.0.0", "1.1.0", False),
+        ("0.4.1", "0.4.0", True),
+        ("0.4.1", "0.5.0", False),
+        ("1.1.0", "not a version", False),
+    ],
+)
+def test_dora_versions_talk_by_dora_own_semver_rule(first: str, second: str, talk: bool):
+    assert dora_generation.compatible(first, second) is talk
+    assert dora_generation.compatible(second, first) is talk
+
+
+def test_a_node_library_of_another_generation_than_the_cli_is_refused_with_the_pin():
+    assert dora_generation.library_refusal("1.1.0", "1.1.0") is None
+    assert dora_generation.library_refusal("1.1.0", "1.0.1") is None
+    refused = dora_generation.library_refusal("1.1.0", "0.4.1")
+    assert refused is not None
+    assert "dora-rs 0.4.1 (Dora 0.x) cannot talk to the daemon of the dora CLI 1.1.0" in refused
+    assert "failed to deserialize DaemonRequest" in refused
+    assert refused.endswith("pip install 'dora-rs==1.1.*'")
+    missing = dora_generation.library_refusal("1.1.0", None)
+    assert missing is not None
+    assert "not installed" in missing
 
 
 @pytest.fixture
@@ -91,3 +231,25 @@ def test_start_refuses_an_old_dora_for_a_dataflow_without_generation_fields(
     assert raised.value.code == "SKILL_PREFLIGHT_FAILED"
     assert "older than 1.1" in raised.value.message
     assert "0.4.1" in raised.value.message
+
+
+def test_start_refuses_a_0x_skill_on_dora_1_naming_the_rewrite(home: PaosHome, tmp_path: Path):
+    zero_x = MOCK_DATAFLOW.replace(
+        "nodes:\n", "communication:\n  _unstable_local: UnixDomain\nnodes:\n", 1
+    )
+    assert zero_x != MOCK_DATAFLOW
+    make_bundle(home, gateway_port=free_port(), dataflow=zero_x)
+    with pytest.raises(RuntimeStateError) as raised:
+        manager(home, dora=fake_dora(tmp_path, "1.1.0")).start(SKILL)
+    assert raised.value.code == "SKILL_DORA_GENERATION"
+    assert "needs Dora 0.x (the dataflow uses communication" in raised.value.message
+    assert "delete the `communication` block" in raised.value.message
+
+
+def test_the_node_library_version_is_asked_of_the_nodes_interpreter(tmp_path: Path):
+    assert dora.node_library_version(sys.executable, os.environ) == version("dora-rs")
+    silent = tmp_path / "python"
+    silent.write_text("#!/bin/sh\nexit 0\n")
+    silent.chmod(0o755)
+    assert dora.node_library_version(silent, {}) is None
+    assert dora.node_library_version(tmp_path / "absent", {}) is None
