@@ -17,7 +17,19 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--grant", action="append", default=[], metavar="NAME", help="grant a capability"
     )
     serve.add_argument(
-        "--approve", action="append", default=[], metavar="TOOL", help="approve a risky tool"
+        "--approve",
+        action="append",
+        default=[],
+        metavar="TOOL",
+        help="a standing approval of a high-risk tool (for unattended runs)",
+    )
+    serve.add_argument(
+        "--approval-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long any other high-risk call waits for an operator's decision "
+        "(`doraforge approvals`; default 120, 0 denies at once)",
     )
     serve.add_argument(
         "--home", type=Path, default=argparse.SUPPRESS, help="PAOS home (as the global option)"
@@ -41,6 +53,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _serve(ctx: Context, args: argparse.Namespace) -> int:
+    from doraforge.console import Console, mount
     from doraforge.registry.robot_tools import RobotTools
     from doraforge.registry.server import build_app, new_service, serve
     from doraforge.registry.settings import load_settings
@@ -52,6 +65,7 @@ def _serve(ctx: Context, args: argparse.Namespace) -> int:
         port=args.port,
         grants=args.grant,
         approvals=args.approve,
+        approval_timeout_s=args.approval_timeout,
         mcp=args.mcp,
         token_env=args.token_env,
         token_file=args.token_file,
@@ -61,8 +75,12 @@ def _serve(ctx: Context, args: argparse.Namespace) -> int:
     # operator's ad-hoc one.
     tokens = ctx.gateway_tokens(operator=False)
     robot = RobotTools(ctx.home, lambda: ctx.service(tokens), ctx.runtime)
-    app = build_app(
-        new_service(settings), settings, robot=robot, api_tools_dir=ctx.home.root / "api-tools"
-    )
+    service = new_service(settings)
+    # Operators can answer this server (`doraforge approvals`, the console): a high-risk
+    # call without a standing --approve rule waits for their decision, bounded.
+    service.ask_operators(settings.approval_timeout_s)
+    app = build_app(service, settings, robot=robot, api_tools_dir=ctx.home.root / "api-tools")
+    # The operator's console on the same server, under the same guard and token.
+    mount(app, Console(ctx.home, robot, ctx.runtime, tokens))
     serve(app, settings, say=ctx.out.say)
     return 0

@@ -4,7 +4,10 @@ A record names the request, tool, principal, scope, state, error code, duration 
 argument *keys* — never argument values, results or error details, which may carry personal
 data. Keys that look like credentials (token, secret, password, authorization, api key,
 cookie) are masked too, since even a key name can reveal which credential was sent.
-Records live in a bounded in-memory deque and, optionally, are appended to a JSONL file.
+Approval events (requested, approved, denied, expired, withdrawn) are records of their own
+(``kind: "approval"``): the approval id, request, tool, caller, the call's fingerprint and
+the operator's reason, never the arguments. Records live in a bounded in-memory deque and,
+optionally, are appended to a JSONL file.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import json
 import re
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,21 @@ type AuditRecord = dict[str, Any]
 def redact_keys(keys: Iterable[str]) -> list[str]:
     """Argument keys in sorted order, credential-looking ones masked."""
     return list(_redacted(tuple(keys)))
+
+
+def redact_arguments(value: Any) -> Any:
+    """``value`` with the value under every credential-looking key masked, at any depth.
+
+    For an operator who must see what a call will do (an approval), not for the audit
+    trail, which keeps argument keys only."""
+    if isinstance(value, Mapping):
+        return {
+            key: REDACTED if SENSITIVE_KEY.search(str(key)) else redact_arguments(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact_arguments(item) for item in value]
+    return value
 
 
 @functools.lru_cache(maxsize=1024)
@@ -71,6 +89,37 @@ class AuditLog:
             "argumentKeys": redact_keys(argument_keys),
             "duplicate": duplicate,
         }
+        return self._append(entry)
+
+    def record_approval(
+        self,
+        *,
+        event: str,
+        approval_id: str,
+        request_id: str,
+        name: str,
+        principal_id: str,
+        fingerprint: str,
+        reason: str | None = None,
+        by: str | None = None,
+    ) -> AuditRecord:
+        """Append one approval event (``requested``, ``approved``, ``denied``, ``expired``,
+        ``withdrawn``) and return it; ``by`` names the operator principal of a decision."""
+        entry = {
+            "at": time.time(),
+            "kind": "approval",
+            "event": event,
+            "approvalId": approval_id,
+            "requestId": request_id,
+            "name": name,
+            "principal": principal_id,
+            "fingerprint": fingerprint,
+            "reason": reason,
+            "by": by,
+        }
+        return self._append(entry)
+
+    def _append(self, entry: AuditRecord) -> AuditRecord:
         self._records.append(entry)
         if self._path is not None:
             with self._path.open("a", encoding="utf-8") as handle:

@@ -3,8 +3,10 @@
 lookup + version pin -> risk approval -> capabilities (scope, grants, authentication for
 writes) -> permissions -> input validation with repair -> egress allowlist -> execution with
 a deadline -> output validation. Each pre-execution gate either passes or raises
-``Denied``; the first failing gate decides. Execution and output validation produce the
-``timeout`` and ``failed`` outcomes.
+``Denied``; the first failing gate decides. Where an operator can be asked, a call the risk
+gate holds for approval waits for the decision after the egress gate
+(``registry.approvals``), so an operator only ever decides a call that would otherwise run.
+Execution and output validation produce the ``timeout`` and ``failed`` outcomes.
 """
 
 from __future__ import annotations
@@ -65,15 +67,29 @@ def lookup(catalog: Catalog, name: str, version: int | None) -> RegisteredTool:
     return tool
 
 
-def approval(entry: ToolEntry, principal: Principal) -> None:
+def needs_approval(entry: ToolEntry) -> bool:
     """High/critical risk, or a tool requiring confirmation, needs an explicit approval."""
-    needs = entry.policy.risk in ("high", "critical") or entry.policy.confirmation == "required"
-    if needs and entry.name not in principal.approvals:
-        raise Denied(
-            "TOOL_APPROVAL_REQUIRED",
-            f"{entry.name} ({entry.policy.risk} risk) needs explicit approval",
-            details={"risk": entry.policy.risk, "confirmation": entry.policy.confirmation},
-        )
+    return entry.policy.risk in ("high", "critical") or entry.policy.confirmation == "required"
+
+
+def approval(entry: ToolEntry, principal: Principal, *, attended: bool = False) -> bool:
+    """Whether an operator must still decide this call.
+
+    ``False`` when the tool needs no approval or a standing rule (``principal.approvals``,
+    ``--approve TOOL``) covers it. Otherwise, where an operator can be asked (``attended``),
+    ``True``: the caller asks after the remaining pre-execution gates passed, so nobody is
+    asked about a call that would be refused anyway (``registry.approvals``). Unattended,
+    raises :class:`Denied` ``TOOL_APPROVAL_REQUIRED`` at once.
+    """
+    if not needs_approval(entry) or entry.name in principal.approvals:
+        return False
+    if attended:
+        return True
+    raise Denied(
+        "TOOL_APPROVAL_REQUIRED",
+        f"{entry.name} ({entry.policy.risk} risk) needs explicit approval",
+        details={"risk": entry.policy.risk, "confirmation": entry.policy.confirmation},
+    )
 
 
 def capabilities(entry: ToolEntry, principal: Principal, *, require_auth_for_writes: bool) -> None:

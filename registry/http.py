@@ -1,4 +1,5 @@
-"""The registry's HTTP edge: catalog, calls and retained results under ``/api/tools``.
+"""The registry's HTTP edge: catalog, calls and retained results under ``/api/tools``, and
+the operator's approvals of waiting high-risk calls under ``/api/approvals``.
 
 Authority is derived here, never from a body: every HTTP caller is the ``ui`` principal with
 the server's grants. Every route runs behind the shared transport guard
@@ -12,6 +13,7 @@ settings from ``app.state``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Callable, Coroutine, Sequence
@@ -26,6 +28,7 @@ from starlette.requests import HTTPConnection
 from starlette.routing import BaseRoute
 from starlette.types import Scope
 
+from doraforge.registry.approvals import STATES, ApprovalStore, State, reason_of
 from doraforge.registry.errors import (
     Conflict,
     Forbidden,
@@ -55,6 +58,9 @@ SCOPES = ("all", "agent", "mind", "ui", "voice")
 MAX_INTENT = 500
 _CATALOG_PARAMS = frozenset({"scope", "intent", "format"})
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,200}$")
+_APPROVAL_ID = re.compile(r"^apr_[0-9a-f]{24}$")
+#: Answered to a client that disconnected while its call waited (it is never read).
+CLIENT_CLOSED = 499
 
 
 type ExceptionHandler = Callable[[Request, Any], Coroutine[Any, Any, Response]]
@@ -215,7 +221,37 @@ async def catalog(request: Request) -> Response:
     return JSONResponse(body, headers=headers)
 
 
-async def call(request: Request) -> JSONResponse:
+class ClientGone(Exception):
+    """The client disconnected before its answer was ready; nobody reads a response."""
+
+
+async def _disconnected(request: Request) -> None:
+    """Return once the client has gone (after the body, ``receive`` waits for that)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def unless_client_leaves[T](request: Request, work: Coroutine[Any, Any, T]) -> T:
+    """``work``'s result; if the client disconnects first, ``work`` is cancelled (a call
+    waiting for an operator then withdraws its approval request) and :class:`ClientGone` is
+    raised. A call that finishes without suspending never starts a watcher."""
+    task = asyncio.eager_task_factory(asyncio.get_running_loop(), work)
+    if task.done():
+        return task.result()
+    watcher = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        if not task.done():
+            task.cancel()  # the client left (or the server stops): nobody awaits the answer
+    if task.cancelled() or not task.done():
+        await asyncio.wait({task})  # let its cleanup (the withdrawal) run before answering
+        raise ClientGone
+    return task.result()
+
+
+async def call(request: Request) -> Response:
     service, settings = service_of(request), settings_of(request)
     body = read_json_body(request)
     if not isinstance(body, dict):
@@ -224,7 +260,12 @@ async def call(request: Request) -> JSONResponse:
         service, settings, scope="ui", authenticated=is_authenticated(settings)
     )
     key = request.headers.get("idempotency-key")
-    result = await service.call(body, principal, idempotency_key=key)
+    try:
+        result = await unless_client_leaves(
+            request, service.call(body, principal, idempotency_key=key)
+        )
+    except ClientGone:
+        return Response(status_code=CLIENT_CLOSED)
     # A denied result answers as the gates' refusal class does (Denied is a Forbidden).
     denied = STATUS_FOR_ERROR[Forbidden]
     return JSONResponse(result, denied if result.get("state") == "denied" else 200)
@@ -236,11 +277,196 @@ async def retained(request_id: str, request: Request) -> JSONResponse:
     return JSONResponse(service_of(request).get_call(request_id))
 
 
-#: The catalog, call and retained-result routes under ``/api/tools``.
+def _approval_store(request: Request) -> ApprovalStore:
+    store = service_of(request).approvals
+    if store is None:  # this server asks nobody: no approval was ever created
+        raise NotFound("APPROVAL_NOT_FOUND", "this registry does not hold approvals")
+    return store
+
+
+def _approval_id(approval_id: str) -> str:
+    if not _APPROVAL_ID.fullmatch(approval_id):
+        raise NotFound(
+            "APPROVAL_NOT_FOUND",
+            f"no approval {approval_id[:64]!r}; list them with GET /api/approvals",
+        )
+    return approval_id
+
+
+def _state_query(request: Request) -> State | None:
+    params = request.query_params
+    unknown = sorted(set(params.keys()) - {"state"})
+    if unknown:
+        message = f"unknown query parameter {unknown[0]!r}"
+        raise InvalidRequest("INVALID_QUERY", message, details={"allowed": ["state"]})
+    states = params.getlist("state")
+    if len(states) > 1:
+        raise InvalidRequest("INVALID_QUERY", "query parameter 'state' given twice")
+    if not states:
+        return None
+    known = next((state for state in STATES if state == states[0]), None)
+    if known is None:
+        raise InvalidRequest(
+            "INVALID_QUERY", "unknown approval state", details={"allowed": list(STATES)}
+        )
+    return known
+
+
+async def list_approvals(request: Request) -> JSONResponse:
+    state = _state_query(request)
+    store = service_of(request).approvals
+    records = [] if store is None else store.approvals(state)
+    return JSONResponse({"approvals": records})
+
+
+async def get_approval(approval_id: str, request: Request) -> JSONResponse:
+    return JSONResponse(_approval_store(request).get(_approval_id(approval_id)))
+
+
+def _operator(request: Request) -> str:
+    service, settings = service_of(request), settings_of(request)
+    return server_principal(
+        service, settings, scope="ui", authenticated=is_authenticated(settings)
+    ).id
+
+
+async def approve(approval_id: str, request: Request) -> JSONResponse:
+    reason = reason_of(read_json_body(request))
+    store = _approval_store(request)
+    return JSONResponse(store.approve(_approval_id(approval_id), reason, by=_operator(request)))
+
+
+async def deny(approval_id: str, request: Request) -> JSONResponse:
+    reason = reason_of(read_json_body(request))
+    store = _approval_store(request)
+    return JSONResponse(store.deny(_approval_id(approval_id), reason, by=_operator(request)))
+
+
+_ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["ok", "error"],
+    "properties": {
+        "ok": {"const": False},
+        "error": {
+            "type": "object",
+            "required": ["code", "message", "retryable", "details"],
+            "properties": {
+                "code": {"type": "string"},
+                "message": {"type": "string"},
+                "retryable": {"type": "boolean"},
+                "details": {"type": "object"},
+            },
+        },
+    },
+}
+_TIME = {"type": "string", "format": "date-time", "description": "ISO-8601 UTC"}
+_APPROVAL_PROPERTIES: dict[str, Any] = {
+    "id": {"type": "string", "pattern": _APPROVAL_ID.pattern},
+    "tool": {"type": "string"},
+    "version": {"type": "integer"},
+    "arguments": {"type": "object", "description": "credential-looking values masked"},
+    "fingerprint": {"type": "string", "description": "SHA-256 of the bound call"},
+    "caller": {"type": "string"},
+    "risk": {"enum": ["low", "medium", "high", "critical"]},
+    "requested_at": _TIME,
+    "expires_at": _TIME,
+    "state": {"enum": list(STATES)},
+    "reason": {"type": ["string", "null"]},
+    "decided_at": {"anyOf": [_TIME, {"type": "null"}]},
+}
+_APPROVAL_SCHEMA = {
+    "type": "object",
+    "required": list(_APPROVAL_PROPERTIES),
+    "properties": _APPROVAL_PROPERTIES,
+}
+
+
+def _json(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+type Responses = dict[int | str, dict[str, Any]]
+
+_REFUSED: Responses = {
+    "401": _json("no or a wrong bearer token (when one is configured)", _ERROR_SCHEMA),
+    "404": _json("APPROVAL_NOT_FOUND: no such approval", _ERROR_SCHEMA),
+}
+_DECISION = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["reason"],
+                    "properties": {"reason": {"type": "string", "minLength": 1, "maxLength": 500}},
+                }
+            }
+        },
+    }
+}
+_DECIDED: Responses = {
+    "200": _json("the updated approval", _APPROVAL_SCHEMA),
+    "400": _json("APPROVAL_REASON_REQUIRED or APPROVAL_DECISION_INVALID", _ERROR_SCHEMA),
+    **_REFUSED,
+    "409": _json("APPROVAL_NOT_PENDING: already decided, expired or withdrawn", _ERROR_SCHEMA),
+}
+_STATE_PARAMETER = {
+    "name": "state",
+    "in": "query",
+    "required": False,
+    "schema": {"enum": list(STATES)},
+}
+
+#: ``/api/approvals``: the waiting and decided approvals, and the operator's decisions.
+APPROVAL_ROUTES: list[BaseRoute] = [
+    APIRoute(
+        "/api/approvals",
+        list_approvals,
+        methods=["GET"],
+        summary="List approvals (pending first, then decided), optionally of one state",
+        responses={
+            "200": _json(
+                "the approvals",
+                {"type": "object", "properties": {"approvals": {"items": _APPROVAL_SCHEMA}}},
+            ),
+            "400": _json("INVALID_QUERY", _ERROR_SCHEMA),
+            "401": _REFUSED["401"],
+        },
+        openapi_extra={"parameters": [_STATE_PARAMETER]},
+    ),
+    APIRoute(
+        "/api/approvals/{approval_id}",
+        get_approval,
+        methods=["GET"],
+        summary="Read one approval",
+        responses={"200": _json("the approval", _APPROVAL_SCHEMA), **_REFUSED},
+    ),
+    APIRoute(
+        "/api/approvals/{approval_id}/approve",
+        approve,
+        methods=["POST"],
+        summary="Approve the one waiting call this approval is bound to, with a reason",
+        responses=_DECIDED,
+        openapi_extra=_DECISION,
+    ),
+    APIRoute(
+        "/api/approvals/{approval_id}/deny",
+        deny,
+        methods=["POST"],
+        summary="Deny the waiting call; the agent receives the reason",
+        responses=_DECIDED,
+        openapi_extra=_DECISION,
+    ),
+]
+
+#: The catalog, call and retained-result routes under ``/api/tools``, and the approvals.
 ROUTES: list[BaseRoute] = [
     APIRoute("/api/tools", catalog, methods=["GET"]),
     APIRoute("/api/tools/call", call, methods=["POST"]),
     APIRoute("/api/tools/calls/{request_id}", retained, methods=["GET"]),
+    *APPROVAL_ROUTES,
 ]
 
 

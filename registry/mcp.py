@@ -34,11 +34,14 @@ from doraforge.registry.errors import (
     Unprocessable,
 )
 from doraforge.registry.http import (
+    CLIENT_CLOSED,
+    ClientGone,
     is_authenticated,
     read_json_body,
     server_principal,
     service_of,
     settings_of,
+    unless_client_leaves,
 )
 from doraforge.registry.model import Principal
 from doraforge.registry.settings import ServerSettings
@@ -150,7 +153,15 @@ class McpEndpoint:
             return JSONResponse(_error(None, _Fault(-32600, "not a JSON-RPC request")), 400)
         if "id" not in message:
             return Response(status_code=202)  # notifications are accepted, never answered
-        return JSONResponse(await self._dispatch(message, request, authenticated))
+        try:
+            # A tools/call may wait for an operator: an agent that disconnects meanwhile
+            # withdraws its approval request instead of leaving it pending.
+            answer = await unless_client_leaves(
+                request, self._dispatch(message, request, authenticated)
+            )
+        except ClientGone:
+            return Response(status_code=CLIENT_CLOSED)
+        return JSONResponse(answer)
 
     async def _dispatch(
         self, message: dict[str, Any], request: Request, authenticated: bool

@@ -2,7 +2,8 @@
 
 HTTP, MCP and in-process callers all go through ``call``. Authority comes only from the
 ``Principal`` the edge derives; the body names a tool and arguments, nothing else. See
-``registry.gates`` for the gate order and ``registry.idempotency`` for the retention windows.
+``registry.gates`` for the gate order, ``registry.idempotency`` for the retention windows
+and ``registry.approvals`` for how a high-risk call waits for an operator.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from doraforge.registry import gates
+from doraforge.registry.approvals import ApprovalRequest, ApprovalStore
 from doraforge.registry.audit import AuditLog
 from doraforge.registry.catalog import Catalog, RegisteredTool
 from doraforge.registry.envelope import ToolCall, parse_call
@@ -35,7 +38,9 @@ class RegistryService:
     :class:`InvalidRequest` only for a malformed envelope or key and :class:`Conflict` for
     idempotency conflicts or :class:`Expired`. ``clock`` measures the retention windows and
     ``deadline`` opens each execution's deadline (``asyncio.timeout``); tests inject a fake
-    clock for both.
+    clock for both. With ``approvals`` a call that needs an approval and has no standing
+    rule waits for an operator's decision there; without, it is denied
+    ``TOOL_APPROVAL_REQUIRED`` at once.
     """
 
     def __init__(
@@ -48,6 +53,7 @@ class RegistryService:
         require_auth_for_writes: bool = False,
         egress_allowlist: frozenset[str] = frozenset(),
         deadline: gates.Deadline = asyncio.timeout,
+        approvals: ApprovalStore | None = None,
     ) -> None:
         self._catalog = Catalog()
         self._audit = audit if audit is not None else AuditLog()
@@ -58,11 +64,30 @@ class RegistryService:
         self._egress_allowlist = frozenset(host.lower() for host in egress_allowlist)
         self._running: set[asyncio.Task[ToolResult]] = set()
         self._deadline = deadline
+        self._clock = clock
+        self._approvals = approvals
+        # How many callers await each in-flight requestId (the first and its retries).
+        self._callers: Counter[str] = Counter()
 
     @property
     def audit(self) -> AuditLog:
         """The audit log every outcome is recorded in."""
         return self._audit
+
+    @property
+    def approvals(self) -> ApprovalStore | None:
+        """Where calls wait for an operator's decision; ``None`` when nobody is asked."""
+        return self._approvals
+
+    def ask_operators(self, timeout_s: float) -> ApprovalStore | None:
+        """Let calls that need an approval wait, at most ``timeout_s``, for an operator's
+        decision (a serving process, where operators can answer, turns this on once at
+        start). ``0`` keeps denying them at once; returns the store calls wait in."""
+        if timeout_s > 0 and self._approvals is None:
+            self._approvals = ApprovalStore(
+                audit=self._audit, timeout_s=timeout_s, clock=self._clock, deadline=self._deadline
+            )
+        return self._approvals
 
     def register(self, entry: ToolEntry | Mapping[str, Any], adapter: Adapter) -> ToolEntry:
         """Register a tool; :class:`Conflict` TOOL_REGISTRATION_CONFLICT on any name
@@ -161,19 +186,34 @@ class RegistryService:
                 asyncio.get_running_loop(),
                 self._run(call, tool, principal, arguments, repairs, valid, started),
             )
-            if not task.done():
-                self._running.add(task)
-                task.add_done_callback(self._running.discard)
-            return dict(await asyncio.shield(task))
+            if task.done():
+                return dict(task.result())
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+            return dict(await self._attend(call.requestId, task))
         if begin.action == "await":
             assert begin.future is not None
-            result = await asyncio.shield(begin.future)
+            result = await self._attend(call.requestId, begin.future)
         else:
             assert begin.result is not None
             result = begin.result
         duplicate = {**result, "duplicate": True}
         self._record(duplicate, principal, call.arguments, started)
         return duplicate
+
+    async def _attend(self, request_id: str, pending: asyncio.Future[ToolResult]) -> ToolResult:
+        """Await an in-flight call as one of its callers (the first, or a retry with the
+        same requestId). When the last caller goes away while the call still waits for an
+        operator, its approval request is withdrawn; a call already executing runs on."""
+        self._callers[request_id] += 1
+        try:
+            return await asyncio.shield(pending)
+        finally:
+            self._callers[request_id] -= 1
+            if not self._callers[request_id]:
+                del self._callers[request_id]
+                if self._approvals is not None and not pending.done():
+                    self._approvals.withdraw(request_id)
 
     async def _run(
         self,
@@ -212,13 +252,15 @@ class RegistryService:
         try:
             tool = gates.lookup(self._catalog, call.name, call.version)
             entry = tool.entry
-            gates.approval(entry, principal)
+            ask = gates.approval(entry, principal, attended=self._approvals is not None)
             gates.capabilities(
                 entry, principal, require_auth_for_writes=self._require_auth_for_writes
             )
             gates.permissions(entry, principal)
             gates.validate_input(tool, arguments, valid)
             gates.egress(entry, self._egress_allowlist)
+            if ask and self._approvals is not None:
+                await self._approvals.clear(_approval_request(call, entry, principal, arguments))
         except gates.Denied as denied:
             return _result(call, tool, "denied", error=denied.to_payload(), repairs=repairs)
         outcome = await gates.execute(tool, arguments, deadline=self._deadline)
@@ -261,6 +303,20 @@ class RegistryService:
             duration_s=time.perf_counter() - t0,
             argument_keys=[str(k)[:200] for k in arguments] if isinstance(arguments, dict) else (),
         )
+
+
+def _approval_request(
+    call: ToolCall, entry: ToolEntry, principal: Principal, arguments: dict[str, Any]
+) -> ApprovalRequest:
+    """What the operator decides on: the call as it would run, with its caller."""
+    return ApprovalRequest(
+        tool=entry.name,
+        version=entry.version,
+        arguments=arguments,
+        caller=principal.id,
+        request_id=call.requestId,
+        risk=entry.policy.risk,
+    )
 
 
 def _result(

@@ -34,7 +34,10 @@ class ServerSettings(BaseModel):
     The MCP endpoint is off until ``mcp_enabled`` is set (``--mcp`` or the config file);
     the agent manifest stays readable either way.
     ``approvals`` are tool names approved for high/critical risk; ``"*"`` approves every
-    registered tool. ``token`` (when set) is required on every route, reads included.
+    registered tool (standing rules for unattended runs). Any other high-risk call waits
+    at most ``approval_timeout_s`` for an operator's decision, then is denied
+    ``TOOL_APPROVAL_TIMEOUT``; ``0`` denies it ``TOOL_APPROVAL_REQUIRED`` without asking.
+    ``token`` (when set) is required on every route, reads included.
     ``server_names`` and ``allowed_origins`` widen the transport guard's Host and Origin
     checks; ``insecure`` lets a non-loopback bind run without a token (lab networks only).
     """
@@ -45,6 +48,7 @@ class ServerSettings(BaseModel):
     port: int = Field(8765, ge=0, le=65535)
     grants: frozenset[str] = frozenset()
     approvals: frozenset[str] = frozenset()
+    approval_timeout_s: float = Field(120.0, ge=0, le=3600, allow_inf_nan=False)
     token: str | None = Field(default=None, min_length=16, repr=False)
     server_names: frozenset[str] = frozenset()
     allowed_origins: frozenset[str] = frozenset()
@@ -76,6 +80,7 @@ class _ConfigFile(BaseModel):
     port: int | None = None
     grants: list[str] | None = None
     approvals: list[str] | None = None
+    approval_timeout_s: float | None = None
     token_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     token_file: str | None = Field(default=None, min_length=1, max_length=4096)
     server_names: list[str] | None = None
@@ -146,6 +151,7 @@ def load_settings(
     port: int | None = None,
     grants: list[str] | None = None,
     approvals: list[str] | None = None,
+    approval_timeout_s: float | None = None,
     mcp: bool = False,
     token_env: str | None = None,
     token_file: Path | None = None,
@@ -169,6 +175,8 @@ def load_settings(
         values["host"] = host
     if port is not None:
         values["port"] = port
+    if approval_timeout_s is not None:
+        values["approval_timeout_s"] = approval_timeout_s
     values["grants"] = frozenset((file.grants or []) + (grants or []))
     values["approvals"] = frozenset((file.approvals or []) + (approvals or []))
     env = environ or {}
