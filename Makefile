@@ -10,7 +10,7 @@ PYTHON ?= $(shell for c in python3.12 $$(ls -d $$HOME/.pyenv/versions/3.12*/bin/
     if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then echo $$c; exit; fi; \
     done)
 
-.PHONY: test test-fast check demo bench lint format clean
+.PHONY: test test-fast check demo bench lint format clean browser
 
 $(STAMP): pyproject.toml
 	@if [ -z "$(PYTHON)" ]; then echo "doraforge needs Python >= 3.12 (none found on PATH or in ~/.pyenv)"; exit 1; fi
@@ -29,8 +29,15 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 
-test: lint
+test: lint browser
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/pytest
+
+# The console's browser tests drive Debian's chromium through Playwright's executable_path
+# (Playwright's own browser download is never used): installed here when root, else named.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	    if [ "$$(id -u)" = 0 ]; then apt-get install -y chromium; \
+	    else echo "the console's browser tests need Debian's chromium: sudo apt-get install chromium"; exit 1; fi; }
 
 # The inner loop: `make check` runs the static checks only, `make test-fast` the unit
 # tiers only (no real dataflows, no long physics runs).

@@ -1,0 +1,135 @@
+// The console shell: the login form, the hash router and the one status line.
+
+import { ApiError, getJson, setToken, token } from "./api.js";
+import { clear, errorText } from "./dom.js";
+import * as apiTools from "./pages/api_tools.js";
+import * as approvals from "./pages/approvals.js";
+import * as audit from "./pages/audit.js";
+import * as cell from "./pages/cell.js";
+import * as skills from "./pages/skills.js";
+import * as tasks from "./pages/tasks.js";
+import * as tools from "./pages/tools.js";
+
+const PAGES = {
+  cell,
+  skills,
+  tools,
+  tasks,
+  approvals,
+  "api-tools": apiTools,
+  audit,
+};
+
+const $ = (id) => document.getElementById(id);
+let cleanup = () => {};
+let badgeTimer = null;
+
+export function say(text, isError = false) {
+  const line = $("status");
+  line.textContent = text;
+  line.className = isError ? "error" : "";
+}
+
+function showLogin(message = "") {
+  cleanup();
+  cleanup = () => {};
+  clearInterval(badgeTimer);
+  $("nav").hidden = true;
+  $("logout").hidden = true;
+  $("page").hidden = true;
+  $("login-page").hidden = false;
+  $("login-error").textContent = message;
+  $("token").focus();
+}
+
+async function checkSession() {
+  try {
+    return await getJson("api/session");
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) return null;
+    throw error;
+  }
+}
+
+async function pendingBadge() {
+  const badge = $("pending-count");
+  try {
+    const answer = await getJson("/api/approvals?state=pending");
+    const count = answer.approvals.length;
+    badge.textContent = String(count);
+    badge.hidden = count === 0;
+  } catch {
+    badge.hidden = true;
+  }
+}
+
+function route() {
+  const [name, ...rest] = location.hash.replace(/^#\/?/, "").split("/");
+  return { page: PAGES[name] ? name : "cell", args: rest.map(decodeURIComponent) };
+}
+
+async function show() {
+  cleanup();
+  cleanup = () => {};
+  const { page, args } = route();
+  for (const link of $("nav").querySelectorAll("a")) {
+    link.classList.toggle("active", link.getAttribute("href") === `#/${page}`);
+  }
+  const root = clear($("page"));
+  root.dataset.page = page;
+  try {
+    cleanup = (await PAGES[page].render(root, { args, say })) || (() => {});
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) {
+      setToken(null);
+      showLogin("The token was refused; give it again.");
+      return;
+    }
+    say(errorText(error), true);
+  }
+}
+
+async function enter() {
+  const session = await checkSession();
+  if (session === null) {
+    setToken(null);
+    showLogin(token() ? "The token was refused." : "");
+    return;
+  }
+  $("login-page").hidden = true;
+  $("nav").hidden = false;
+  $("logout").hidden = !session.token_required;
+  $("page").hidden = false;
+  clearInterval(badgeTimer);
+  pendingBadge();
+  badgeTimer = setInterval(pendingBadge, 3000);
+  await show();
+}
+
+function start() {
+  $("login").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    setToken($("token").value.trim());
+    $("token").value = "";
+    const session = await checkSession().catch((error) => {
+      $("login-error").textContent = errorText(error);
+      return undefined;
+    });
+    if (session === null) {
+      setToken(null);
+      showLogin("The token was refused: check the value given to doraforge serve.");
+      return;
+    }
+    if (session) await enter();
+  });
+  $("logout").addEventListener("click", () => {
+    setToken(null);
+    showLogin("Signed out.");
+  });
+  window.addEventListener("hashchange", () => {
+    if (!$("page").hidden) show();
+  });
+  enter().catch((error) => showLogin(errorText(error)));
+}
+
+start();
