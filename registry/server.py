@@ -117,5 +117,7 @@ def serve(app: FastAPI, settings: ServerSettings, *, say: Say = print) -> None:
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     grants = ", ".join(sorted(settings.grants)) or "none"
     mcp = "on" if settings.mcp_enabled else "off"
-    say(f"registry listening on http://{shown}:{port} · MCP /mcp {mcp} · grants: {grants}")
+    # The console (mounted by the CLI) is named by its path, so the operator finds it.
+    console = " · console /console/" if getattr(app.state, "console", None) else ""
+    say(f"registry listening on http://{shown}:{port} · MCP /mcp {mcp} · grants: {grants}{console}")
     uvicorn.Server(uvicorn_config(app, host, port)).run(sockets=[sock])
