@@ -1,94 +1,246 @@
-"""``doraforge doctor``: the versions doraforge runs with, and a one-line fix per gap."""
+"""``doraforge doctor``: one ok/warn/fail line per check with what to do, ``--json``, and
+an exit code that fails only on a failed check."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import socket
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from doraforge.cli import doctor_command, main
+from doraforge.cli.doctor_command import Check, Machine
 
-VERSIONS = {"dora-rs": "1.1.0", "forge-tool": "2.0.0", "forge-msgs": "2.0.0"}
+INSTALLED: dict[str, str | None] = {
+    "doraforge": "0.1.0",
+    "dora-rs": "1.1.0",
+    "dora-rs-cli": "1.1.0",
+    "forge-tool": "2.0.0",
+    "forge-msgs": "2.0.0",
+    "forge-robot": "2.0.0",
+    "mujoco": "4.0.0",
+    "mcp": "1.30.0",
+    "fastapi": "0.115.0",
+    "pydantic": "2.7.0",
+    "pyarrow": "17.0.0",
+    "numpy": "2.0.0",
+}
+
+
+def script(tmp_path: Path, name: str, output: str) -> str:
+    """An executable that prints ``output`` and exits 0."""
+    path = tmp_path / name
+    path.write_text(f"#!/bin/sh\necho '{output}'\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+def machine(tmp_path: Path, *, cli: str = "1.1.0", library: str = "1.1.0", **kw: Any) -> Machine:
+    """A machine where everything is in order, but for what ``kw`` replaces."""
+    installed = {**INSTALLED, **kw.pop("installed", {})}
+    chromium = tmp_path / "chromium"
+    script(tmp_path, "chromium", "")
+    defaults: dict[str, Any] = {
+        "environ": {"PATH": "/usr/bin:/bin"},
+        "home": tmp_path / "home",
+        "dora": script(tmp_path, "dora", f"dora-cli {cli}"),
+        "node_python": script(tmp_path, "python", library),
+        "installed": installed.get,
+        "python_version": "3.12.1",
+        "port_free": lambda port: True,
+        "render": lambda env: (True, "egl, a 32x32 render works"),
+        "chromium": chromium,
+        "importable": lambda name: True,
+    }
+    return Machine(**{**defaults, **kw})
+
+
+def report(found: Machine) -> dict[str, Check]:
+    return {check.name: check for check in doctor_command.checks(found)}
+
+
+def failing(checks: dict[str, Check]) -> dict[str, Check]:
+    return {name: check for name, check in checks.items() if check.status != "ok"}
+
+
+def test_a_complete_install_is_all_ok_with_the_versions_found(tmp_path: Path):
+    checks = report(machine(tmp_path))
+    assert failing(checks) == {}
+    assert checks["dora CLI"].found == "1.1.0 (Dora 1.x)"
+    assert checks["dora node library (dora-rs)"].found == "1.1.0 (Dora 1.x)"
+    assert checks["forge-robot"].found == "2.0.0"
+    assert checks["MuJoCo GL backend"].found == "egl, a 32x32 render works (MUJOCO_GL unset)"
+    assert checks["home"].found == f"{tmp_path / 'home'} writable (created on use)"
+    for name in doctor_command.PACKAGES:
+        assert name in checks
+    ports = [name for name in checks if name.startswith("port ")]
+    assert len(ports) == len(doctor_command.default_ports())
+
+
+def test_every_check_is_one_line_with_its_status_and_what_to_do(tmp_path: Path):
+    line = Check("port 9001 (run sim)", "warn", "in use", "stop what listens there").line()
+    assert line == "warn  port 9001 (run sim): in use -- stop what listens there"
+    assert Check("python", "ok", "3.12.1").line() == "ok    python: 3.12.1"
+
+
+def test_an_old_dora_cli_fails_naming_the_install_command(tmp_path: Path):
+    check = report(machine(tmp_path, cli="0.4.1"))["dora CLI"]
+    assert (check.status, check.found) == ("fail", "0.4.1 (Dora 0.x)")
+    assert check.do is not None
+    assert "0.4.1 is older than 1.1" in check.do
+    assert "pip install 'dora-rs-cli>=1.1,<1.2'" in check.do
+
+
+def test_a_dora_cli_that_does_not_run_fails_and_the_library_is_not_compared(tmp_path: Path):
+    checks = report(machine(tmp_path, dora=str(tmp_path / "absent")))
+    assert (checks["dora CLI"].status, checks["dora CLI"].found) == ("fail", "not runnable")
+    assert checks["dora node library (dora-rs)"].status == "warn"
+
+
+def test_a_node_library_of_another_generation_than_the_cli_fails_with_the_pin(tmp_path: Path):
+    check = report(machine(tmp_path, library="0.4.1"))["dora node library (dora-rs)"]
+    assert (check.status, check.found) == ("fail", "0.4.1 (Dora 0.x)")
+    assert check.do is not None
+    assert "cannot talk to the daemon of the dora CLI 1.1.0" in check.do
+    assert check.do.endswith("pip install 'dora-rs==1.1.*'")
+
+
+def test_a_node_library_of_the_same_generation_but_another_minor_is_a_warning(tmp_path: Path):
+    check = report(machine(tmp_path, library="1.0.1"))["dora node library (dora-rs)"]
+    assert check.status == "warn"
+    assert check.found == "1.0.1 (Dora 1.x), the CLI is 1.1.0"
+    assert check.do is not None
+    assert "pip install 'dora-rs==1.1.*'" in check.do
+
+
+def test_a_missing_node_library_fails(tmp_path: Path):
+    check = report(machine(tmp_path, library=""))["dora node library (dora-rs)"]
+    assert (check.status, check.found) == ("fail", "not installed")
+
+
+def test_a_missing_package_fails_with_doraforges_own_range(tmp_path: Path):
+    checks = failing(report(machine(tmp_path, installed={"forge-robot": None})))
+    assert list(checks) == ["forge-robot"]
+    assert checks["forge-robot"].status == "fail"
+    assert checks["forge-robot"].do == "pip install 'forge-robot<3,>=2.0'"
+
+
+def test_a_package_outside_doraforges_range_fails(tmp_path: Path):
+    checks = failing(report(machine(tmp_path, installed={"mujoco": "2.3.7", "mcp": "2.0.0"})))
+    assert sorted(checks) == ["mcp", "mujoco"]
+    assert checks["mujoco"].found == "2.3.7, doraforge needs <5,>=3.2"
+    assert checks["mcp"].do == "pip install 'mcp<2,>=1.20'"
+
+
+def test_an_old_python_fails(tmp_path: Path):
+    check = report(machine(tmp_path, python_version="3.11.9"))["python"]
+    assert check.status == "fail"
+    assert check.do == "doraforge needs Python >= 3.12"
+
+
+def test_a_gl_stack_that_cannot_render_fails_naming_the_reason_and_the_packages(tmp_path: Path):
+    broken = machine(
+        tmp_path,
+        environ={"MUJOCO_GL": "egl"},
+        render=lambda env: (False, "RuntimeError: cannot initialize EGL"),
+    )
+    check = report(broken)["MuJoCo GL backend"]
+    assert check.status == "fail"
+    assert (
+        check.found == "no off-screen render (MUJOCO_GL=egl): RuntimeError: cannot initialize EGL"
+    )
+    assert check.do is not None
+    assert "apt-get install libegl1" in check.do
+
+
+def test_the_render_probe_renders_a_real_frame_here():
+    works, detail = doctor_command._render({"PATH": "/usr/bin:/bin"})
+    assert works, detail
+    assert detail.endswith("a 32x32 render works")
+
+
+def test_the_default_ports_are_read_from_the_shipped_configs():
+    ports = {port: users for port, users, _how in doctor_command.default_ports()}
+    assert ports[9001] == "run mock, run sim"
+    assert ports[9201] == "skill pick-place"
+    assert ports[9011] == "skill robot-arm"
+    assert ports[8765] == "serve"
+
+
+def test_a_busy_default_port_is_a_warning_saying_how_to_move_it(tmp_path: Path):
+    checks = report(machine(tmp_path, port_free=lambda port: port != 8765))
+    assert failing(checks) == {"port 8765 (serve)": checks["port 8765 (serve)"]}
+    check = checks["port 8765 (serve)"]
+    assert (check.status, check.found) == ("warn", "in use")
+    assert check.do == "stop what listens there, or doraforge serve --port N"
+
+
+def test_a_port_something_listens_on_is_not_free():
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        assert doctor_command._port_free(listener.getsockname()[1]) is False
+
+
+def test_a_home_that_cannot_take_a_file_fails(tmp_path: Path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    check = report(machine(tmp_path, home=blocker / "home"))["home"]
+    assert (check.status, check.found) == ("fail", f"{blocker / 'home'} is not writable")
+    assert check.do is not None
+    assert "--home DIR or DORAFORGE_HOME" in check.do
+
+
+def test_an_existing_writable_home_is_ok(tmp_path: Path):
+    (tmp_path / "home").mkdir()
+    assert report(machine(tmp_path))["home"].found == f"{tmp_path / 'home'} writable"
+
+
+def test_missing_browser_test_needs_are_warnings_only(tmp_path: Path):
+    found = machine(tmp_path, chromium=tmp_path / "no-chromium", importable=lambda name: False)
+    checks = failing(report(found))
+    assert {check.status for check in checks.values()} == {"warn"}
+    assert "apt-get install chromium" in (checks["chromium (console browser tests)"].do or "")
+    assert "pip install" in (checks["playwright (console browser tests)"].do or "")
+
+
+def test_the_command_prints_json_and_exits_0_on_this_install(capsys: pytest.CaptureFixture[str]):
+    assert main(["--json", "doctor"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["status"] in ("ok", "warn")
+    checks = {check["name"]: check for check in listed["checks"]}
+    assert checks["dora CLI"]["status"] == "ok"
+    assert checks["dora CLI"]["found"].endswith("(Dora 1.x)")
+    assert {check["status"] for check in checks.values()} <= {"ok", "warn"}
+    assert set(dataclasses.asdict(Check("x", "ok", "y"))) == set(next(iter(checks.values())))
+
+
+def test_the_command_prints_one_line_per_check_and_exits_1_on_a_fail(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    assert main(["doctor", "--dora", str(tmp_path / "absent")]) == 1
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert any(line.startswith("fail  dora CLI: not runnable -- cannot run") for line in lines)
+    assert all(line.split()[0] in ("ok", "warn", "fail") for line in lines)
+    assert captured.err == "doraforge: DOCTOR_FAILED: 1 failed: dora CLI; fix each as shown\n"
 
 
 def fake_dora(tmp_path: Path, version: str) -> str:
-    script = tmp_path / "dora"
-    script.write_text(f"#!/bin/sh\necho 'dora-cli {version}'\n")
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return str(script)
-
-
-def report(
-    tmp_path: Path, cli: str = "1.1.0", environ: dict[str, str] | None = None, **versions: str
-) -> dict[str, doctor_command.Check]:
-    found = {**VERSIONS, **{name.replace("_", "-"): value for name, value in versions.items()}}
-    checks = doctor_command.checks(
-        fake_dora(tmp_path, cli),
-        {"PATH": "/usr/bin:/bin", **(environ or {})},
-        lookup=lambda name: found.get(name) or None,
-        find_library=lambda name: "libEGL.so.1" if name == "EGL" else None,
-    )
-    return {check.name: check for check in checks}
-
-
-def test_a_complete_install_reports_every_version_and_no_fix(tmp_path: Path):
-    checks = report(tmp_path)
-    assert checks["dora CLI"].value == "1.1.0 (Dora 1.x)"
-    assert checks["dora node library (dora-rs)"].value == "1.1.0 (Dora 1.x)"
-    assert checks["forge-tool"].value == "2.0.0"
-    assert checks["forge-msgs"].value == "2.0.0"
-    assert checks["MuJoCo GL backend"].value == "egl"
-    assert checks["python"].value
-    assert all(check.fix is None for check in checks.values())
-
-
-def test_an_old_dora_cli_names_the_install_command(tmp_path: Path):
-    fix = report(tmp_path, cli="0.4.1")["dora CLI"].fix
-    assert fix is not None
-    assert "0.4.1 is older than 1.1" in fix
-    assert "pip install 'dora-rs-cli>=1.1,<1.2'" in fix
-
-
-def test_a_node_library_of_another_version_than_the_cli_is_a_problem(tmp_path: Path):
-    fix = report(tmp_path, dora_rs="0.4.1")["dora node library (dora-rs)"].fix
-    assert fix is not None
-    assert "dora-rs 0.4.1 and the dora CLI 1.1.0 differ" in fix
-    assert "pip install 'dora-rs==1.1.*'" in fix
-
-
-@pytest.mark.parametrize("missing", ["dora-rs", "forge-tool", "forge-msgs"])
-def test_a_missing_package_is_a_problem_with_its_fix(tmp_path: Path, missing: str):
-    checks = report(tmp_path, **{missing.replace("-", "_"): ""})
-    fixes = [check.fix for check in checks.values() if check.fix is not None]
-    assert len(fixes) == 1
-    assert "pip install" in fixes[0]
-
-
-def test_mujoco_gl_from_the_environment_wins(tmp_path: Path):
-    checks = report(tmp_path, environ={"MUJOCO_GL": "osmesa"})
-    assert checks["MuJoCo GL backend"].value == "osmesa (MUJOCO_GL)"
-
-
-def test_the_command_exits_0_on_this_install_and_1_with_a_fix_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-):
-    assert main(["--json", "doctor", "--dora", fake_dora(tmp_path, "1.1.0")]) == 0
-    listed = json.loads(capsys.readouterr().out)
-    assert listed["dora CLI"] == {"fix": None, "version": "1.1.0 (Dora 1.x)"}
-    assert main(["--json", "doctor", "--dora", str(tmp_path / "absent")]) == 1
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1
-    assert err[0].startswith("doraforge: dora CLI: cannot run")
-    assert "pip install 'dora-rs-cli>=1.1,<1.2'" in err[0]
+    return script(tmp_path, "dora", f"dora-cli {version}")
 
 
 def test_run_refuses_a_dataflow_of_another_dora_generation_before_dora_starts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.setattr("doraforge.cli.dora_binary", lambda: fake_dora(tmp_path, "0.4.1"))
+    monkeypatch.setattr(
+        "doraforge.cli.run_command.dora_binary", lambda: fake_dora(tmp_path, "0.4.1")
+    )
     assert main(["run", "mock"]) == 1
     err = capsys.readouterr().err
     assert "SKILL_DORA_GENERATION: mock.yml needs Dora 1.x" in err
