@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ import pytest
 from doraforge.paos.gateway_auth import bearer
 from doraforge.paos.home import PaosHome
 from doraforge.skill_runtime.dora_run import free_port
+from tests.e2e.peers.skill_copies import skill_on_port
 from tests.paths import PROJECT_ROOT
 from tests.skill_runtime.runtime_support import assert_nothing_runs, torn_down_home
 from tests.support.waiting import eventually
@@ -33,31 +33,11 @@ pytestmark = pytest.mark.e2e
 SKILL = "robot-arm"
 PROFILE = "forge-robot-fake"
 SOURCE = PROJECT_ROOT / "skills" / SKILL
-SHIPPED_PORT = 9011
 DORAFORGE = str(Path(sys.executable).with_name("doraforge"))
 ARM_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow", "forearm_roll", "wrist_pitch", "wrist_roll")
 TOLERANCE_RAD = 0.01
 ACTION_TIMEOUT_S = 60.0
 CLI_TIMEOUT_S = 180.0
-
-
-def skill_on_a_free_port(tmp_path: Path) -> Path:
-    """A copy of the shipped skill whose Gateway listens on a free port (the shipped one is
-    fixed, and a concurrent run would collide)."""
-    port = free_port()
-    copy = tmp_path / "source" / SKILL
-    shutil.copytree(SOURCE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    edits = {
-        f"127.0.0.1:{SHIPPED_PORT}": f"127.0.0.1:{port}",
-        f"\nport: {SHIPPED_PORT}\n": f"\nport: {port}\n",
-    }
-    for path in (copy / "skill.yaml", *copy.glob("profiles/*/gateway.yml")):
-        text = path.read_text(encoding="utf-8")
-        for fixed, free in edits.items():
-            text = text.replace(fixed, free)
-        assert str(SHIPPED_PORT) not in text, path
-        path.write_text(text, encoding="utf-8")
-    return copy
 
 
 def doraforge(home: PaosHome, tmp_path: Path, *args: str) -> dict[str, Any]:
@@ -119,7 +99,7 @@ def started(tmp_path: Path) -> Iterator[tuple[PaosHome, dict[str, Any]]]:
     """The robot-arm skill packed, installed and started by the CLI; always torn down."""
     with torn_down_home(tmp_path) as home:
         archive = tmp_path / f"{SKILL}.tar.gz"
-        source = skill_on_a_free_port(tmp_path)
+        source = skill_on_port(SOURCE, tmp_path / "source" / SKILL, free_port(), shipped_port=9011)
         doraforge(home, tmp_path, "skill", "pack", str(source), "--output", str(archive))
         installed = doraforge(home, tmp_path, "skill", "install", str(archive), "--yes")
         assert (installed["name"], installed["version"]) == (SKILL, "1.0.0")
