@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -39,20 +40,22 @@ class Output:
     ) -> None:
         """A table for people; ``raw`` as JSON for scripts.
 
-        The ``whole`` columns (ids) are never cut or wrapped, however narrow the terminal,
-        so they can be copied into the next command; the other columns wrap instead.
+        The ``whole`` columns (ids, states, times) are never cut or wrapped, however narrow
+        the terminal, so an id can be copied into the next command; the others give way
+        (ending in …) when the terminal is too narrow for everything.
         """
         if self.as_json:
             print(json.dumps(raw, indent=2, sort_keys=True, default=str))
             return
         cells = [["" if cell is None else str(cell) for cell in row] for row in rows]
-        table = Table(title=title)
+        # Light borders leave the text the room an 80-column terminal has.
+        table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
         for index, column in enumerate(columns):
             if column in whole:
                 widest = max((len(row[index]) for row in cells), default=0)
                 table.add_column(column, no_wrap=True, min_width=max(widest, len(column)))
-            else:
-                table.add_column(column)
+            else:  # one line per row: a long text ends in … rather than in a tall cell
+                table.add_column(column, no_wrap=True, overflow="ellipsis")
         for row in cells:
             table.add_row(*row)
         self.console.print(table)
@@ -60,7 +63,9 @@ class Output:
     def say(self, text: str) -> None:
         """A line of narration (silent under ``--json``)."""
         if not self.as_json:
-            self.console.print(text, highlight=False)
+            # soft_wrap: the terminal folds a long line; no newline is inserted into a path
+            # or an id that a reader copies (or a test reads) from the output.
+            self.console.print(text, highlight=False, soft_wrap=True)
 
     def fail(self, reason: str) -> None:
         """The one-line reason of a failure, on stderr."""
@@ -77,9 +82,15 @@ class Output:
             yield lambda message, elapsed=0.0: status.update(f"{label}: {message} ({elapsed:.0f}s)")
 
 
-def local_time(epoch_ms: int | None) -> str:
-    """``2026-12-01 11:34:13`` in this machine's time zone, for tables people read
-    (``--json`` keeps the epoch milliseconds); empty for ``None``."""
-    if epoch_ms is None:
+def local_time(when: int | str | None, *, now: datetime | None = None) -> str:
+    """When something happened, in this machine's time zone, for tables people read:
+    ``11:34:13`` today, ``2026-11-30 18:02`` before (``--json`` keeps the stored form).
+    ``when`` is epoch milliseconds or an ISO 8601 timestamp; empty for ``None``."""
+    if when is None or when == "":
         return ""
-    return datetime.fromtimestamp(epoch_ms / 1000).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(when, str):
+        moment = datetime.fromisoformat(when.replace("Z", "+00:00")).astimezone()
+    else:
+        moment = datetime.fromtimestamp(when / 1000).astimezone()
+    today = (now or datetime.now().astimezone()).date()
+    return moment.strftime("%H:%M:%S" if moment.date() == today else "%Y-%m-%d %H:%M")

@@ -144,7 +144,7 @@ def _page(described: dict[str, Any], frames: list[Frame]) -> str:
 <html lang="en"><head><meta charset="utf-8"><title>doraforge task {task["task_id"]}</title>
 <style>
 body {{ font-family: system-ui, sans-serif; margin: 2rem; color: #222; }}
-.filmstrip {{ display: flex; gap: .6rem; overflow-x: auto; padding-bottom: .5rem; }}
+.filmstrip {{ display: flex; flex-wrap: wrap; gap: .6rem; }}
 figure {{ margin: 0; flex: 0 0 auto; width: 240px; font-size: .8rem; }}
 figure.missing {{ border: 1px dashed #a31515; padding: .4rem; }}
 img {{ width: 240px; border: 1px solid #ccc; display: block; }}

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from doraforge import skills
 from doraforge.cli.context import Context
+from doraforge.cli.output import local_time
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,11 +34,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     for name, handler, text in (
         ("inspect", _inspect, "manifest, archive manifest and artifact receipts"),
         ("remove", _remove, "remove an installed skill"),
-        ("logs", _logs, "the runtime's logs"),
     ):
         command = sub.add_parser(name, help=text)
         command.add_argument("name")
         command.set_defaults(handler=handler)
+    _register_logs(sub)
     start = sub.add_parser("start", help="start the skill's runtime on Dora")
     start.add_argument("name")
     start.add_argument("--profile")
@@ -45,9 +47,33 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     stop.add_argument("name")
     stop.add_argument("--force", action="store_true", help="stop despite active work (audited)")
     stop.set_defaults(handler=_stop)
-    status = sub.add_parser("status", help="runtime status of one or all skills")
+    status = sub.add_parser(
+        "status", help="runtime state of one skill or of every started one, with the reason"
+    )
     status.add_argument("name", nargs="?")
     status.set_defaults(handler=_status)
+
+
+def _register_logs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    logs = sub.add_parser(
+        "logs",
+        help="the nodes' logs and the runtime's own log",
+        description="The skill's node logs (Dora's own diagnostics hidden unless --all) and "
+        "its runtime log. --follow streams new node lines until Ctrl-C.",
+    )
+    logs.add_argument("name")
+    logs.add_argument("--node", help="only this node's lines (a node id of the dataflow)")
+    logs.add_argument("--lines", type=_positive, default=100, help="last K lines (default 100)")
+    logs.add_argument("--follow", "-f", action="store_true", help="then stream new lines")
+    logs.add_argument("--all", action="store_true", help="keep Dora's own diagnostics")
+    logs.set_defaults(handler=_logs)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of lines")
+    return value
 
 
 def _plain(value: Any) -> Any:
@@ -110,16 +136,21 @@ def _pack(ctx: Context, args: argparse.Namespace) -> int:
     directory = bundle_directory(args.directory)
     output = args.output or Path(f"{directory.resolve().name}.tar.gz").absolute()
     result = pack(directory, output)
-    ctx.out.say(f"packed {len(result.files)} files into {result.path} ({result.size} bytes)")
-    ctx.out.data({"path": str(result.path), "sha256": result.sha256, "size": result.size})
+    ctx.out.say(f"packed {len(result.files)} files into {result.path}")
+    ctx.out.say(f"size {result.size} bytes · sha256 {result.sha256}")
+    ctx.out.say(f"install it with: doraforge skill install {result.path}")
+    if ctx.out.as_json:
+        ctx.out.data({"path": str(result.path), "sha256": result.sha256, "size": result.size})
     return 0
 
 
 def _install(ctx: Context, args: argparse.Namespace) -> int:
-    from doraforge.skill_runtime.download import terminal_progress
+    from doraforge.skill_runtime.download import local_path, terminal_progress
 
+    # A local file is copied, not downloaded: no bar, and nothing says "downloading" it.
+    shown = not ctx.out.as_json and local_path(args.source) is None
     with terminal_progress(sys.stderr, label=f"downloading {args.source}") as progress:
-        installer = _installer(ctx, args.yes, None if ctx.out.as_json else progress)
+        installer = _installer(ctx, args.yes, progress if shown else None)
         result = installer.install(args.source, yes=args.yes, name=args.name, version=args.version)
     ctx.out.say(f"installed {result.name} {result.version} into {result.path}")
     ctx.out.data(_plain(result))
@@ -163,16 +194,86 @@ def _stop(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _status(ctx: Context, args: argparse.Namespace) -> int:
+    from doraforge.skill_runtime.runtime_state import all_states
+
     runtime = ctx.runtime()
-    states = [runtime.status(args.name)] if args.name else runtime.running()
-    found = [_plain(s) for s in states if s is not None]
+    if args.name:
+        found = [_named_status(ctx, args.name)]
+    else:  # every skill ever started here, so a failed one shows with its reason
+        checked = (runtime.status(s.name) for s in all_states(runtime.runtime_dir))
+        found = [_plain(s) for s in checked if s is not None]
     rows = [
-        [s["name"], s["version"], s["profile"], s["state"], s.get("gateway_url")] for s in found
+        [
+            s["name"],
+            s["version"],
+            s["profile"],
+            s["state"],
+            local_time(s.get("updated_at")),
+            s.get("gateway_url"),
+        ]
+        for s in found
     ]
-    ctx.out.table("skill runtimes", ["name", "version", "profile", "state", "gateway"], rows, found)
-    return 0 if found or not args.name else 1
+    columns = ["name", "version", "profile", "state", "since", "gateway"]
+    ctx.out.table(
+        "skill runtimes", columns, rows, found, whole=["name", "state", "since", "gateway"]
+    )
+    # A reason is a sentence: on its own line it is read whole, not squeezed into a column.
+    for state in found:
+        if state.get("error"):
+            ctx.out.say(f"{state['name']} {state['state']}: {_reason(state['error'])}")
+    return 0
+
+
+def _named_status(ctx: Context, name: str) -> dict[str, Any]:
+    """``name``'s checked runtime state; an installed skill never started is shown as such,
+    and a name that is not installed fails (``SKILL_NOT_INSTALLED``, naming those that are)."""
+    from doraforge.skill_runtime.catalog import installed_manifest
+
+    state = ctx.runtime().status(name)
+    if state is not None:
+        return dict(_plain(state))
+    manifest = installed_manifest(ctx.home, name)
+    return {
+        "name": name,
+        "version": manifest.version,
+        "profile": None,
+        "state": "never started",
+        "updated_at": None,
+        "gateway_url": None,
+        "error": None,
+    }
+
+
+def _reason(error: dict[str, Any] | None) -> str:
+    return "" if not error else f"{error['code']}: {error['message']}"
 
 
 def _logs(ctx: Context, args: argparse.Namespace) -> int:
-    print(ctx.runtime().logs(args.name))
+    runtime = ctx.runtime()
+    text = runtime.logs(args.name, args.lines, node=args.node, keep_dora=args.all)
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    if not args.follow:
+        return 0
+    sys.stdout.flush()
+    return _follow(runtime.follow_logs(args.name, node=args.node), keep_dora=args.all)
+
+
+def _follow(process: Any, *, keep_dora: bool) -> int:
+    """Print the followed lines as they come until Dora stops or Ctrl-C (exit 0: the
+    operator asked to stop watching, nothing failed)."""
+    from doraforge.skill_runtime.node_logs import select
+
+    try:
+        for raw in process.stdout:
+            for line in select([raw], keep_dora=keep_dora)[0]:
+                print(line, flush=True)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
     return 0

@@ -88,9 +88,13 @@ def _list(ctx: Context, args: argparse.Namespace) -> int:
     store = AgentTaskStore(ctx.home.store_path)
     tasks = [task.public() for task in store.tasks()]
     store.close()
-    rows = [[t["task_id"], t["state"], t["goal"], local_time(t["created_at_ms"])] for t in tasks]
+    rows = [[t["task_id"], t["state"], local_time(t["created_at_ms"]), t["goal"]] for t in tasks]
     ctx.out.table(
-        "tasks", ["task", "state", "goal", "created"], rows, tasks, whole=["task", "created"]
+        "tasks",
+        ["task", "state", "created", "goal"],
+        rows,
+        tasks,
+        whole=["task", "state", "created"],
     )
     return 0
 

@@ -308,15 +308,45 @@ class DoraControl:
         done = self._cli("down", timeout_s=30)
         return done.returncode == 0
 
-    def logs(self, dataflow_uuid: str, *, lines: int, cwd: Path) -> str:
-        """``dora logs UUID --all-nodes --tail N`` run in the launch directory.
+    def logs(
+        self,
+        dataflow_uuid: str,
+        *,
+        lines: int,
+        cwd: Path,
+        node: str | None = None,
+        json_lines: bool = False,
+    ) -> str:
+        """``dora logs UUID --all-nodes --tail N`` (``--node NODE`` for one node; JSON
+        lines with ``json_lines``) run in the launch directory.
 
         For a dataflow that is no longer running Dora reads ``out/`` under ``cwd``.
         """
-        done = self._cli(
-            "logs", dataflow_uuid, "--all-nodes", "--tail", str(lines), cwd=cwd, timeout_s=15
-        )
+        args = _log_args(dataflow_uuid, node, json_lines)
+        done = self._cli(*args, "--tail", str(lines), cwd=cwd, timeout_s=15)
         return done.stdout if done.returncode == 0 else f"(dora logs: {_last_error(done)})\n"
+
+    def follow_logs(
+        self, dataflow_uuid: str, *, cwd: Path, node: str | None = None
+    ) -> subprocess.Popen[str]:
+        """``dora logs UUID --follow --tail 0 --log-format json``: the lines written from
+        now on, on the returned process's stdout. The caller ends the process."""
+        command = [self.binary, *_log_args(dataflow_uuid, node, True), "--follow"]
+        command += ["--tail", "0", "--coordinator-addr", "127.0.0.1"]
+        command += ["--coordinator-port", str(self.port)]
+        return subprocess.Popen(
+            command,
+            env=self._env,
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+
+
+def _log_args(dataflow_uuid: str, node: str | None, json_lines: bool) -> list[str]:
+    args = ["logs", dataflow_uuid, *(["--node", node] if node else ["--all-nodes"])]
+    return args + (["--log-format", "json"] if json_lines else [])
 
 
 def _wait_gone(dataflow_uuid: str, timeout_s: float) -> bool:

@@ -39,7 +39,7 @@ from doraforge.paos.errors import PaosError
 from doraforge.paos.gateway_auth import TOKEN_ENV, TOKEN_FILE_ENV
 from doraforge.paos.home import PaosHome
 from doraforge.paos.store import AgentTaskStore
-from doraforge.skill_runtime import dora_generation, gateway_probe, stop_guards
+from doraforge.skill_runtime import dora_generation, gateway_probe, node_logs, stop_guards
 from doraforge.skill_runtime.catalog import current_bundle, not_installed
 from doraforge.skill_runtime.dora import DoraControl, dora_version, require_minimum
 from doraforge.skill_runtime.dora_run import (
@@ -85,6 +85,8 @@ SERVICES_TIMEOUT_S = 20.0
 POLL_S = 0.1
 #: The operator's token variables: meant for PAOS's own clients, never for Dora's processes.
 _OPERATOR_TOKEN_VARIABLES = (TOKEN_ENV, TOKEN_FILE_ENV)
+# How many Dora log lines are read per line shown when Dora's diagnostics are filtered.
+_DIAGNOSTICS_HEADROOM = 50
 
 
 class _Services(BaseModel):
@@ -248,23 +250,60 @@ class RuntimeManager:
         states = (self._checked(s) for s in all_states(self.runtime_dir))
         return [s for s in states if s.state == "running"]
 
-    def logs(self, name: str, lines: int = 200) -> str:
-        """The dataflow's node logs (``dora logs``) and the runtime's own log, newest last."""
+    def logs(
+        self, name: str, lines: int = 200, *, node: str | None = None, keep_dora: bool = True
+    ) -> str:
+        """The dataflow's node logs (``dora logs``; only ``node``'s when given) and, for all
+        nodes, the runtime's own log, newest last. Without ``keep_dora`` Dora's own
+        diagnostics are left out (see :mod:`node_logs`) and counted."""
         _check_name(name)
         state = read_state(self.runtime_dir, name)
         parts = []
         if state is not None and state.dataflow_uuid and state.launch_dataflow:
-            dora = self._control(state.coordinator_port)
-            cwd = Path(state.launch_dataflow).parent
-            node_logs = dora.logs(state.dataflow_uuid, lines=lines, cwd=cwd)
-            parts.append(f"== dataflow {state.dataflow_uuid} ==\n{node_logs}")
+            which = f" node {node}" if node else ""
+            text = self._node_logs(state, lines, node, keep_dora)
+            parts.append(f"== dataflow {state.dataflow_uuid}{which} ==\n{text}")
         log = self._log_path(name)
-        if log.exists():
+        if node is None and log.exists():
             tail = log.read_text(errors="replace").splitlines()[-lines:]
             parts.append(f"== runtime log {log} ==\n" + "\n".join(tail) + "\n")
         if not parts:
             raise RuntimeStateError("SKILL_NOT_RUNNING", f"{name!r} has no runtime logs")
         return "\n".join(parts)
+
+    def follow_logs(self, name: str, *, node: str | None = None) -> subprocess.Popen[str]:
+        """``dora logs --follow`` of ``name``'s dataflow as JSON lines (read them with
+        :func:`node_logs.select`); the caller ends the process. Raises
+        ``SKILL_NOT_RUNNING`` when the skill has no dataflow to follow."""
+        _check_name(name)
+        state = read_state(self.runtime_dir, name)
+        if state is None or not state.live or not state.dataflow_uuid or not state.launch_dataflow:
+            raise RuntimeStateError(
+                "SKILL_NOT_RUNNING",
+                f"skill {name!r} is not running, so there is nothing to follow; "
+                f"`doraforge skill logs {name}` shows its last logs",
+            )
+        dora = self._control(state.coordinator_port)
+        cwd = Path(state.launch_dataflow).parent
+        return dora.follow_logs(state.dataflow_uuid, cwd=cwd, node=node)
+
+    def _node_logs(self, state: RuntimeState, lines: int, node: str | None, keep_dora: bool) -> str:
+        dataflow, launch = state.dataflow_uuid or "", Path(state.launch_dataflow or ".")
+        dora, cwd = self._control(state.coordinator_port), launch.parent
+        if keep_dora:
+            return dora.logs(dataflow, lines=lines, cwd=cwd, node=node)
+        # Diagnostics can outnumber the nodes' lines a hundred to one: read far enough back
+        # that the last ``lines`` of the nodes' own are there.
+        raw = dora.logs(
+            dataflow,
+            lines=lines * _DIAGNOSTICS_HEADROOM,
+            cwd=cwd,
+            node=node,
+            json_lines=True,
+        )
+        shown, hidden = node_logs.select(raw.splitlines(), keep_dora=False, last=lines)
+        note = f"({hidden} lines of Dora's own diagnostics hidden; --all shows them)\n"
+        return "".join(f"{line}\n" for line in shown) + (note if hidden else "")
 
     # ------------------------------------------------------------------ start, step by step
 
