@@ -357,6 +357,21 @@ def _record_schema() -> dict[str, Any]:
     }
 
 
+def _unless_ended(step: Handler) -> Handler:
+    """Finalize or cancel ``step``, answering a task that has already ended as it is.
+
+    PhyAgentOS's coordinator returns an ended task unchanged from both calls; an agent that
+    cancels after finalizing (or finalizes twice) must not see an error here either.
+    """
+
+    async def handler(service: TaskService, a: dict[str, Any]) -> Any:
+        if service.store.task(a["task_id"]).terminal:
+            return _task_answer(service.describe(a["task_id"]))
+        return _task_answer(await step(service, a))
+
+    return handler
+
+
 TOOLS: dict[str, AgentTool] = {}
 
 
@@ -542,9 +557,9 @@ _register(
 )
 _register(
     "forge_task_finalize",
-    "Capture evidence, verify, and end (or replan) the task.",
+    "Capture evidence, verify, and end (or replan) the task; an ended task is answered as is.",
     _schema(["task_id"], task_id=_ID),
-    lambda s, a: _answered(finishing.finalize(s, a["task_id"])),
+    _unless_ended(lambda s, a: finishing.finalize(s, a["task_id"])),
     side_effect="write",
     risk="medium",
 )
@@ -552,8 +567,10 @@ _register(
     "forge_task_cancel",
     "Cancel live Actions, stop owned Sessions, end the task (the reason is recorded).",
     _schema(["task_id"], task_id=_ID, reason=_TEXT),
-    lambda s, a: _answered(
-        finishing.cancel_task(s, a["task_id"], reason=a.get("reason", "agent_requested"))
+    _unless_ended(
+        lambda s, a: finishing.cancel_task(
+            s, a["task_id"], reason=a.get("reason", "agent_requested")
+        )
     ),
     side_effect="write",
     risk="medium",

@@ -67,14 +67,15 @@ def task_record(described: Mapping[str, Any]) -> dict[str, Any]:
     binding_id = task["binding_id"]
     revisions = list(described["revisions"])
     records = list(described["records"])
-    attempts = [_attempt(a) for a in described.get("verifications", [])]
+    stamp = iso(task["updated_at_ms"])
+    attempts = [_attempt(a, stamp) for a in described.get("verifications", [])]
     answer: dict[str, Any] = {
         "version": "agent_task_record_v2",
         "task_id": task["task_id"],
         "task_description": task["goal"],
         "verification": verification(task["contract"]),
         "status": task["state"],
-        "revisions": _plan_revisions(revisions, records, binding_id, described),
+        "revisions": _plan_revisions(revisions, records, binding_id, attempts),
         "active_revision_id": revisions[-1]["revision_id"],
         "supporting_skill_bindings": [],
         "verification_attempts": attempts,
@@ -121,9 +122,10 @@ def _plan_revisions(
     revisions: Sequence[Mapping[str, Any]],
     records: Sequence[Mapping[str, Any]],
     binding_id: str,
-    described: Mapping[str, Any],
+    attempts: Sequence[Mapping[str, Any]],
 ) -> list[dict[str, Any]]:
-    verifications = list(described.get("verifications", []))
+    """Each revision as a PlanRevision. A stored attempt names no revision, so it is the
+    revision's when it holds that revision's verdict (finalize stores the same document)."""
     widened = []
     for index, revision in enumerate(revisions):
         revision_id = revision["revision_id"]
@@ -137,7 +139,9 @@ def _plan_revisions(
                 execution_record(r, binding_id) for r in records if r["revision_id"] == revision_id
             ],
             "verification_attempts": [
-                _attempt(v) for v in verifications if v.get("revision_id") == revision_id
+                a
+                for a in attempts
+                if revision.get("verdict") is not None and a.get("outcome") == revision["verdict"]
             ],
             "created_at": iso(revision["created_at_ms"]),
         }
@@ -191,10 +195,12 @@ def _response(record: Mapping[str, Any]) -> dict[str, Any] | None:
 def skill_binding(
     binding_id: str, binding: Mapping[str, Any] | None, created_at_ms: int
 ) -> dict[str, Any] | None:
-    """doraforge's frozen binding as PhyAgentOS's ``ForgeSkillBinding``; ``None`` when the
-    task has no stored binding document."""
-    if not binding:
-        return None
+    """doraforge's frozen binding as PhyAgentOS's ``ForgeSkillBinding``; ``None`` unless
+    the task is bound to an installed skill (as PhyAgentOS's unbound tasks have none)."""
+    if not binding or not all(
+        binding.get(k) for k in ("manifest_sha256", "skill_md_sha256", "runtime_instance")
+    ):
+        return None  # an ad-hoc binding (a Gateway URL and tools) binds no installed skill
     identity = binding.get("gateway_identity") or {}
     tools = binding.get("tools") or {}
     entry = {
@@ -258,15 +264,22 @@ def _last_verdict(revisions: Sequence[Mapping[str, Any]]) -> dict[str, Any] | No
     return None
 
 
-def _attempt(attempt: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored verification attempt as PhyAgentOS's ``VerificationAttempt``."""
+def _attempt(attempt: Mapping[str, Any], stamp: str | None) -> dict[str, Any]:
+    """A stored verification attempt as PhyAgentOS's ``VerificationAttempt``.
+
+    ``verdict`` becomes PhyAgentOS's verdict word; doraforge's verdict document moves to
+    ``outcome``. A stored attempt carries no time of its own, so ``created_at`` is
+    ``stamp`` (the task's last update, which the attempt's verdict caused).
+    """
     verdict = attempt.get("verdict")
     status = verdict.get("status") if isinstance(verdict, Mapping) else None
     bundle = attempt.get("bundle")
     refused = isinstance(bundle, Mapping) and not bundle.get("ok", True)
     entry = {
         **attempt,
+        "outcome": verdict,
         "attempt_id": str(attempt.get("attempt_id")),
+        "created_at": iso(attempt["created_at_ms"]) if "created_at_ms" in attempt else stamp,
         "source": "auto",
         "mode": "apply",
         "verdict": _VERDICT.get(str(status), "inconclusive") if status else None,
