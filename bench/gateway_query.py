@@ -35,7 +35,12 @@ from bench.support import (
 )
 from doraforge.dataflows import DATAFLOWS
 from doraforge.paos.gateway_auth import bearer, dataflow_auth, http_client
-from doraforge.skill_runtime.dora_run import Dataflow, dora_environment, free_port
+from doraforge.skill_runtime.dora_run import (
+    Dataflow,
+    dora_environment,
+    exit_on_sigterm,
+    free_port,
+)
 
 ECHO = {"arguments": {"message": "x" * 200}}
 QUERY_PATH = "/tools/mock/echo:invoke"
@@ -72,12 +77,13 @@ def dora_floor(requests: int, workdir: Path, kind: str = "binary") -> dict[str, 
         "    outputs: [reply]\n",
         encoding="utf-8",
     )
-    with (workdir / f"dora_floor_{kind}.log").open("wb") as log:
-        flow = Dataflow(dataflow, dora_environment(os.environ), log).start()
+    with (
+        (workdir / f"dora_floor_{kind}.log").open("wb") as log,
+        Dataflow(dataflow, dora_environment(os.environ), log),
+    ):
         deadline = time.monotonic() + 120
         while not out.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
-        flow.stop()
     samples = json.loads(out.read_text(encoding="utf-8"))
     return summary(samples[WARMUP:])
 
@@ -164,6 +170,8 @@ def _actions_rss(client: httpx.Client, gateway, actions: int) -> dict[str, float
 
 
 def main() -> int:
+    # Killed by `timeout` or a CI runner, the dataflows and the floor server still stop.
+    exit_on_sigterm()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--actions", type=int, default=20000)

@@ -39,6 +39,7 @@ from typing import Any
 
 from doraforge.paos.home import PaosHome
 from doraforge.skill_runtime.archive import extract, pack
+from doraforge.skill_runtime.dora_run import exit_on_sigterm, free_port
 from doraforge.skill_runtime.installer import Installer
 from doraforge.skill_runtime.runtime import RuntimeManager
 
@@ -143,9 +144,16 @@ def measure_runtime(workdir: Path, rounds: int) -> dict[str, Any]:
     runtime = RuntimeManager(home)
     start_s: list[float] = []
     stop_s: list[float] = []
-    for _ in range(rounds):
-        start_s.append(_timed(lambda: runtime.start("pick-place", "sim")))
-        stop_s.append(_timed(lambda: runtime.stop("pick-place")))
+    try:
+        for _ in range(rounds):
+            # A free port: the skill's own 9201 may be taken by a demo or a started skill.
+            start_s.append(_timed(lambda: runtime.start("pick-place", "sim", port=free_port())))
+            stop_s.append(_timed(lambda: runtime.stop("pick-place")))
+    finally:
+        # Interrupted between a start and its stop: nothing of the run may outlive it.
+        state = runtime.status("pick-place")
+        if state is not None and state.live:
+            runtime.stop("pick-place", force=True)
     return {
         "runtime_start_to_ready_s": round(statistics.median(start_s), 3),
         "runtime_stop_s": round(statistics.median(stop_s), 3),
@@ -154,6 +162,8 @@ def measure_runtime(workdir: Path, rounds: int) -> dict[str, Any]:
 
 
 def main() -> int:
+    # Killed by `timeout` or a CI runner, a started skill runtime still stops.
+    exit_on_sigterm()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--small-files", type=int, default=2000)

@@ -30,7 +30,12 @@ from bench.support import summary, wait_http
 from doraforge.cli.demos.pick_place import pick_and_place
 from doraforge.dataflows import DATAFLOWS
 from doraforge.paos.gateway_auth import bearer, dataflow_auth, http_client
-from doraforge.skill_runtime.dora_run import Dataflow, dora_environment, free_port
+from doraforge.skill_runtime.dora_run import (
+    Dataflow,
+    dora_environment,
+    exit_on_sigterm,
+    free_port,
+)
 
 READY_TOOLS = ("world.scene_state", "arm.move_to_pose", "gripper.grasp", "camera.capture")
 
@@ -103,6 +108,8 @@ def wait_ready(client: httpx.Client) -> None:
 
 
 def main() -> int:
+    # Killed by `timeout` or a CI runner, the dataflow still stops.
+    exit_on_sigterm()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--frames", type=int, default=60)

@@ -42,6 +42,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     start = sub.add_parser("start", help="start the skill's runtime on Dora")
     start.add_argument("name")
     start.add_argument("--profile")
+    start.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help="the skill's Gateway port (default: the one in its manifest's gateway_url)",
+    )
     start.set_defaults(handler=_start)
     stop = sub.add_parser("stop", help="stop the skill's runtime")
     stop.add_argument("name")
@@ -180,7 +186,7 @@ def _start(ctx: Context, args: argparse.Namespace) -> int:
 
     with ctx.out.progress(f"starting {args.name}") as update:
         manager = RuntimeManager(ctx.home, progress=update)
-        state = manager.start(args.name, args.profile)
+        state = manager.start(args.name, args.profile, port=args.port)
     ctx.out.say(f"{args.name} is {state.state} (Gateway {state.gateway_url})")
     ctx.out.data(_plain(state))
     return 0

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from doraforge.cli import tools_call
 from doraforge.cli.context import Context
 from doraforge.cli.output import local_time
 
@@ -31,6 +32,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         command.set_defaults(handler=handler)
     tools = commands.add_parser("tools", help="the Tool API of a running skill or a Gateway")
     tsub = tools.add_subparsers(dest="tools_command", required=True)
+    commands_here = []
     for name, handler, text in (
         ("list", _tools_list, "list tools"),
         ("context", _tools_context, "a tool's live context"),
@@ -41,12 +43,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             command.add_argument("tool_id")
         if name == "query":
             command.add_argument("--args", default="{}", help="the Query arguments as JSON")
+        command.set_defaults(handler=handler)
+        commands_here.append(command)
+    commands_here.append(tools_call.register(tsub))
+    for command in commands_here:
         where = command.add_mutually_exclusive_group(required=True)
         where.add_argument("--skill", help="an installed skill (its manifest names the Gateway)")
         where.add_argument(
             "--gateway", help="a Gateway URL (sent $DORAFORGE_GATEWAY_TOKEN[_FILE] when set)"
         )
-        command.set_defaults(handler=handler)
 
 
 def _with_service(ctx: Context, work: Any) -> Any:
@@ -123,10 +128,15 @@ def _gateway(ctx: Context, args: argparse.Namespace) -> str:
         return str(args.gateway)
     from doraforge.skill_runtime import installed_manifest
 
-    return installed_manifest(ctx.home, args.skill).gateway_url
+    manifest = installed_manifest(ctx.home, args.skill)
+    # Where the running instance listens (`skill start --port` may have moved it).
+    state = ctx.runtime().status(args.skill)
+    return str(state.gateway_url if state is not None and state.live else manifest.gateway_url)
 
 
-def _client_call(ctx: Context, args: argparse.Namespace, call: Any) -> Any:
+def gateway_client(ctx: Context, args: argparse.Namespace, call: Any) -> Any:
+    """Run ``call(client)`` with a ForgeToolClient on the ``--skill``/``--gateway`` of
+    ``args``, presenting the token that Gateway takes."""
     from doraforge.paos.client import ForgeToolClient
 
     url = _gateway(ctx, args)
@@ -141,14 +151,14 @@ def _client_call(ctx: Context, args: argparse.Namespace, call: Any) -> Any:
 
 
 def _tools_list(ctx: Context, args: argparse.Namespace) -> int:
-    listing = _client_call(ctx, args, lambda client: client.list_tools())
+    listing = gateway_client(ctx, args, lambda client: client.list_tools())
     rows = [[t["tool_id"], t["semantics"], t["description"][:70]] for t in listing["tools"]]
     ctx.out.table("tools", ["tool", "kind", "description"], rows, listing)
     return 0
 
 
 def _tools_context(ctx: Context, args: argparse.Namespace) -> int:
-    ctx.out.data(_client_call(ctx, args, lambda client: client.context(args.tool_id)))
+    ctx.out.data(gateway_client(ctx, args, lambda client: client.context(args.tool_id)))
     return 0
 
 
@@ -161,5 +171,5 @@ def _tools_query(ctx: Context, args: argparse.Namespace) -> int:
             spec["endpoint_id"], spec["operation"], arguments, caller_id="doraforge-cli"
         )
 
-    ctx.out.data(_client_call(ctx, args, call))
+    ctx.out.data(gateway_client(ctx, args, call))
     return 0

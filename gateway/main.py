@@ -1,6 +1,16 @@
 """The Gateway Dora node: HTTP server on the main thread, Dora events on another.
 
 Environment and command line are read here and nowhere else.
+
+The invocation journal belongs to one run, never to the machine: ``--journal``, else the
+config's ``journal_path`` (the author's explicit choice), else
+``$DORAFORGE_GATEWAY_JOURNAL`` (how ``doraforge run`` and the Skill Runtime place it in
+the run's own state directory), else ``out/<dataflow id>/<gateway_id>.journal`` beside
+Dora's own logs of this run, so a Gateway that Dora restarts inside the run finds its
+journal and a new run never restores an unrelated one.
+
+On Dora's STOP the HTTP server gets :data:`SHUTDOWN_GRACE_S` to finish open responses:
+an event stream or a WebSocket a client keeps open must not hold the dataflow's stop.
 """
 
 from __future__ import annotations
@@ -9,6 +19,7 @@ import argparse
 import asyncio
 import logging
 import os
+import re
 import sys
 import threading
 from collections.abc import Mapping
@@ -28,6 +39,11 @@ from doraforge.wire.tokens import TokenError, load_token
 
 log = logging.getLogger("gateway")
 
+#: Seconds open HTTP responses (event streams above all) get once Dora says STOP.
+SHUTDOWN_GRACE_S = 1
+#: The run's id in the node config Dora hands every node (``DORA_NODE_CONFIG``).
+_DATAFLOW_ID = re.compile(r"dataflow_id:\s*['\"]?([0-9A-Fa-f-]{36})")
+
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="doraforge-gateway", description=__doc__)
@@ -37,14 +53,23 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def journal_path(config: GatewayConfig, override: str | None) -> Path:
-    """Where the journal lives: override, config, then the user's state directory."""
-    if override:
-        return Path(override)
-    if config.journal_path:
-        return Path(config.journal_path)
-    state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
-    return state / "doraforge" / f"{config.gateway_id}.journal"
+def journal_path(
+    config: GatewayConfig,
+    override: str | None,
+    *,
+    environ: Mapping[str, str],
+    cwd: Path,
+) -> Path:
+    """Where the journal lives: ``override`` (``--journal``), the config's
+    ``journal_path``, ``$DORAFORGE_GATEWAY_JOURNAL``, then this run's ``out/`` folder
+    (``out/<dataflow id>/`` under ``cwd``, the dataflow's folder, where Dora keeps the
+    run's logs; ``out/`` alone when the node config names no run)."""
+    chosen = override or config.journal_path or environ.get("DORAFORGE_GATEWAY_JOURNAL")
+    if chosen:
+        return Path(chosen)
+    found = _DATAFLOW_ID.search(environ.get("DORA_NODE_CONFIG", ""))
+    run = cwd / "out" / found.group(1) if found else cwd / "out"
+    return run / f"{config.gateway_id}.journal"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"doraforge-gateway: {exc}", file=sys.stderr)
         return 2
     port = args.port or _env_int("DORAFORGE_GATEWAY_PORT") or config.port
-    path = journal_path(config, args.journal or os.environ.get("DORAFORGE_GATEWAY_JOURNAL"))
+    path = journal_path(config, args.journal, environ=os.environ, cwd=Path.cwd())
     try:
         policy = transport_policy(config, os.environ)
     except (TokenError, BindRefused) as exc:
@@ -146,6 +171,7 @@ def server_config(app: ASGIApp, host: str, port: int) -> uvicorn.Config:
         access_log=False,
         proxy_headers=False,  # a loopback service; no proxy may rewrite client addresses
         server_header=False,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
     )
 
 

@@ -9,12 +9,20 @@ unless ``MUJOCO_GL`` is set.
 
 ``dora run`` writes its ``out/`` logs next to the dataflow file, so a shipped dataflow
 (package data, perhaps in a read-only ``site-packages``) runs from a :func:`private_copy`
-in a run directory of its own (:func:`new_run_directory`).
+in a run directory of its own (:func:`new_run_directory`), which also holds that run's
+Gateway journal.
+
+Stopping is bounded: :class:`Dataflow` asks ``dora run`` to stop (SIGINT), and after a
+short grace kills ``dora run`` *and every process below it*. Dora starts each node in a
+process group of its own, so killing ``dora run``'s group alone would leave the nodes
+running. :func:`exit_on_sigterm` lets a script's ``with Dataflow(...)`` block unwind on
+SIGTERM (``timeout``, a CI runner, ``kill``) as it does on Ctrl-C.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import signal
@@ -29,6 +37,11 @@ from typing import IO
 
 from doraforge.dataflows import ZENOH_OVERLAY
 from doraforge.skill_runtime.dora import SHARED_DEFAULT_PORT
+from doraforge.skill_runtime.errors import RuntimeStateError
+
+#: Seconds ``dora run`` gets to stop its nodes after SIGINT before everything is killed:
+#: an operator's Ctrl-C must end the run within 5 s.
+STOP_GRACE_S = 4.0
 
 # What a private copy of a dataflow folder leaves behind: earlier runs' logs and the
 # package's own Python files.
@@ -44,6 +57,85 @@ def free_port() -> int:
             port = int(probe.getsockname()[1])
         if port != SHARED_DEFAULT_PORT:
             return port
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something listens on ``host:port`` now.
+
+    The probe binds with ``SO_REUSEADDR`` as uvicorn does, so connections of an earlier
+    run lingering in TIME_WAIT do not count; a host that is not an address of this
+    machine (a remote Gateway) cannot be probed and counts as free.
+    """
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
+
+
+def refuse_busy_port(port: int, host: str = "127.0.0.1") -> None:
+    """Raise :class:`RuntimeStateError` ``GATEWAY_PORT_BUSY`` naming ``port`` and the option
+    that chooses another, when something already listens there (checked before Dora starts,
+    whose Gateway would otherwise crash-loop on ``address already in use``)."""
+    if port_in_use(port, host):
+        raise RuntimeStateError(
+            "GATEWAY_PORT_BUSY",
+            f"port {port} is in use; pass --port N or stop what holds it",
+            retryable=True,
+            details={"port": port, "host": host},
+        )
+
+
+def descendants(pid: int) -> dict[int, str]:
+    """Every live process below ``pid`` (Linux ``/proc``), each with its start time: a pid
+    is only ever signalled again while it still names the same process."""
+    children: dict[int, list[int]] = {}
+    started: dict[int, str] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        fields = _stat_fields(stat.parent.name)
+        if fields is not None:
+            child = int(stat.parent.name)
+            children.setdefault(int(fields[1]), []).append(child)
+            started[child] = fields[19]
+    found: dict[int, str] = {}
+    queue = list(children.get(pid, []))
+    while queue:
+        child = queue.pop(0)
+        found[child] = started[child]
+        queue.extend(children.get(child, []))
+    return found
+
+
+def _stat_fields(pid: int | str) -> list[str] | None:
+    """``/proc/<pid>/stat`` after the command name (state, ppid, ..., starttime at 19)."""
+    try:
+        # The command name is in parentheses and may hold spaces: split after it.
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields if len(fields) > 19 else None
+
+
+def _same_live_process(pid: int, started: str) -> bool:
+    fields = _stat_fields(pid)
+    return fields is not None and fields[19] == started and fields[0] != "Z"
+
+
+def exit_on_sigterm() -> None:
+    """Make SIGTERM raise :class:`KeyboardInterrupt` in the main thread, as Ctrl-C does.
+
+    Python's default for SIGTERM ends the process without running ``finally`` blocks or
+    ``__exit__``, so a script killed by ``timeout`` would leave its dataflow and servers
+    running (each ``dora run`` is in a session of its own and gets no signal). Call it
+    once, from the main thread, at a script's entry point.
+    """
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
+def _raise_interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def dora_binary() -> str:
@@ -115,13 +207,14 @@ def private_copy(dataflow: Path, run_dir: Path) -> Path:
 
 
 class Dataflow:
-    """One ``dora run`` process group, stopped gracefully then forcibly."""
+    """One ``dora run`` process group, stopped gracefully then forcibly, nodes included."""
 
     def __init__(self, path: str | Path, env: Mapping[str, str], log: IO[bytes] | None = None):
         self.path = Path(path).resolve()
         self.env = dict(env)
         self._log = log
         self.process: subprocess.Popen[bytes] | None = None
+        self._below: dict[int, str] = {}
 
     def start(self) -> Dataflow:
         """Spawn ``dora run`` in its own session so the whole group can be stopped."""
@@ -142,31 +235,54 @@ class Dataflow:
         return self.process is not None and self.process.poll() is None
 
     def interrupt(self) -> None:
-        """SIGINT to the group (Dora's graceful stop), without waiting: safe in a signal
-        handler that interrupts a frame blocked in :meth:`wait`."""
+        """SIGINT to ``dora run`` (Dora's graceful stop: STOP to every node), without
+        waiting: safe in a signal handler that interrupts a frame blocked in :meth:`wait`.
+        The nodes it runs now are remembered, so :meth:`kill` finds them even once
+        ``dora run`` is gone and they were re-parented."""
         if self.process is not None and self.process.returncode is None:
+            self._remember_nodes()
             self._signal(signal.SIGINT)
 
     def kill(self) -> None:
-        """SIGKILL to the whole group, without waiting."""
-        if self.process is not None and self.process.returncode is None:
+        """SIGKILL to ``dora run``'s group and to every node below it, without waiting."""
+        if self.process is None:
+            return
+        self._remember_nodes()
+        if self.process.returncode is None:
             self._signal(signal.SIGKILL)
+        for pid in self.leftovers():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
 
-    def stop(self, grace_s: float = 15.0) -> int:
-        """SIGINT (Dora's graceful stop), then SIGKILL to the group after ``grace_s``."""
+    def stop(self, grace_s: float = STOP_GRACE_S) -> int:
+        """SIGINT (Dora's graceful stop), then SIGKILL to everything after ``grace_s``.
+
+        Returns ``dora run``'s exit status; never raises for a slow stop."""
         if self.process is None:
             return 0
         if self.process.poll() is None:
-            self._signal(signal.SIGINT)
+            self.interrupt()
             try:
                 return self.process.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:
-                self._signal(signal.SIGKILL)
-        return self.process.wait(timeout=grace_s)
+                pass
+        self.kill()
+        return self.process.wait()
+
+    def leftovers(self) -> list[int]:
+        """Node processes of this run still alive (zombies excluded)."""
+        return [
+            pid for pid, started in sorted(self._below.items()) if _same_live_process(pid, started)
+        ]
 
     def wait(self) -> int:
         """Block until ``dora run`` exits."""
         return 0 if self.process is None else self.process.wait()
+
+    def _remember_nodes(self) -> None:
+        assert self.process is not None
+        if self.process.returncode is None:
+            self._below.update(descendants(self.process.pid))
 
     def _signal(self, signum: int) -> None:
         assert self.process is not None
@@ -178,6 +294,8 @@ class Dataflow:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+        # A node that ignored STOP (or was re-parented when dora run exited) goes too.
+        self.kill()
 
 
 def wait_until(

@@ -31,6 +31,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -46,6 +47,7 @@ from doraforge.skill_runtime.dora_run import (
     dora_binary,
     free_port,
     node_interpreter_environment,
+    refuse_busy_port,
 )
 from doraforge.skill_runtime.errors import RuntimeStateError
 from doraforge.skill_runtime.gateway_tokens import (
@@ -106,7 +108,8 @@ class RuntimeManager:
     ``SkillError``)
     with a ``code``: ``SKILL_RUNTIME_BUSY`` (another command holds the skill's lock),
     ``SKILL_NOT_INSTALLED``, ``SKILL_PROFILE_UNKNOWN``/``SKILL_PROFILE_REQUIRED``,
-    ``SKILL_PREFLIGHT_FAILED`` (``details["missing"]`` by kind), ``SKILL_GATEWAY_IN_USE``,
+    ``SKILL_PREFLIGHT_FAILED`` (``details["missing"]`` by kind), ``SKILL_GATEWAY_IN_USE``
+    (something answers there), ``GATEWAY_PORT_BUSY`` (something holds the port),
     ``SKILL_ALREADY_RUNNING``, ``SKILL_START_HOOK_FAILED``, ``SKILL_DATAFLOW_FAILED``,
     ``SKILL_START_TIMEOUT``, ``SKILL_RUNTIME_IN_USE`` (stop refused), ``SKILL_NOT_RUNNING``,
     ``SKILL_RUNTIME_UNHEALTHY``. A manifest problem is a ``ManifestError``.
@@ -134,10 +137,17 @@ class RuntimeManager:
 
     # ------------------------------------------------------------------ public commands
 
-    def start(self, name: str, profile: str | None = None) -> RuntimeState:
+    def start(
+        self, name: str, profile: str | None = None, *, port: int | None = None
+    ) -> RuntimeState:
         """Start ``name`` with ``profile`` (the only one, else ``default``) and wait until
         it is ready; returns the ``running`` state. On failure nothing is left running and
-        ``failed`` is persisted with the error, which is raised."""
+        ``failed`` is persisted with the error, which is raised.
+
+        ``port`` moves the skill's Gateway off the manifest's ``gateway_url`` port: the
+        dataflow gets it as ``DORAFORGE_GATEWAY_PORT`` and the state records the URL, which
+        every later command dials. A port already held is ``GATEWAY_PORT_BUSY``, raised
+        before anything starts."""
         _check_name(name)
         with skill_lock(self.runtime_dir, name):
             bundle = self._bundle(name)
@@ -146,13 +156,9 @@ class RuntimeManager:
             chosen = manifest.profiles[profile_name]
             self._refuse_live(name)
             self._preflight(bundle, manifest, chosen)
-            if gateway_probe.gateway_answers(manifest.gateway_url):
-                raise RuntimeStateError(
-                    "SKILL_GATEWAY_IN_USE",
-                    f"something already answers at {manifest.gateway_url}",
-                    details={"gateway_url": manifest.gateway_url},
-                )
-            state = write_state(self.runtime_dir, self._new_state(manifest, profile_name))
+            url = gateway_url_on(manifest.gateway_url, port)
+            _refuse_taken(url)
+            state = write_state(self.runtime_dir, self._new_state(manifest, profile_name, url))
             self._log(name, f"starting {manifest.version} profile {profile_name}")
             try:
                 return self._launch(state, bundle, manifest, chosen)
@@ -362,7 +368,7 @@ class RuntimeManager:
             )
         require_minimum(installed, self.dora)
 
-    def _new_state(self, manifest: SkillManifest, profile: str) -> RuntimeState:
+    def _new_state(self, manifest: SkillManifest, profile: str, url: str) -> RuntimeState:
         now = utc_now()
         with home_lock(self.runtime_dir):
             port = self._services().coordinator_port
@@ -374,7 +380,7 @@ class RuntimeManager:
             runtime_instance_id=f"rt-{uuid.uuid4().hex}",
             dataflow_name=manifest.name,
             coordinator_port=port,
-            gateway_url=manifest.gateway_url.rstrip("/"),
+            gateway_url=url,
             started_at=now,
             updated_at=now,
         )
@@ -662,6 +668,10 @@ class RuntimeManager:
         env.update(_skill_variables(state, bundle))
         for key, value in profile.environment.items():
             env[key] = render_placeholders(value, values, source=f"profile {state.profile}")
+        # After the profile's: the Gateway listens where the state says every command dials.
+        port = urlsplit(state.gateway_url).port
+        if port is not None:
+            env["DORAFORGE_GATEWAY_PORT"] = str(port)
         # Last, so a profile cannot point the Gateway at another token than the runtime's.
         if state.gateway_token_file is not None:
             env[TOKEN_FILE_ENV] = state.gateway_token_file
@@ -699,6 +709,30 @@ class _StoreScope:
     def __exit__(self, *exc: object) -> None:
         if self._opened is not None:
             self._opened.close()
+
+
+def gateway_url_on(url: str, port: int | None) -> str:
+    """``url`` (a manifest's ``gateway_url``) without a trailing ``/``, on ``port`` when
+    one is given."""
+    base = url.rstrip("/")
+    if port is None:
+        return base
+    parts = urlsplit(base)
+    host = f"[{parts.hostname}]" if parts.hostname and ":" in parts.hostname else parts.hostname
+    return urlunsplit(parts._replace(netloc=f"{host}:{port}"))
+
+
+def _refuse_taken(url: str) -> None:
+    """Refuse a start whose Gateway port is already held, before anything starts."""
+    if gateway_probe.gateway_answers(url):
+        raise RuntimeStateError(
+            "SKILL_GATEWAY_IN_USE",
+            f"something already answers at {url}; pass --port N or stop what holds it",
+            details={"gateway_url": url},
+        )
+    parts = urlsplit(url)
+    if parts.port is not None and parts.hostname:
+        refuse_busy_port(parts.port, parts.hostname)
 
 
 def _check_name(name: str) -> None:

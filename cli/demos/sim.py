@@ -25,9 +25,11 @@ SKILL = "pick-place"
 SKILL_SOURCE = skill_source(SKILL)
 
 
-def run_demo(ctx: Any, *, out_dir: Path, seed: int = 0) -> int:
-    """Run the whole demo; returns the process exit status."""
+def run_demo(ctx: Any, *, out_dir: Path, seed: int = 0, port: int | None = None) -> int:
+    """Run the whole demo with the skill's Gateway on ``port`` (default: a free one, so
+    two demos or a demo and a started skill never collide); returns the exit status."""
     from doraforge.skill_runtime.archive import pack
+    from doraforge.skill_runtime.dora_run import free_port
     from doraforge.skill_runtime.gateway_tokens import runtime_token
     from doraforge.skill_runtime.installer import Installer
     from doraforge.skill_runtime.runtime import RuntimeManager
@@ -45,7 +47,7 @@ def run_demo(ctx: Any, *, out_dir: Path, seed: int = 0) -> int:
     out.say(f"   installed {installed.name} {installed.version}")
     with out.progress("3. start the sim runtime on Dora") as update:
         runtime = RuntimeManager(home, progress=update)
-        state = runtime.start(SKILL, "sim")
+        state = runtime.start(SKILL, "sim", port=port or free_port())
     ctx._runtime = runtime
     out.say(f"3. runtime {state.state}: Gateway {state.gateway_url} (bearer token, per start)")
     try:
