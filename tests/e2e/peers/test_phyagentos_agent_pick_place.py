@@ -1,0 +1,207 @@
+"""PhyAgentOS 1.1.1's own agent runs a bound pick-and-place on doraforge's simulated cell,
+and the same agent script runs unchanged through doraforge's own agent tools.
+
+The agent is data (:data:`tests.e2e.peers.agent_script.PICK_PLACE`, PhyAgentOS's tool
+shapes). First run: inside the PhyAgentOS venv, through PhyAgentOS's ``activate_skill``,
+``forge_task`` and ``forge_tool_api`` tools, its ``AgentTaskCoordinator`` and binding
+resolver, against the sim Gateway named by the ``gateway_url`` of a doraforge-packed
+pick-place bundle that PhyAgentOS's ``SkillInstaller`` installed. Second run: the same
+script through doraforge's ``TOOLS``, against the doraforge-installed pick-place skill
+that doraforge's RuntimeManager started (its Gateway takes only its own bearer token).
+
+Each run must reach success: the cube rests in the zone (read from the scene state
+through the Gateway) and the task record says ``succeeded``. Any refused call fails the
+test with the call and the answer.
+
+PhyAgentOS presents no bearer token (its ``ForgeToolClient``, its RuntimeManager probes and
+its ``/ws`` evidence collector send no ``Authorization``), so its run uses a loopback
+Gateway without one, as its own RuntimeManager would start the bundle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from doraforge.paos.gateway_auth import http_client
+from doraforge.skill_runtime.archive import pack
+from doraforge.skill_runtime.gateway_tokens import GatewayTokens
+from tests.e2e.conftest import MockStack, sim_stack
+from tests.e2e.peers.agent_script import (
+    PHYAGENTOS_AGENT,
+    PICK_PLACE,
+    SKILL,
+    Transcript,
+    doraforge_tools,
+    phyagentos_tools,
+    pick_place_moves,
+    run_script,
+)
+from tests.e2e.registry.test_mcp_pick_place import _started_sim, _task_service
+from tests.paths import PROJECT_ROOT
+from tests.peers import phyagentos
+from tests.support.waiting import eventually
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+SOURCE = PROJECT_ROOT / "skills" / SKILL
+SHIPPED_PORT = "9201"
+
+
+def _bundle_for(port: int, tmp_path: Path) -> Path:
+    """The pick-place bundle as ``doraforge skill pack`` writes it, naming the Gateway on
+    ``port`` (the shipped one names 9201) in its manifest and its sim profile."""
+    copy = tmp_path / "source" / SKILL
+    shutil.copytree(SOURCE, copy)
+    for path in (copy / "skill.yaml", *copy.glob("profiles/*/gateway.yml")):
+        text = path.read_text(encoding="utf-8")
+        path.write_text(text.replace(SHIPPED_PORT, str(port)), encoding="utf-8")
+    return pack(copy, tmp_path / f"{SKILL}.tar.gz").path
+
+
+def _scene(client: httpx.Client) -> dict[str, Any]:
+    """The simulated cell's ground truth, through the Gateway's Tool API."""
+    response = client.post("/tools/world/scene_state:invoke", json={"arguments": {}})
+    assert response.status_code == 200, response.text
+    outputs: dict[str, Any] = response.json()["data"]["response"]["result"]["outputs"]
+    return outputs
+
+
+def _assert_cube_rests_in_zone(client: httpx.Client) -> None:
+    """The physical outcome: the world's resting-in-target predicate, and the cube's centre
+    inside the zone's box on the table plane, on the same snapshot."""
+    scene = eventually(
+        lambda: (s := _scene(client))["predicates"]["cube_in_target_and_resting"] and s,
+        within=15.0,
+        what="the cube to rest inside the target zone",
+        detail=lambda: _scene(client),
+    )
+    cube, zone = scene["objects"]["cube"]["position"], scene["target_zone"]
+    for axis in (0, 1):
+        assert abs(cube[axis] - zone["center"][axis]) <= zone["half_extents"][axis], scene
+
+
+def _moves(transcript: Transcript) -> int:
+    """How many Actions the agent planned from the scene its own query read."""
+    return len(pick_place_moves(transcript.kept["scene"]))
+
+
+def _assert_followed_the_script(transcript: Transcript) -> None:
+    names = [name for name in transcript.names() if name != "forge_tool_action_result"]
+    assert names == [
+        "activate_skill",
+        "forge_task_create",
+        "forge_tool_context",
+        "forge_tool_query",
+        *["forge_tool_start_action", "forge_tool_action_status"] * _moves(transcript),
+        "forge_task_finalize",
+        "forge_task_get",
+    ]
+
+
+# ------------------------------------------------------------------ PhyAgentOS's agent
+
+
+@pytest.fixture
+def peer(tmp_path: Path) -> Iterator[phyagentos.Session]:
+    """PhyAgentOS's agent process, importing PhyAgentOS while the cell starts."""
+    with phyagentos.Session(
+        PHYAGENTOS_AGENT,
+        log=tmp_path / "phyagentos.log",
+        PAOS_HOME=str(tmp_path / "phyagentos-home"),
+    ) as running:
+        yield running
+
+
+@pytest.fixture
+def cell(tmp_path: Path) -> Iterator[MockStack]:
+    with sim_stack(tmp_path / "sim") as running:
+        yield running
+
+
+def _run_in_phyagentos(
+    peer: phyagentos.Session, cell: MockStack, tmp_path: Path
+) -> tuple[dict[str, Any], Transcript]:
+    assert peer.ready() == {"imported": True}
+    setup = peer.request(
+        {
+            "archive": str(_bundle_for(cell.port, tmp_path)),
+            "image_sources": ["scene"],
+            "user_message": "put the red cube in the green zone",
+        }
+    )
+    transcript = asyncio.run(run_script(PICK_PLACE, phyagentos_tools(peer), side="PhyAgentOS"))
+    return setup, transcript
+
+
+def test_phyagentos_agent_tools_run_a_bound_pick_and_place_on_the_sim_gateway(
+    peer: phyagentos.Session, cell: MockStack, tmp_path: Path
+) -> None:
+    setup, transcript = _run_in_phyagentos(peer, cell, tmp_path)
+
+    assert setup["gateway_url"] == cell.base_url  # from the installed bundle's manifest
+    assert all(setup["tools_ready"].values()), setup
+    _assert_cube_rests_in_zone(cell.http)
+    _assert_followed_the_script(transcript)
+    task = transcript.kept["task"]
+    assert task["status"] == "succeeded", task
+    binding = task["primary_skill_binding"]
+    assert (binding["skill_name"], binding["gateway_url"]) == (SKILL, cell.base_url)
+    assert binding["gateway_identity"] == setup["gateway_identity"] == cell.gateway_instance()
+    records = [r for revision in task["revisions"] for r in revision["execution_records"]]
+    assert [r["semantics"] for r in records] == ["query", *["action"] * _moves(transcript)]
+    assert {r["status"] for r in records} == {"succeeded"}
+    assert all(r["invocation_id"] and r["attempt_id"] for r in records[1:])
+    _assert_evidence_captured(task, Path(setup["workspace"]))
+
+
+def _assert_evidence_captured(task: dict[str, Any], workspace: Path) -> None:
+    """PhyAgentOS's own evidence capture over doraforge's ``/ws/images`` and ``/ws/state``:
+    a scene frame before the first Action and after the last, no capture error."""
+    assert task["evidence_errors"] == [], task["evidence_errors"]
+    for reference in (task["before_snapshot_ref"], task["after_snapshot_ref"]):
+        snapshot = json.loads((workspace / reference).read_text())
+        (image,) = [e for e in snapshot["entries"] if e["kind"] == "rgb_image"]
+        assert image["source_id"] == "scene"
+        assert (workspace / image["uri"]).read_bytes()[:3] == b"\xff\xd8\xff"  # JPEG
+    assert (workspace / task["evidence_bundle_ref"]).is_file()
+
+
+# ------------------------------------------------------------------ doraforge's agent tools
+
+
+@pytest.fixture
+def sim_home(tmp_path: Path) -> Iterator[tuple[Any, Any]]:
+    yield from _started_sim(tmp_path)
+
+
+def test_the_same_script_runs_unchanged_through_doraforges_agent_tools(
+    sim_home: tuple[Any, Any],
+) -> None:
+    home, runtime = sim_home
+    service = _task_service(home, runtime)
+
+    async def run() -> Transcript:
+        try:
+            return await run_script(PICK_PLACE, doraforge_tools(service), side="doraforge")
+        finally:
+            await service.aclose()
+
+    transcript = asyncio.run(run())
+    url = runtime.healthy_runtime(SKILL).gateway_url
+    with http_client(url, GatewayTokens(home.runtime_dir)(url)) as client:
+        _assert_cube_rests_in_zone(client)
+    _assert_followed_the_script(transcript)
+    task = transcript.kept["task"]
+    assert (task["status"], task["task"]["state"]) == ("succeeded", "succeeded"), task
+    assert task["binding"]["skill"] == SKILL
+    records = task["records"]
+    assert [r["semantics"] for r in records] == ["query", *["action"] * _moves(transcript)]
+    assert {r["state"] for r in records[1:]} == {"completed"}
