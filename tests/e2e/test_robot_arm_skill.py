@@ -4,11 +4,14 @@ Its ``forge-robot-fake`` profile replaces the simulated world by a forge-robot d
 (the fake-backend driver the bundle carries) with YAML only. The test packs the skill,
 installs the archive, starts the profile on its home's own Dora, moves the arm and the
 gripper through the Gateway's Actions, reads the driver's own joint state back through the
-Gateway, stops the skill, and checks that no process of it is left.
+Gateway, runs a task bound to the skill through doraforge's agent tools to a verified
+success (the skill's own contract), stops the skill, and checks that no process of it is
+left.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -20,13 +23,18 @@ from typing import Any
 import httpx
 import pytest
 
+from doraforge.paos.agent_tools import TOOLS
 from doraforge.paos.gateway_auth import bearer
-from doraforge.paos.home import PaosHome
+from doraforge.paos.home import PaosHome, open_service
+from doraforge.paos.tasks import TaskService
+from doraforge.skill_runtime.activation import activate_skill
 from doraforge.skill_runtime.dora_run import free_port
+from doraforge.skill_runtime.gateway_tokens import GatewayTokens
+from doraforge.skill_runtime.runtime import RuntimeManager
 from tests.e2e.peers.skill_copies import skill_on_port
 from tests.paths import PROJECT_ROOT
 from tests.skill_runtime.runtime_support import assert_nothing_runs, torn_down_home
-from tests.support.waiting import eventually
+from tests.support.waiting import eventually, eventually_async
 
 pytestmark = pytest.mark.e2e
 
@@ -115,6 +123,42 @@ def succeeded(finished: dict[str, Any]) -> dict[str, Any]:
     return outputs
 
 
+async def call(service: TaskService, tool: str, arguments: dict[str, Any]) -> Any:
+    """One of doraforge's ``forge_*`` agent tools, as an agent calls it; its data."""
+    answer = await TOOLS[tool](service, arguments)
+    assert answer["ok"] is True, answer
+    return answer["data"]
+
+
+async def bound_task(home: PaosHome) -> dict[str, Any]:
+    """A task bound to the running skill: ``arm.home`` to completion, then finalize with the
+    skill's own verification contract (its ``verification.yaml``)."""
+    service = open_service(home, token_for=GatewayTokens(home.runtime_dir))
+    runtime = RuntimeManager(home)
+    service.activate_skill = lambda name: activate_skill(home, name, runtime)
+    try:
+        task_id = (await call(service, "forge_task_create", {"skill": SKILL}))["task"]["task_id"]
+        started = await call(
+            service,
+            "forge_tool_start_action",
+            {"task_id": task_id, "tool_id": "arm.home", "arguments": {}},
+        )
+        query = {"task_id": task_id, "record_id": started["record_id"]}
+
+        async def finished() -> dict[str, Any] | None:
+            answer = await call(service, "forge_tool_action_result", query)
+            record: dict[str, Any] = answer["record"]
+            return record if answer["status"] == "available" else None
+
+        record = await eventually_async(finished, within=ACTION_TIMEOUT_S, what="arm.home")
+        assert record["state"] == "completed", record
+        described: dict[str, Any] = await call(service, "forge_task_finalize", {"task_id": task_id})
+        return described
+    finally:
+        await service.aclose()
+        service.store.close()
+
+
 def test_the_installed_skill_moves_the_forge_robot_driver_through_the_gateway_and_stops_clean(
     started: tuple[PaosHome, dict[str, Any]], tmp_path: Path
 ):
@@ -137,6 +181,9 @@ def test_the_installed_skill_moves_the_forge_robot_driver_through_the_gateway_an
         assert gateway.joint_state()["gripper"] == pytest.approx(0.01, abs=0.002)
         succeeded(gateway.run("gripper.release", {}))
         assert gateway.joint_state()["gripper"] == pytest.approx(0.04, abs=0.002)
+        described = asyncio.run(bound_task(home))
+        assert described["task"]["state"] == "succeeded", described["task"]
+        assert gateway.joint_state()["elbow"] == pytest.approx(1.92, abs=TOLERANCE_RAD)  # home
     finally:
         gateway.http.close()
 
