@@ -91,6 +91,7 @@ class Approval:
     state: State = "pending"
     reason: str | None = None
     decided_at: float | None = None
+    waiters: int = 0
     decided: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
     def public(self) -> dict[str, Any]:
@@ -160,20 +161,28 @@ class ApprovalStore:
         approved, else raise :class:`Denied` (denied, timeout, withdrawn, queue full)."""
         approval = self._attach(request)
         remaining = max(0.0, approval.expires_on_clock - self._clock())
+        approval.waiters += 1
         try:
             async with self._deadline(remaining):
                 await approval.decided.wait()
         except TimeoutError:
             self._settle(approval, "expired", f"no decision within {self._timeout_s:g} s")
-        except asyncio.CancelledError:  # the process stops: nobody is left to ask
-            self._settle(approval, "withdrawn", "the call was interrupted")
+        except asyncio.CancelledError:  # the last caller left, or the process stops
+            if approval.waiters == 1:
+                self._settle(approval, "withdrawn", "the call was interrupted")
             raise
+        finally:
+            approval.waiters -= 1
         return _released(approval, request.fingerprint, self._timeout_s)
 
     def approvals(self, state: State | None = None) -> list[dict[str, Any]]:
         """Pending then decided records, oldest first, optionally of one ``state``."""
         every = [*self._pending.values(), *self._decided.values()]
         return [a.public() for a in every if state is None or a.state == state]
+
+    def waiters(self, approval_id: str) -> int:
+        """How many callers wait on this approval now (an idempotent retry adds one)."""
+        return self._find(approval_id).waiters
 
     def get(self, approval_id: str) -> dict[str, Any]:
         """One record; :class:`NotFound` ``APPROVAL_NOT_FOUND`` when unknown or dropped."""
