@@ -9,7 +9,7 @@ object and target colours in HSV and decides:
   but never moved;
 * ``inconclusive`` - a frame is missing or unreadable, or the object or target is not found.
 
-Small blobs are expected: the simulated cube is about 15x15 px in a 640x480 frame.
+Small blobs are expected: the simulated cube is about 24x29 px in the 640x480 scene frame.
 """
 
 from __future__ import annotations
