@@ -16,8 +16,12 @@ not fields, and are not listed.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
+
+from doraforge.paos.binding import BindingCandidate
 
 STR, INT, BOOL, OBJ, ARR = "str", "int", "bool", "object", "array"
 
@@ -237,6 +241,7 @@ _STATUS = {
     "data.deadline_ms": "int?",
     "data.terminal_at_ms": "int?",
     "data.progress": "object?",
+    "data.result": "object?",
 }
 _RESULT = {"data.status": STR, "data.phase": STR, "data.result": "object?"}
 _CONTROL = {"data.invocation_id": STR, "data.command": STR, "data.status": STR, "data.phase": STR}
@@ -433,7 +438,7 @@ SKILL_DOCUMENT = "---\nname: mock-skill\ndescription: Move the mock arm.\n---\n#
 #: ``sequence(call, until)`` where ``call(tool, **arguments)`` answers the decoded tool
 #: answer and ``until(poll, what)`` awaits (bounded) a truthy ``await poll()``. It reads only
 #: PhyAgentOS's answer fields, so it is also an agent written for PhyAgentOS.
-SEQUENCE = '''
+SEQUENCE = """
 async def sequence(call, until):
     out = {}
 
@@ -481,7 +486,30 @@ async def sequence(call, until):
     await record("forge_task_finalize", task_id=task_id)
     await record("forge_task_cancel", task_id=task_id, reason="user said stop")
     return out
-'''
+"""
+
+
+@dataclass(frozen=True)
+class DocumentedActivation:
+    """A Skill Runtime activation as ``activate_skill`` reads it, with its document."""
+
+    candidate: BindingCandidate
+    contract: dict[str, Any] | None
+    document: str
+
+
+def installed_candidate(gateway_url: str) -> BindingCandidate:
+    """A candidate as the Skill Runtime builds one for an installed, running skill."""
+    return BindingCandidate(
+        skill=SKILL,
+        version="1.0.0",
+        gateway_url=gateway_url,
+        required_tools=("mock.echo", "mock.move", "mock.stats", "mock.stream"),
+        manifest_sha256="a" * 64,
+        skill_md_sha256=hashlib.sha256(SKILL_DOCUMENT.encode()).hexdigest(),
+        runtime_instance="rt-1",
+        node_artifacts=("mock-node",),
+    )
 
 
 def tool_of(key: str) -> str:

@@ -33,7 +33,6 @@ from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.anyio
 
-SHA = "a" * 64
 OFF = {"mode": "off", "goal": "move"}
 NEVER = {
     "kind": "state",
@@ -41,29 +40,6 @@ NEVER = {
     "tool_id": "mock.stats",
     "predicate": {"op": "greater_than", "value_path": "invokes.move", "value": 1000},
 }
-
-
-@dataclass(frozen=True)
-class DocumentedActivation:
-    """A Skill Runtime activation as ``activate_skill`` reads it, with its document."""
-
-    candidate: BindingCandidate
-    contract: dict[str, Any] | None
-    document: str
-
-
-def installed_candidate(gateway_url: str) -> BindingCandidate:
-    """A candidate as the Skill Runtime builds one for an installed, running skill."""
-    return BindingCandidate(
-        skill=table.SKILL,
-        version="1.0.0",
-        gateway_url=gateway_url,
-        required_tools=("mock.echo", "mock.move", "mock.stats", "mock.stream"),
-        manifest_sha256=SHA,
-        skill_md_sha256=hashlib.sha256(table.SKILL_DOCUMENT.encode()).hexdigest(),
-        runtime_instance="rt-1",
-        node_artifacts=("mock-node",),
-    )
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +62,8 @@ async def service(tmp_path: Path) -> AsyncIterator[TaskService]:
         lambda url: ForgeToolClient(url, transport=transport),
         workspace=tmp_path / "workspace",
     )
-    candidate = installed_candidate("http://127.0.0.1")
-    task_service.activate_skill = lambda name: DocumentedActivation(
+    candidate = table.installed_candidate("http://127.0.0.1")
+    task_service.activate_skill = lambda name: table.DocumentedActivation(
         candidate, None, table.SKILL_DOCUMENT
     )
     yield task_service
@@ -99,7 +75,7 @@ def _json_type(schema: dict[str, Any]) -> str | None:
     """A doraforge property's JSON type in the table's words (enums: their values' type)."""
     names = {"string": "str", "integer": "int", "object": "object", "boolean": "bool"}
     if "type" in schema:
-        return names.get(schema["type"], schema["type"])
+        return str(names.get(schema["type"], schema["type"]))
     kinds = {table.kind(v) for v in schema.get("enum", [])}
     return kinds.pop() if len(kinds) == 1 else None
 
@@ -107,13 +83,13 @@ def _json_type(schema: dict[str, Any]) -> str | None:
 # ---------------------------------------------------------------- the table itself
 
 
-def test_the_table_names_the_16_tools_both_sides_offer():
+def test_the_table_names_the_16_tools_both_sides_offer() -> None:
     assert set(table.ARGUMENTS) == set(table.ANSWERS) == set(TOOLS)
     assert len(TOOLS) == 16
 
 
 @pytest.mark.slow
-def test_the_table_states_phyagentos_s_argument_fields_and_types(peer: dict[str, Any]):
+def test_the_table_states_phyagentos_s_argument_fields_and_types(peer: dict[str, Any]) -> None:
     names = {"string": "str", "integer": "int", "object": "object"}
     for tool, schema in peer["schemas"].items():
         declared = {k: names[v["type"]] for k, v in schema["properties"].items()}
@@ -121,7 +97,7 @@ def test_the_table_states_phyagentos_s_argument_fields_and_types(peer: dict[str,
 
 
 @pytest.mark.slow
-def test_the_table_states_phyagentos_s_nested_answer_models(peer: dict[str, Any]):
+def test_the_table_states_phyagentos_s_nested_answer_models(peer: dict[str, Any]) -> None:
     for name, model in (
         ("lesson", table.LESSON),
         ("verdict", table.VERDICT),
@@ -133,17 +109,17 @@ def test_the_table_states_phyagentos_s_nested_answer_models(peer: dict[str, Any]
 
 
 @pytest.mark.slow
-def test_the_status_words_are_phyagentos_s(peer: dict[str, Any]):
+def test_the_status_words_are_phyagentos_s(peer: dict[str, Any]) -> None:
     assert set(peer["task_statuses"]) == table.TASK_STATUSES
     assert set(peer["record_statuses"]) == table.RECORD_STATUSES
 
 
-def test_doraforge_s_status_mappings_speak_only_phyagentos_s_words():
+def test_doraforge_s_status_mappings_speak_only_phyagentos_s_words() -> None:
     assert set(answers.RECORD_STATUS.values()) <= table.RECORD_STATUSES
     assert set(answers.RECORD_PHASE.values()) <= table.PHASES
 
 
-def test_doraforge_takes_every_argument_field_with_its_type():
+def test_doraforge_takes_every_argument_field_with_its_type() -> None:
     for tool, fields in table.ARGUMENTS.items():
         properties = TOOLS[tool].input_schema["properties"]
         for field, wanted in fields.items():
@@ -156,7 +132,7 @@ def test_doraforge_takes_every_argument_field_with_its_type():
 
 async def test_doraforge_answers_the_agent_sequence_with_every_field_of_the_table(
     service: TaskService,
-):
+) -> None:
     seen = await table.run_doraforge(service)
     assert {table.tool_of(k) for k in seen} == set(TOOLS) - {"forge_task_begin_revision"}
     for key, answer in seen.items():
@@ -178,7 +154,7 @@ def _instance(seen: dict[str, Any]) -> str:
 
 async def test_a_verified_finalize_and_a_new_revision_answer_phyagentos_verdicts(
     service: TaskService,
-):
+) -> None:
     created = await TOOLS["forge_task_create"](
         service,
         {
@@ -217,7 +193,7 @@ async def test_a_verified_finalize_and_a_new_revision_answer_phyagentos_verdicts
 
 async def test_activate_skill_answers_the_document_and_the_lessons_of_its_skill_version(
     service: TaskService,
-):
+) -> None:
     task_id = await _ended_with_a_failed_move(service)
     answer = await TOOLS["activate_skill"](service, {"name": table.SKILL})
     assert table.problems(answer, table.ANSWERS["activate_skill"]) == []
@@ -247,17 +223,17 @@ async def _ended_with_a_failed_move(service: TaskService) -> str:
 async def _settled(service: TaskService, task_id: str, invocation_id: str) -> None:
     ids = {"task_id": task_id, "invocation_id": invocation_id}
 
-    async def done() -> bool:
+    async def done() -> dict[str, Any] | None:
         answer = await TOOLS["forge_tool_action_result"](service, ids)
-        return bool(answer["data"]["status"] == "available")
+        return answer if answer["data"]["status"] == "available" else None
 
     await eventually_async(done, what="the move's result", interval=0.01)
 
 
 async def test_an_activation_without_a_document_says_so_and_keeps_the_installed_hash(
     service: TaskService,
-):
-    candidate = installed_candidate("http://127.0.0.1")
+) -> None:
+    candidate = table.installed_candidate("http://127.0.0.1")
 
     @dataclass(frozen=True)
     class Undocumented:
