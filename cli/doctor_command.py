@@ -40,7 +40,11 @@ from doraforge.skill_runtime.dora_generation import (
     library_refusal,
     version_tuple,
 )
-from doraforge.skill_runtime.dora_run import dora_binary, dora_environment
+from doraforge.skill_runtime.dora_run import (
+    dora_binary,
+    dora_environment,
+    node_interpreter_environment,
+)
 from doraforge.skill_runtime.errors import RuntimeStateError
 from doraforge.skill_runtime.manifest import load_manifest
 from doraforge.wire import strict_yaml
@@ -102,6 +106,11 @@ class Check:
         )
 
 
+def _nodes_python() -> str:
+    """The interpreter ``path: python`` nodes run with (``dora_run`` pins uv to it)."""
+    return node_interpreter_environment({}, Path(sys.executable).parent)["UV_PYTHON"]
+
+
 @dataclass(frozen=True)
 class Machine:
     """What the checks look at; every part is injectable so each check is testable."""
@@ -109,7 +118,7 @@ class Machine:
     environ: Mapping[str, str]
     home: Path
     dora: str
-    node_python: str = field(default_factory=lambda: _node_python())
+    node_python: str = field(default_factory=lambda: _nodes_python())
     installed: Callable[[str], str | None] = field(default=lambda name: _installed(name))
     requirements: Callable[[], list[str]] = field(default=lambda: requires("doraforge") or [])
     python_version: str = platform.python_version()
@@ -248,12 +257,6 @@ def _dora_library(machine: Machine, cli: Check) -> Check:
         do = f"Dora accepts the pair, doraforge is tested with one: pip install 'dora-rs=={pin}.*'"
         return Check(name, "warn", f"{label}, the CLI is {cli_version}", do)
     return Check(name, "ok", label)
-
-
-def _node_python() -> str:
-    """The interpreter ``path: python`` nodes run with (``dora_run`` pins uv to it)."""
-    beside = Path(sys.executable).with_name("python")
-    return str(beside if beside.exists() else Path(sys.executable))
 
 
 # ---------------------------------------------------------------------- GL

@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from doraforge.skill_runtime.dora_generation import INSTALL_HINT
+from doraforge.skill_runtime.dora_generation import INSTALL_HINT, library_refusal
 from doraforge.skill_runtime.errors import RuntimeStateError
 
 MIN_VERSION = (1, 1)
@@ -110,6 +110,21 @@ def node_library_version(python: str | Path, env: Mapping[str, str]) -> str | No
         return None
     found = done.stdout.strip()
     return found if done.returncode == 0 and found else None
+
+
+def require_node_library(cli_version: str, python: str | Path, env: Mapping[str, str]) -> None:
+    """Raise ``SKILL_DORA_GENERATION`` when the nodes' ``dora-rs`` cannot talk to the
+    daemon of the dora CLI ``cli_version`` (or is missing from ``python``, the interpreter
+    Dora runs ``path: python`` nodes with: ``UV_PYTHON`` of
+    :func:`~doraforge.skill_runtime.dora_run.node_interpreter_environment`)."""
+    library = node_library_version(python, env)
+    refused = library_refusal(cli_version, library)
+    if refused is not None:
+        raise RuntimeStateError(
+            "SKILL_DORA_GENERATION",
+            refused,
+            details={"cli": cli_version, "node_library": library, "python": str(python)},
+        )
 
 
 def require_minimum(version: str, binary: str, minimum: tuple[int, int] = MIN_VERSION) -> None:

@@ -253,3 +253,19 @@ def test_the_node_library_version_is_asked_of_the_nodes_interpreter(tmp_path: Pa
     silent.chmod(0o755)
     assert dora.node_library_version(silent, {}) is None
     assert dora.node_library_version(tmp_path / "absent", {}) is None
+
+
+def test_nodes_whose_dora_rs_cannot_talk_to_the_cli_are_refused_before_dora_starts(
+    tmp_path: Path,
+):
+    old = tmp_path / "python"
+    old.write_text("#!/bin/sh\necho 0.4.1\n")
+    old.chmod(0o755)
+    with pytest.raises(RuntimeStateError) as raised:
+        dora.require_node_library("1.1.0", old, {})
+    assert raised.value.code == "SKILL_DORA_GENERATION"
+    assert "dora-rs 0.4.1 (Dora 0.x) cannot talk to the daemon of the dora CLI 1.1.0" in (
+        raised.value.message
+    )
+    assert raised.value.details == {"cli": "1.1.0", "node_library": "0.4.1", "python": str(old)}
+    dora.require_node_library("1.1.0", sys.executable, os.environ)  # this venv's pair is fine
