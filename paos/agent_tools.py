@@ -145,10 +145,15 @@ def _error_of(exc: PaosError) -> dict[str, Any]:
         "message": exc.message,
         "retryable": exc.retryable,
     }
+    status_code = getattr(exc, "status_code", None)
+    if isinstance(status_code, int):  # the Gateway's HTTP status, as PhyAgentOS reports it
+        error["status_code"] = status_code
     remote_state = getattr(exc, "remote_state", None)
     if remote_state is not None:
         error["remote_state"] = remote_state
-    for name in ("invocation_id", "record_id"):
+    if remote_state == "unknown":
+        error["stopped"] = False  # PhyAgentOS's word: nothing says the robot stopped
+    for name in ("invocation_id", "attempt_id", "record_id"):
         if exc.details.get(name) is not None:
             error[name] = exc.details[name]
     return error
@@ -163,6 +168,7 @@ def _unclassified(exc: sqlite3.Error | OSError) -> dict[str, Any]:
         "message": f"{type(exc).__name__}: {exc}; the outcome is unknown: reconcile, do not retry",
         "retryable": False,
         "remote_state": "unknown",
+        "stopped": False,
     }
 
 

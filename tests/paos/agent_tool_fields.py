@@ -292,6 +292,27 @@ ANSWERS: dict[str, dict[str, str]] = {
     "forge_tool_stop_session": {**_ENVELOPE, **_CONTROL, "data.stop_status": STR},
 }
 
+#: A tool's failure answer (PhyAgentOS's Forge tools answer them; its task tools raise).
+ERROR_ANSWER: dict[str, str] = {
+    "ok": BOOL,
+    "error": OBJ,
+    "error.type": STR,
+    "error.message": STR,
+    "error.code": "str?",
+    "error.retryable": "bool?",
+    "error.status_code": "int?",
+    "error.invocation_id": "str?",
+    "error.attempt_id": "str?",
+    "error.remote_state": "str?",
+    "error.stopped": "bool?",
+}
+
+
+def fields_of(key: str) -> dict[str, str]:
+    """The table for a :data:`SEQUENCE` answer key (``tool``, ``tool/moment``, ``tool/error``)."""
+    return ERROR_ANSWER if key.endswith("/error") else ANSWERS[tool_of(key)]
+
+
 #: Status fields and every word PhyAgentOS gives them (``AgentTaskStatus``,
 #: ``ToolExecutionRecord.status``, the Gateway's result and phase words).
 TASK_STATUSES = frozenset(
@@ -421,6 +442,8 @@ def unlisted(answer: Mapping[str, Any], table: Mapping[str, str]) -> list[str]:
 
 def status_words(tool: str, answer: Mapping[str, Any]) -> list[str]:
     """Status words in ``answer`` that are not PhyAgentOS's for that field."""
+    if answer.get("ok") is False:
+        return []
     return [
         f"{path}={value!r}"
         for path, words in status_vocabulary(tool).items()
@@ -456,6 +479,10 @@ async def sequence(call, until):
     )
     task_id = created["data"]["task_id"]
     await record("forge_tool_context", tool_id="mock.move")
+    out["forge_tool_query/error"] = await call(
+        "forge_tool_query", tool_id="mock.nothing", arguments={})
+    out["forge_tool_action_status/error"] = await call(
+        "forge_tool_action_status", task_id=task_id, invocation_id="inv_of_nobody")
     await record("forge_tool_query", task_id=task_id, tool_id="mock.echo",
                  arguments={"message": "hi"})
     action = await record("forge_tool_start_action", task_id=task_id, tool_id="mock.move",

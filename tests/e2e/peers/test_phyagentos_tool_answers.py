@@ -165,8 +165,7 @@ def test_both_sides_answer_the_same_calls_with_the_same_fields(both: dict[str, A
     assert set(both["tools"]) == set(table.ANSWERS)
     assert set(theirs) == set(ours)
     for key, answer in theirs.items():
-        tool = table.tool_of(key)
-        fields = table.ANSWERS[tool]
+        tool, fields = table.tool_of(key), table.fields_of(key)
         assert table.unlisted(answer, fields) == [], f"{key}: PhyAgentOS answers fields unlisted"
         assert table.problems(answer, fields) == [], f"{key}: PhyAgentOS"
         assert table.problems(ours[key], fields) == [], f"{key}: doraforge"
@@ -179,6 +178,10 @@ def test_both_sides_serve_the_same_skill_document_and_reach_the_same_outcomes(
 ) -> None:
     theirs, ours = both["theirs"], both["ours"]
     assert theirs["activate_skill"]["skill"] == ours["activate_skill"]["skill"]
+    for key in ("forge_tool_query/error", "forge_tool_action_status/error"):
+        assert theirs[key]["ok"] is ours[key]["ok"] is False, key
+    unknown = "forge_tool_query/error", ("error", "status_code")
+    assert _at(theirs[unknown[0]], unknown[1]) == _at(ours[unknown[0]], unknown[1]) == 404
     digest = "activation", "content_sha256"
     assert _at(theirs["activate_skill"], digest) == _at(ours["activate_skill"], digest)
     for key, path in (
