@@ -1,9 +1,10 @@
 """doraforge's agent tools take PhyAgentOS 1.1.1's argument shapes unchanged.
 
 The shapes are PhyAgentOS's own: each tool's ``parameters`` JSON schema, dumped by the real
-PhyAgentOS in its peer venv (``tests.peers.phyagentos``). Arguments generated from those
-schemas must be valid for doraforge's tool (and for the registry's agent-facing form), and
-a PhyAgentOS-shaped agent sequence runs through a real in-process Gateway.
+PhyAgentOS in its peer venv (``tests.peers.phyagentos``, ``agent_tool_fields.PEER_DUMP``).
+Arguments generated from those schemas must be valid for doraforge's tool (and for the
+registry's agent-facing form), and a PhyAgentOS-shaped agent sequence runs through a real
+in-process Gateway.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from doraforge.registry.server import new_service
 from doraforge.registry.settings import ServerSettings
 from doraforge.skill_runtime.activation import SkillActivation
 from tests.gateway.harness import mock_config, mock_handler
+from tests.paos.agent_tool_fields import PEER_DUMP
 from tests.peers import phyagentos
 from tests.support.waiting import eventually_async
 
@@ -48,22 +50,6 @@ MOVED = {
 }
 TEMPLATE = {"mode": "enforce", "goal": "the mock moved", "success_criteria": [MOVED]}
 
-_DUMP = """
-import json
-from PhyAgentOS.agent.tools import forge_tool_api as api, forge_task as task
-from PhyAgentOS.agent.tools.skill_activation import ActivateSkillTool
-
-tools = [
-    api.ForgeToolContextTool(None), api.ForgeToolQueryTool(None, None),
-    api.ForgeToolStartActionTool(None), api.ForgeToolActionStatusTool(None, None),
-    api.ForgeToolActionResultTool(None, None), api.ForgeToolCancelActionTool(None, None),
-    api.ForgeToolStartSessionTool(None), api.ForgeToolSessionStatusTool(None, None),
-    api.ForgeToolSessionResultTool(None, None), api.ForgeToolStopSessionTool(None),
-    *task.build_forge_task_tools(None), ActivateSkillTool(None),
-]
-print(json.dumps({t.name: t.parameters for t in tools}))
-"""
-
 #: Values for the string patterns PhyAgentOS's schemas declare.
 _PATTERNED = {
     "^activation_[a-z0-9]+$": "activation_0123abcd",
@@ -73,7 +59,7 @@ _PATTERNED = {
 
 @pytest.fixture(scope="module")
 def phyagentos_schemas() -> dict[str, dict[str, Any]]:
-    schemas: dict[str, dict[str, Any]] = phyagentos.run(_DUMP)
+    schemas: dict[str, dict[str, Any]] = phyagentos.run(PEER_DUMP)["schemas"]
     return schemas
 
 
