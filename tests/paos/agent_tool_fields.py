@@ -17,11 +17,23 @@ not fields, and are not listed.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import httpx
+
+from doraforge.gateway.core import Gateway
+from doraforge.gateway.http import create_app
+from doraforge.gateway.local import LocalCarrier, LocalProvider
 from doraforge.paos.binding import BindingCandidate
+from doraforge.paos.client import ForgeToolClient
+from doraforge.paos.store import AgentTaskStore
+from doraforge.paos.tasks import TaskService
+from tests.gateway.harness import mock_config, mock_handler
+from tests.support.waiting import eventually_async
 
 STR, INT, BOOL, OBJ, ARR = "str", "int", "bool", "object", "array"
 
@@ -539,6 +551,32 @@ def installed_candidate(gateway_url: str) -> BindingCandidate:
     )
 
 
+@asynccontextmanager
+async def mock_task_service(
+    home: Path, activate_skill: Callable[[str], Any]
+) -> AsyncIterator[TaskService]:
+    """A TaskService on ``home`` whose Gateway is the mock provider's, in process (ASGI),
+    and whose Skill Runtime answers ``activate_skill``; closed on leaving."""
+    carrier = LocalCarrier()
+    gateway = Gateway(mock_config(), send=carrier.send)
+    carrier.add(LocalProvider("mock", mock_handler), gateway.on_message).register()
+    await eventually_async(
+        lambda: gateway.registry.current("mock") is not None, what="the mock registered"
+    )
+    transport = httpx.ASGITransport(app=create_app(gateway))
+    service = TaskService(
+        AgentTaskStore(home / "paos.db"),
+        lambda url: ForgeToolClient(url, transport=transport),
+        workspace=home / "workspace",
+    )
+    service.activate_skill = activate_skill
+    try:
+        yield service
+    finally:
+        await service.aclose()
+        service.store.close()
+
+
 def tool_of(key: str) -> str:
     """The tool of a :data:`SEQUENCE` answer key (``tool`` or ``tool/moment``)."""
     return key.split("/", 1)[0]
@@ -547,7 +585,6 @@ def tool_of(key: str) -> str:
 async def run_doraforge(service: Any, *, within: float = 20.0) -> dict[str, Any]:
     """:data:`SEQUENCE` through doraforge's own agent tools on ``service``."""
     from doraforge.paos.agent_tools import TOOLS
-    from tests.support.waiting import eventually_async
 
     async def call(tool: str, **arguments: Any) -> Any:
         return await TOOLS[tool](service, arguments)

@@ -14,19 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from doraforge.gateway.core import Gateway
-from doraforge.gateway.http import create_app
-from doraforge.gateway.local import LocalCarrier, LocalProvider
 from doraforge.paos import phyagentos_answers as answers
 from doraforge.paos.agent_tools import TOOLS
 from doraforge.paos.binding import BindingCandidate
-from doraforge.paos.client import ForgeToolClient
-from doraforge.paos.store import AgentTaskStore
 from doraforge.paos.tasks import TaskService
-from tests.gateway.harness import mock_config, mock_handler
 from tests.paos import agent_tool_fields as table
 from tests.peers import phyagentos
 from tests.support.waiting import eventually_async
@@ -50,25 +43,10 @@ def peer() -> dict[str, Any]:
 
 @pytest.fixture
 async def service(tmp_path: Path) -> AsyncIterator[TaskService]:
-    carrier = LocalCarrier()
-    gateway = Gateway(mock_config(), send=carrier.send)
-    carrier.add(LocalProvider("mock", mock_handler), gateway.on_message).register()
-    await eventually_async(
-        lambda: gateway.registry.current("mock") is not None, what="the mock registered"
-    )
-    transport = httpx.ASGITransport(app=create_app(gateway))
-    task_service = TaskService(
-        AgentTaskStore(tmp_path / "paos.db"),
-        lambda url: ForgeToolClient(url, transport=transport),
-        workspace=tmp_path / "workspace",
-    )
     candidate = table.installed_candidate("http://127.0.0.1")
-    task_service.activate_skill = lambda name: table.DocumentedActivation(
-        candidate, None, table.SKILL_DOCUMENT
-    )
-    yield task_service
-    await task_service.aclose()
-    task_service.store.close()
+    documented = table.DocumentedActivation(candidate, None, table.SKILL_DOCUMENT)
+    async with table.mock_task_service(tmp_path, lambda name: documented) as task_service:
+        yield task_service
 
 
 def _json_type(schema: dict[str, Any]) -> str | None:

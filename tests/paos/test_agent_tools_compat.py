@@ -14,27 +14,20 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from jsonschema import Draft202012Validator
 
-from doraforge.gateway.core import Gateway
-from doraforge.gateway.http import create_app
-from doraforge.gateway.local import LocalCarrier, LocalProvider
 from doraforge.paos.agent_tools import TOOLS
 from doraforge.paos.binding import BindingCandidate
-from doraforge.paos.client import ForgeToolClient
 from doraforge.paos.home import PaosHome
 from doraforge.paos.phyagentos_shapes import contract_from_phyagentos
-from doraforge.paos.store import AgentTaskStore
 from doraforge.paos.tasks import TaskService
 from doraforge.registry.robot_schemas import agent_form
 from doraforge.registry.robot_tools import RobotTools, register_robot_tools
 from doraforge.registry.server import new_service
 from doraforge.registry.settings import ServerSettings
 from doraforge.skill_runtime.activation import SkillActivation
-from tests.gateway.harness import mock_config, mock_handler
-from tests.paos.agent_tool_fields import PEER_DUMP
+from tests.paos.agent_tool_fields import PEER_DUMP, mock_task_service
 from tests.peers import phyagentos
 from tests.support.waiting import eventually_async
 
@@ -151,26 +144,12 @@ def test_no_phyagentos_shape_needs_a_url(phyagentos_schemas: dict[str, dict[str,
 
 @pytest.fixture
 async def service(tmp_path: Path) -> AsyncIterator[TaskService]:
-    carrier = LocalCarrier()
-    gateway = Gateway(mock_config(), send=carrier.send)
-    provider = carrier.add(LocalProvider("mock", mock_handler), gateway.on_message)
-    provider.register()
-    await eventually_async(
-        lambda: gateway.registry.current("mock") is not None, what="the mock registered"
-    )
-    transport = httpx.ASGITransport(app=create_app(gateway))
-    task_service = TaskService(
-        AgentTaskStore(tmp_path / "paos.db"),
-        lambda url: ForgeToolClient(url, transport=transport),
-        workspace=tmp_path / "workspace",
-    )
     candidate = BindingCandidate(
         skill="mock-skill", version="1.0.0", gateway_url=URL, required_tools=tuple(TOOLS_USED)
     )
-    task_service.activate_skill = lambda name: SkillActivation(candidate, dict(TEMPLATE))
-    yield task_service
-    await task_service.aclose()
-    task_service.store.close()
+    activation = SkillActivation(candidate, dict(TEMPLATE))
+    async with mock_task_service(tmp_path, lambda name: activation) as task_service:
+        yield task_service
 
 
 async def call(service: TaskService, tool: str, /, **arguments: Any) -> Any:
