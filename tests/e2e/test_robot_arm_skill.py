@@ -1,12 +1,12 @@
 """The shipped robot-arm skill on a forge-robot driver, through the ``doraforge`` CLI.
 
 Its ``forge-robot-fake`` profile replaces the simulated world by a forge-robot driver node
-(the fake-backend driver the bundle carries) with YAML only. The test packs the skill,
-installs the archive, starts the profile on its home's own Dora, moves the arm and the
-gripper through the Gateway's Actions, reads the driver's own joint state back through the
-Gateway, runs a task bound to the skill through doraforge's agent tools to a verified
-success (the skill's own contract), stops the skill, and checks that no process of it is
-left.
+(the fake-backend driver the bundle carries) with YAML only. The test packs the shipped
+skill by name, installs the archive, starts the profile on its home's own Dora with the
+Gateway on a free port (``skill start --port``), moves the arm and the gripper through the
+Gateway's Actions, reads the driver's own joint state back through the Gateway, runs a
+task bound to the skill through doraforge's agent tools to a verified success (the
+skill's own contract), stops the skill, and checks that no process of it is left.
 """
 
 from __future__ import annotations
@@ -31,8 +31,6 @@ from doraforge.skill_runtime.activation import activate_skill
 from doraforge.skill_runtime.dora_run import free_port
 from doraforge.skill_runtime.gateway_tokens import GatewayTokens
 from doraforge.skill_runtime.runtime import RuntimeManager
-from tests.e2e.peers.skill_copies import skill_on_port
-from tests.paths import PROJECT_ROOT
 from tests.skill_runtime.runtime_support import assert_nothing_runs, torn_down_home
 from tests.support.waiting import eventually, eventually_async
 
@@ -40,7 +38,6 @@ pytestmark = pytest.mark.e2e
 
 SKILL = "robot-arm"
 PROFILE = "forge-robot-fake"
-SOURCE = PROJECT_ROOT / "skills" / SKILL
 DORAFORGE = str(Path(sys.executable).with_name("doraforge"))
 ARM_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow", "forearm_roll", "wrist_pitch", "wrist_roll")
 TOLERANCE_RAD = 0.01
@@ -104,14 +101,17 @@ class Gateway:
 
 @pytest.fixture
 def started(tmp_path: Path) -> Iterator[tuple[PaosHome, dict[str, Any]]]:
-    """The robot-arm skill packed, installed and started by the CLI; always torn down."""
+    """The shipped robot-arm skill packed by name, installed and started by the CLI with
+    its Gateway on a free port (the shipped 9011 may be taken); always torn down."""
     with torn_down_home(tmp_path) as home:
         archive = tmp_path / f"{SKILL}.tar.gz"
-        source = skill_on_port(SOURCE, tmp_path / "source" / SKILL, free_port(), shipped_port=9011)
-        doraforge(home, tmp_path, "skill", "pack", str(source), "--output", str(archive))
+        doraforge(home, tmp_path, "skill", "pack", SKILL, "--output", str(archive))
         installed = doraforge(home, tmp_path, "skill", "install", str(archive), "--yes")
         assert (installed["name"], installed["version"]) == (SKILL, "1.0.0")
-        state = doraforge(home, tmp_path, "skill", "start", SKILL, "--profile", PROFILE)
+        port = str(free_port())
+        state = doraforge(
+            home, tmp_path, "skill", "start", SKILL, "--profile", PROFILE, "--port", port
+        )
         yield home, state
 
 
@@ -164,6 +164,7 @@ def test_the_installed_skill_moves_the_forge_robot_driver_through_the_gateway_an
 ):
     home, state = started
     assert (state["state"], state["profile"]) == ("running", PROFILE)
+    assert state["gateway_url"] != "http://127.0.0.1:9011"
     token = Path(state["gateway_token_file"]).read_text(encoding="utf-8").strip()
     gateway = Gateway(state["gateway_url"], token)
     try:
