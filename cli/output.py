@@ -41,8 +41,9 @@ class Output:
         """A table for people; ``raw`` as JSON for scripts.
 
         The ``whole`` columns (ids, states, times) are never cut or wrapped, however narrow
-        the terminal, so an id can be copied into the next command; the others give way
-        (ending in …) when the terminal is too narrow for everything.
+        the terminal, so an id can be copied into the next command; the others then give
+        way (ending in …) when the terminal is too narrow for everything. Without ``whole``
+        every column wraps.
         """
         if self.as_json:
             print(json.dumps(raw, indent=2, sort_keys=True, default=str))
@@ -50,12 +51,21 @@ class Output:
         cells = [["" if cell is None else str(cell) for cell in row] for row in rows]
         # Light borders leave the text the room an 80-column terminal has.
         table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
-        for index, column in enumerate(columns):
-            if column in whole:
-                widest = max((len(row[index]) for row in cells), default=0)
-                table.add_column(column, no_wrap=True, min_width=max(widest, len(column)))
+        widths = [
+            max([len(column), *(len(row[i]) for row in cells)]) for i, column in enumerate(columns)
+        ]
+        kept = sum(w for w, column in zip(widths, columns, strict=True) if column in whole)
+        others = [column for column in columns if column not in whole]
+        # Rich shrinks every column when a row is too wide; the others share what is left.
+        room = self.console.width - kept - 3 * len(columns)
+        share = max(8, room // len(others)) if others else 0
+        for width, column in zip(widths, columns, strict=True):
+            if not whole:
+                table.add_column(column)
+            elif column in whole:
+                table.add_column(column, no_wrap=True, min_width=width)
             else:  # one line per row: a long text ends in … rather than in a tall cell
-                table.add_column(column, no_wrap=True, overflow="ellipsis")
+                table.add_column(column, no_wrap=True, overflow="ellipsis", max_width=share)
         for row in cells:
             table.add_row(*row)
         self.console.print(table)

@@ -7,11 +7,14 @@ Start the sim skill and the registry first:
     doraforge skill start pick-place --profile sim
     doraforge serve --mcp --grant robot.read --grant robot.write --approve forge.tool_start_action
 
-then `.venv/bin/python examples/mcp_pick_place.py [URL]`. When the registry was started
-with `--token-env DORAFORGE_REGISTRY_TOKEN`, export the same variable here: its value is
-sent as the bearer token. The skill's Gateway token never leaves the registry's side.
+then `.venv/bin/python examples/mcp_pick_place.py [URL]`. A registry started with a token
+(`--token-file PATH` or `--token-env VAR`) needs the same token here: pass the same
+`--token-file PATH` (a 0600 file) or `--token-env VAR`; without either, the variable
+DORAFORGE_REGISTRY_TOKEN is used when it is set. The token is sent as the bearer on every
+request and never printed. The skill's Gateway token never leaves the registry's side.
 """
 
+import argparse
 import asyncio
 import os
 import sys
@@ -21,10 +24,31 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from doraforge.cli.demos.pick_place import STEP_TIMEOUT_S, plan_steps
+from doraforge.wire.tokens import TokenError, load_token
 
-URL = sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8765/mcp"
-TOKEN = os.environ.get("DORAFORGE_REGISTRY_TOKEN")
-HEADERS = {"Authorization": f"Bearer {TOKEN}"} if TOKEN else {}
+DEFAULT_URL = "http://127.0.0.1:8765/mcp"
+DEFAULT_TOKEN_ENV = "DORAFORGE_REGISTRY_TOKEN"
+
+
+def arguments(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="pick and place through doraforge serve (MCP)")
+    parser.add_argument("url", nargs="?", default=DEFAULT_URL, help=f"default {DEFAULT_URL}")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--token-file", help="a 0600 file holding the registry's token")
+    source.add_argument("--token-env", metavar="VAR", help="a variable holding the token")
+    return parser.parse_args(argv)
+
+
+def bearer(args: argparse.Namespace) -> dict[str, str]:
+    """The Authorization header for the chosen token source (none when there is none)."""
+    env = args.token_env
+    if env is None and args.token_file is None and os.environ.get(DEFAULT_TOKEN_ENV):
+        env = DEFAULT_TOKEN_ENV
+    try:
+        token = load_token(env=env, file=args.token_file, environ=os.environ)
+    except TokenError as exc:
+        sys.exit(f"mcp_pick_place: {exc}")
+    return {"Authorization": f"Bearer {token}"} if token else {}
 
 
 async def call(session: ClientSession, name: str, **arguments: object) -> dict:
@@ -34,11 +58,11 @@ async def call(session: ClientSession, name: str, **arguments: object) -> dict:
     return result.structuredContent
 
 
-async def main() -> None:
+async def main(url: str, headers: dict[str, str]) -> None:
     async with (
         # The SDK's default timeouts (a response stream may stay open), the bearer on every request.
-        httpx.AsyncClient(headers=HEADERS, timeout=httpx.Timeout(30, read=300)) as http,
-        streamable_http_client(URL, http_client=http) as (read, write, _),
+        httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(30, read=300)) as http,
+        streamable_http_client(url, http_client=http) as (read, write, _),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
@@ -70,4 +94,6 @@ async def main() -> None:
         print(done["task"]["state"], done["revisions"][-1]["verdict"]["status"])
 
 
-asyncio.run(main())
+if __name__ == "__main__":
+    options = arguments(sys.argv[1:])
+    asyncio.run(main(options.url, bearer(options)))

@@ -1,0 +1,174 @@
+"""Every operator-facing failure is one line with a code and what to do, and an exit code.
+
+Run through the CLI's entry point on a real home (real SQLite store, real packed and
+installed skill); nothing here needs Dora: each refusal happens before anything starts.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from doraforge.cli import main
+from doraforge.skills import source as skill_source
+
+SKILL = "pick-place"
+
+
+def run(capsys: pytest.CaptureFixture[str], home: Path, *argv: str) -> tuple[int, str, str]:
+    code = main(["--home", str(home), *argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def one_line(err: str) -> str:
+    """The single stderr line of a failure (the assertion fails on any other shape)."""
+    assert err.endswith("\n")
+    assert err.count("\n") == 1, err
+    assert "Traceback" not in err
+    return err.rstrip("\n")
+
+
+@pytest.fixture
+def installed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """A home with the shipped pick-place skill packed and installed (never started)."""
+    home = tmp_path / "home"
+    archive = tmp_path / f"{SKILL}.tar.gz"
+    assert run(capsys, home, "skill", "pack", SKILL, "--output", str(archive))[0] == 0
+    assert run(capsys, home, "skill", "install", str(archive), "--yes")[0] == 0
+    return home
+
+
+def test_task_get_of_an_unknown_id_names_it_and_where_the_ids_are(tmp_path: Path, capsys):
+    code, out, err = run(capsys, tmp_path, "task", "get", "task_nope")
+    assert (code, out) == (1, "")
+    assert one_line(err) == (
+        "doraforge: PAOS_NOT_FOUND: no task 'task_nope' in this home; "
+        "`doraforge task list` shows the tasks"
+    )
+
+
+def test_task_cancel_of_an_unknown_id_says_the_same(tmp_path: Path, capsys):
+    code, _, err = run(capsys, tmp_path, "task", "cancel", "task_nope")
+    assert code == 1
+    assert one_line(err).startswith("doraforge: PAOS_NOT_FOUND: no task 'task_nope' in this home")
+
+
+def test_tools_list_for_a_skill_not_installed_lists_the_installed_ones(installed: Path, capsys):
+    code, _, err = run(capsys, installed, "tools", "list", "--skill", "typo")
+    assert code == 1
+    assert one_line(err) == (
+        "doraforge: SKILL_NOT_INSTALLED: skill 'typo' is not installed (installed: pick-place); "
+        "install one with `doraforge skill install ARCHIVE`"
+    )
+
+
+def test_a_skill_not_installed_in_an_empty_home_says_none_is(tmp_path: Path, capsys):
+    code, _, err = run(capsys, tmp_path, "tools", "list", "--skill", "typo")
+    assert code == 1
+    assert "(no skill is installed)" in one_line(err)
+
+
+def test_installing_a_folder_says_pack_it_first(tmp_path: Path, capsys):
+    folder = skill_source(SKILL)
+    code, _, err = run(capsys, tmp_path, "skill", "install", str(folder), "--yes")
+    assert code == 1
+    assert one_line(err) == (
+        f"doraforge: SKILL_SOURCE_IS_DIRECTORY: {folder} is a directory, not a bundle "
+        f"archive: pack it first with `doraforge skill pack {folder}` and install the "
+        ".tar.gz it writes"
+    )
+
+
+def test_a_corrupt_archive_is_named_by_the_users_path_not_the_cache_copy(tmp_path: Path, capsys):
+    bad = tmp_path / "bad.tar.gz"
+    bad.write_bytes(gzip.compress(b"this is not a tar archive at all" * 40))
+    code, _, err = run(capsys, tmp_path / "home", "skill", "install", str(bad), "--yes")
+    line = one_line(err)
+    assert code == 1
+    assert line.startswith(f"doraforge: ARCHIVE_CORRUPT: {bad.resolve()} is not a valid tar")
+    assert line.endswith("download it again or re-pack its folder with `doraforge skill pack DIR`")
+    assert "cache" not in line
+
+
+def test_a_file_that_is_not_gzip_is_named_by_the_users_path(tmp_path: Path, capsys):
+    bad = tmp_path / "notes.tar.gz"
+    bad.write_text("hello", encoding="utf-8")
+    code, _, err = run(capsys, tmp_path / "home", "skill", "install", str(bad), "--yes")
+    assert code == 1
+    assert one_line(err).startswith(
+        f"doraforge: ARCHIVE_CORRUPT: {bad.resolve()} is not a gzip file; download it again"
+    )
+
+
+def test_start_without_a_profile_lists_the_profiles(installed: Path, capsys):
+    code, _, err = run(capsys, installed, "skill", "start", SKILL)
+    assert code == 1
+    assert one_line(err) == (
+        "doraforge: SKILL_PROFILE_REQUIRED: pick-place has several profiles: choose one with "
+        "--profile (hardware, sim)"
+    )
+
+
+def test_start_with_an_unknown_profile_lists_the_profiles(installed: Path, capsys):
+    code, _, err = run(capsys, installed, "skill", "start", SKILL, "--profile", "simm")
+    assert code == 1
+    assert one_line(err) == (
+        "doraforge: SKILL_PROFILE_UNKNOWN: pick-place has no profile 'simm' "
+        "(its profiles: hardware, sim)"
+    )
+
+
+def test_status_of_a_skill_not_installed_fails(installed: Path, capsys):
+    code, out, err = run(capsys, installed, "skill", "status", "typo")
+    assert (code, out) == (1, "")
+    assert one_line(err).startswith("doraforge: SKILL_NOT_INSTALLED: skill 'typo' is not installed")
+
+
+def test_status_of_an_installed_skill_never_started_says_so(installed: Path, capsys):
+    code, out, _ = run(capsys, installed, "--json", "skill", "status", SKILL)
+    assert code == 0
+    assert [(s["name"], s["state"]) for s in json.loads(out)] == [(SKILL, "never started")]
+
+
+def test_task_run_on_a_skill_never_started_is_one_line_saying_how_to_start_it(
+    installed: Path, capsys
+):
+    code, _, err = run(capsys, installed, "task", "run", SKILL, "--out", str(installed / "out"))
+    assert code == 1
+    assert one_line(err) == (
+        "doraforge: SKILL_NOT_RUNNING: forge_task_create: skill 'pick-place' has never been "
+        "started; start it with `doraforge skill start pick-place`"
+    )
+
+
+def test_pack_prints_the_archive_path_size_and_digest(tmp_path: Path, capsys):
+    archive = tmp_path / "p.tar.gz"
+    code, out, _ = run(capsys, tmp_path, "skill", "pack", SKILL, "--output", str(archive))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("packed ")
+    assert lines[0].endswith(f" files into {archive}")
+    size, digest = lines[1].split(" · ")
+    assert size == f"size {archive.stat().st_size} bytes"
+    assert len(digest.removeprefix("sha256 ")) == 64
+    assert "ArchiveFile" not in out
+
+
+def test_pack_json_is_one_object(tmp_path: Path, capsys):
+    archive = tmp_path / "p.tar.gz"
+    code, out, _ = run(capsys, tmp_path, "--json", "skill", "pack", SKILL, "--output", str(archive))
+    assert code == 0
+    assert set(json.loads(out)) == {"path", "sha256", "size"}
+
+
+def test_installing_a_local_file_does_not_say_downloading(tmp_path: Path, capsys):
+    archive = tmp_path / "p.tar.gz"
+    run(capsys, tmp_path, "skill", "pack", SKILL, "--output", str(archive))
+    code, out, err = run(capsys, tmp_path / "home", "skill", "install", str(archive), "--yes")
+    assert code == 0
+    assert "downloading" not in err + out
+    assert out.startswith("installed pick-place 1.0.0 into ")
