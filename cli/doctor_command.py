@@ -311,7 +311,7 @@ def default_ports() -> list[tuple[int, str, str]]:
     for name in skills.names():
         port = urlsplit(load_manifest(skills.source(name)).gateway_url).port
         if port is not None:
-            how = "edit gateway_url in skill.yaml and port in the profile's gateway.yml"
+            how = f"doraforge skill start {name} --port N"
             found.setdefault(port, ([], how))[0].append(f"skill {name}")
     serve = ServerSettings().port
     found.setdefault(serve, ([], "doraforge serve --port N"))[0].append("serve")

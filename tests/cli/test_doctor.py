@@ -164,11 +164,11 @@ def test_the_render_probe_renders_a_real_frame_here():
 
 
 def test_the_default_ports_are_read_from_the_shipped_configs():
-    ports = {port: users for port, users, _how in doctor_command.default_ports()}
-    assert ports[9001] == "run mock, run sim"
-    assert ports[9201] == "skill pick-place"
-    assert ports[9011] == "skill robot-arm"
-    assert ports[8765] == "serve"
+    ports = {port: (users, how) for port, users, how in doctor_command.default_ports()}
+    assert ports[9001] == ("run mock, run sim", "doraforge run/demo --port N")
+    assert ports[9201] == ("skill pick-place", "doraforge skill start pick-place --port N")
+    assert ports[9011] == ("skill robot-arm", "doraforge skill start robot-arm --port N")
+    assert ports[8765] == ("serve", "doraforge serve --port N")
 
 
 def test_a_busy_default_port_is_a_warning_saying_how_to_move_it(tmp_path: Path):
