@@ -30,13 +30,15 @@ def _runtime_row(console: Console, name: str) -> dict[str, Any] | None:
 
 
 def _skill_rows(console: Console) -> list[dict[str, Any]]:
-    from doraforge.skill_runtime import installed_skills
+    from doraforge.skill_runtime import installed_manifest, installed_skills
 
     rows = []
     for skill in installed_skills(console.home):
-        row: dict[str, Any] = {"name": skill.name, "version": skill.version}
+        row: dict[str, Any] = {"name": skill.name, "version": skill.version, "profiles": []}
         if skill.error_code is not None:
             row["error"] = {"code": skill.error_code}
+        else:  # the profiles a start may choose, as `skill start --profile` offers them
+            row["profiles"] = sorted(installed_manifest(console.home, skill.name).profiles)
         try:
             row["runtime"] = _runtime_row(console, skill.name)
         except PaosError as exc:

@@ -5,7 +5,7 @@ const TOKEN_KEY = "doraforge.console.token";
 
 export class ApiError extends Error {
   constructor(status, error) {
-    super(`${error.code}: ${error.message}`);
+    super(error.message);
     this.status = status;
     this.code = error.code;
     this.details = error.details || {};

@@ -112,14 +112,16 @@ export async function render(root, { say }) {
   const invocationBody = body.querySelector("#invocations tbody");
   poller(alive, 500, async () => {
     try {
-      clear(joints).append(...jointRows(await getJson(`api/cell/${enc(skill)}/state`)));
+      const rows = jointRows(await getJson(`api/cell/${enc(skill)}/state`));
+      clear(joints).append(...rows);
     } catch (error) {
       clear(joints).append(h("tr", {}, h("td", { colspan: 3 }, errorText(error))));
     }
   });
   poller(alive, 2000, async () => {
     try {
-      clear(tools).append(...toolRows((await getJson(`api/cell/${enc(skill)}/tools`)).tools));
+      const rows = toolRows((await getJson(`api/cell/${enc(skill)}/tools`)).tools);
+      clear(tools).append(...rows);
     } catch (error) {
       say(errorText(error), true);
     }

@@ -49,12 +49,20 @@ function actions(skill, say, refresh, showLogs) {
       button.disabled = false;
     }
   };
+  const profiles = skill.profiles || [];
+  const last = skill.runtime ? skill.runtime.profile : null;
+  const profile = h(
+    "select",
+    { className: "profile", "aria-label": "profile", hidden: profiles.length < 2, disabled: live },
+    profiles.map((p) => h("option", { value: p, selected: p === (last || (profiles.includes("sim") ? "sim" : profiles[0])) }, p)),
+  );
   const startButton = h("button", { type: "button", className: "start", disabled: live }, "Start");
   startButton.addEventListener("click", () =>
     run(startButton, async () => {
-      say(`starting ${skill.name}… (the dataflow comes up and every required tool gets ready)`);
+      say(`starting ${skill.name} (${profile.value || "default"})… the dataflow comes up and every required tool gets ready`);
       startButton.textContent = "Starting…";
-      await postJson(`api/skills/${enc(skill.name)}/start`, {});
+      const body = profile.value ? { profile: profile.value } : {};
+      await postJson(`api/skills/${enc(skill.name)}/start`, body);
       say(`${skill.name} running`);
       await refresh();
     }),
@@ -63,7 +71,7 @@ function actions(skill, say, refresh, showLogs) {
   stopButton.addEventListener("click", () => run(stopButton, () => stop(skill.name, say, refresh)));
   const logsButton = h("button", { type: "button", className: "logs" }, "Logs");
   logsButton.addEventListener("click", () => run(logsButton, () => showLogs(skill.name)));
-  return [startButton, stopButton, logsButton];
+  return [profile, startButton, stopButton, logsButton];
 }
 
 export async function render(root, { say }) {

@@ -73,8 +73,11 @@ function timeline(described) {
     const at = a.received_at_ns ? Number(BigInt(a.received_at_ns) / 1000000n) : null;
     events.push({ at, text: `frame ${a.phase} ${a.source}${a.error ? ` not captured (${a.error.code})` : ""}`, state: null });
   }
+  // A verification attempt carries no clock of its own: it ends the task's run.
+  const judged = described.task.terminal_at_ms ?? described.task.updated_at_ms;
   for (const v of described.verifications || []) {
-    events.push({ at: v.created_at_ms || v.at_ms || null, text: "verification", state: v.status || null });
+    const bundle = v.bundle && v.bundle.ok ? "evidence bundle valid" : "evidence bundle refused";
+    events.push({ at: judged, text: `verification (${bundle})`, state: v.verdict ? v.verdict.status : null });
   }
   events.sort((x, y) => (x.at ?? 0) - (y.at ?? 0));
   const rows = events.map((e) => h("tr", {}, h("td", {}, when(e.at)), h("td", {}, e.text), h("td", {}, e.state ? stateBadge(e.state) : "")));
