@@ -3,7 +3,9 @@
 PhyAgentOS pins dependencies doraforge does not share (``websockets<17``, litellm, …), so
 it gets its own virtual environment, built once from the package index by the project's
 own files (this module) under ``.peers/`` in the checkout and reused while its stamp says
-the same version. Tests run PhyAgentOS code in that interpreter as a subprocess.
+the same version. Tests run PhyAgentOS code in that interpreter as a subprocess: once,
+printing one JSON answer (:func:`run`), or as a long-lived peer answering one JSON line
+per request (:class:`Session`), for a test that drives PhyAgentOS step by step.
 """
 
 from __future__ import annotations

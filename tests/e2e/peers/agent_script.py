@@ -54,7 +54,10 @@ VERIFICATION = {
     "mode": "off",
     "goal": "the red cube rests inside the green target zone",
     "success_criteria": ["cube_in_zone"],
-    "evidence_policy": {"required_sources": ["scene"], "required_kinds": ["rgb_image"]},
+    "evidence_policy": {
+        "required_sources": ["scene"],
+        "required_kinds": ["rgb_image", "robot_state"],
+    },
 }
 
 PICK_PLACE: list[dict[str, Any]] = [

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,12 +37,14 @@ from tests.e2e.peers.agent_script import (
     PHYAGENTOS_AGENT,
     PICK_PLACE,
     SKILL,
+    ScriptRefused,
     Transcript,
     doraforge_tools,
     phyagentos_tools,
     pick_place_moves,
     run_script,
 )
+from tests.e2e.peers.skill_copies import skill_on_port
 from tests.e2e.registry.test_mcp_pick_place import _started_sim, _task_service
 from tests.paths import PROJECT_ROOT
 from tests.peers import phyagentos
@@ -52,18 +53,12 @@ from tests.support.waiting import eventually
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 SOURCE = PROJECT_ROOT / "skills" / SKILL
-SHIPPED_PORT = "9201"
 
 
 def _bundle_for(port: int, tmp_path: Path) -> Path:
-    """The pick-place bundle as ``doraforge skill pack`` writes it, naming the Gateway on
-    ``port`` (the shipped one names 9201) in its manifest and its sim profile."""
-    copy = tmp_path / "source" / SKILL
-    shutil.copytree(SOURCE, copy)
-    for path in (copy / "skill.yaml", *copy.glob("profiles/*/gateway.yml")):
-        text = path.read_text(encoding="utf-8")
-        path.write_text(text.replace(SHIPPED_PORT, str(port)), encoding="utf-8")
-    return pack(copy, tmp_path / f"{SKILL}.tar.gz").path
+    """The pick-place bundle as doraforge packs it, its Gateway moved to ``port``."""
+    source = skill_on_port(SOURCE, tmp_path / "source" / SKILL, port)
+    return pack(source, tmp_path / f"{SKILL}.tar.gz").path
 
 
 def _scene(client: httpx.Client) -> dict[str, Any]:
@@ -138,6 +133,11 @@ def _run_in_phyagentos(
         }
     )
     transcript = asyncio.run(run_script(PICK_PLACE, phyagentos_tools(peer), side="PhyAgentOS"))
+    # The same peer refuses a shape it does not take (doraforge's ``skill`` extension):
+    # the script's calls were accepted because their shapes are PhyAgentOS's own.
+    doraforge_only = [{"call": "forge_task_create", "arguments": {"skill": SKILL}}]
+    with pytest.raises(ScriptRefused, match="Invalid parameters for tool 'forge_task_create'"):
+        asyncio.run(run_script(doraforge_only, phyagentos_tools(peer), side="PhyAgentOS"))
     return setup, transcript
 
 
@@ -151,15 +151,28 @@ def test_phyagentos_agent_tools_run_a_bound_pick_and_place_on_the_sim_gateway(
     _assert_cube_rests_in_zone(cell.http)
     _assert_followed_the_script(transcript)
     task = transcript.kept["task"]
-    assert task["status"] == "succeeded", task
+    records = [r for revision in task["revisions"] for r in revision["execution_records"]]
+    assert task["status"] == "succeeded", _phyagentos_summary(task, records)
     binding = task["primary_skill_binding"]
     assert (binding["skill_name"], binding["gateway_url"]) == (SKILL, cell.base_url)
     assert binding["gateway_identity"] == setup["gateway_identity"] == cell.gateway_instance()
-    records = [r for revision in task["revisions"] for r in revision["execution_records"]]
     assert [r["semantics"] for r in records] == ["query", *["action"] * _moves(transcript)]
     assert {r["status"] for r in records} == {"succeeded"}
     assert all(r["invocation_id"] and r["attempt_id"] for r in records[1:])
     _assert_evidence_captured(task, Path(setup["workspace"]))
+
+
+def _outcome(record: dict[str, Any]) -> Any:
+    """An Action record's error, else its result's status, from the Gateway's answer."""
+    data = (record.get("response") or {}).get("data") or {}
+    result = data.get("result") or {}
+    return record.get("error") or result.get("error") or result.get("status")
+
+
+def _phyagentos_summary(task: dict[str, Any], records: list[dict[str, Any]]) -> str:
+    """What a failed PhyAgentOS task says about itself, one line per record."""
+    lines = [f"{r['tool_id']} {r['status']}: {_outcome(r)}" for r in records]
+    return "\n".join([*lines, f"evidence_errors: {task['evidence_errors']}"])
 
 
 def _assert_evidence_captured(task: dict[str, Any], workspace: Path) -> None:
@@ -168,9 +181,14 @@ def _assert_evidence_captured(task: dict[str, Any], workspace: Path) -> None:
     assert task["evidence_errors"] == [], task["evidence_errors"]
     for reference in (task["before_snapshot_ref"], task["after_snapshot_ref"]):
         snapshot = json.loads((workspace / reference).read_text())
-        (image,) = [e for e in snapshot["entries"] if e["kind"] == "rgb_image"]
-        assert image["source_id"] == "scene"
-        assert (workspace / image["uri"]).read_bytes()[:3] == b"\xff\xd8\xff"  # JPEG
+        entries = {e["kind"]: e for e in snapshot["entries"]}
+        assert entries.keys() == {"rgb_image", "robot_state"}, snapshot
+        assert entries["rgb_image"]["source_id"] == "scene"
+        image = (workspace / entries["rgb_image"]["uri"]).read_bytes()
+        assert image[:3] == b"\xff\xd8\xff"  # JPEG, as the Gateway streams it
+        state = json.loads((workspace / entries["robot_state"]["uri"]).read_text())
+        assert state["type"] == "state"  # a /ws/state message: the cell's joint state
+        assert {"shoulder_pan", "gripper"} <= set(state["joint_state"]["name"]), state
     assert (workspace / task["evidence_bundle_ref"]).is_file()
 
 
@@ -200,8 +218,9 @@ def test_the_same_script_runs_unchanged_through_doraforges_agent_tools(
         _assert_cube_rests_in_zone(client)
     _assert_followed_the_script(transcript)
     task = transcript.kept["task"]
-    assert (task["status"], task["task"]["state"]) == ("succeeded", "succeeded"), task
-    assert task["binding"]["skill"] == SKILL
     records = task["records"]
+    summary = "\n".join(f"{r['tool_id']} {r['state']}: {r['error']}" for r in records)
+    assert (task["status"], task["task"]["state"]) == ("succeeded", "succeeded"), summary
+    assert task["binding"]["skill"] == SKILL
     assert [r["semantics"] for r in records] == ["query", *["action"] * _moves(transcript)]
     assert {r["state"] for r in records[1:]} == {"completed"}
