@@ -54,8 +54,10 @@ def verdict_lines(described: dict[str, Any]) -> list[str]:
         mark = "✓" if result["status"] == "pass" else "✗"
         reason = " ".join(str(result.get("detail", "")).split())
         lines.append(f" {mark} {result['criterion_id']:20s} {result['status']:8s} {reason}")
+    outcome = task.get("outcome") or {}
+    if verdict and outcome.get("execution_ok") is False:
+        lines.append("   a step did not complete (its error is above): the task failed")
     if not verdict:
-        outcome = task.get("outcome") or {}
         if outcome.get("cancelled"):
             lines.append(f"   cancelled before verification ({outcome.get('reason', 'requested')})")
         elif outcome:

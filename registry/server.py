@@ -8,6 +8,7 @@ loopback address.
 
 from __future__ import annotations
 
+import errno
 import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -23,6 +24,7 @@ from doraforge.registry.mcp import ROUTES as MCP_ROUTES
 from doraforge.registry.mcp import McpEndpoint
 from doraforge.registry.robot_tools import RobotTools, register_robot_tools
 from doraforge.registry.settings import ServerSettings
+from doraforge.wire.errors import StructuredError
 
 if TYPE_CHECKING:
     from doraforge.registry.api_tools.routes import ApiTools
@@ -103,13 +105,30 @@ def uvicorn_config(app: FastAPI, host: str, port: int) -> uvicorn.Config:
     )
 
 
+class PortBusy(StructuredError, OSError):
+    """``REGISTRY_PORT_BUSY``: something already listens on the address; nothing started.
+    An ``OSError`` too, so a caller catching the bind failure still does."""
+
+
 def serve(app: FastAPI, settings: ServerSettings, *, say: Say = print) -> None:
     """Run ``app`` under uvicorn until interrupted; says the address it really listens on
-    (port 0 picks a free port)."""
+    (port 0 picks a free port). Raises :class:`PortBusy` naming the port and the option
+    when the address is taken."""
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((settings.host, settings.port))
+    try:
+        sock.bind((settings.host, settings.port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        raise PortBusy(
+            "REGISTRY_PORT_BUSY",
+            f"port {settings.port} on {settings.host} is in use; pass --port N "
+            "(0 picks a free one) or stop what holds it",
+            details={"host": settings.host, "port": settings.port},
+        ) from exc
     # Listen before saying so: a client that dials the printed address at once is queued
     # until uvicorn accepts, never refused.
     sock.listen(uvicorn_config(app, settings.host, settings.port).backlog)

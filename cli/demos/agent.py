@@ -54,10 +54,17 @@ async def run_pick_place(service: TaskService, skill: str, *, say: Say = print) 
     )
     for label, tool_id, arguments in plan_steps(scene["response"]["result"]["outputs"], say=say):
         began = time.monotonic()
-        record = await _run_action(service, task_id, tool_id, arguments)
+        try:
+            record = await _run_action(service, task_id, tool_id, arguments)
+        except AgentFailure as exc:
+            if exc.code != "PAOS_TASK_STATE":
+                raise
+            say(f"   {label:24s} {tool_id:18s} not started: the task is no longer executing")
+            break  # cancelled between two steps: the task says how it ended
         outputs = (record.get("result") or {}).get("outputs", {})
         say(f"   {label:24s} {tool_id:18s} {record['state']:9s} {time.monotonic() - began:4.1f} s")
         if record["state"] != "completed":
+            say(f"   {tool_id} {record['state']}: {_why(record)}")
             break
         if tool_id == "gripper.grasp" and not outputs.get("holding"):
             say("   the gripper closed on nothing; finalizing as is")
@@ -66,6 +73,14 @@ async def run_pick_place(service: TaskService, skill: str, *, say: Say = print) 
     if current["task"]["state"] != "executing":
         return current  # cancelled meanwhile (`doraforge task cancel`): nothing to finalize
     return await call(service, "forge_task_finalize", {"task_id": task_id})
+
+
+def _why(record: dict[str, Any]) -> str:
+    """The error a step ended with, as ``CODE: message`` (the Gateway's result, else PAOS's)."""
+    error = (record.get("result") or {}).get("error") or record.get("error") or {}
+    if not isinstance(error, dict) or not error:
+        return "no error was reported"
+    return f"{error.get('code', '?')}: {error.get('message', '')}"
 
 
 async def _run_action(

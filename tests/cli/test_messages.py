@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -172,3 +173,16 @@ def test_installing_a_local_file_does_not_say_downloading(tmp_path: Path, capsys
     assert code == 0
     assert "downloading" not in err + out
     assert out.startswith("installed pick-place 1.0.0 into ")
+
+
+def test_serve_on_a_busy_port_names_the_port_and_the_option(tmp_path: Path, capsys):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        code, _, err = run(capsys, tmp_path, "serve", "--port", str(port))
+    assert code == 1
+    assert one_line(err) == (
+        f"doraforge: REGISTRY_PORT_BUSY: port {port} on 127.0.0.1 is in use; pass --port N "
+        "(0 picks a free one) or stop what holds it"
+    )

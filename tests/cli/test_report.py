@@ -137,3 +137,14 @@ def test_a_task_cancelled_before_verification_says_so(tmp_path: Path):
         "verdict: not verified · task cancelled",
         "   cancelled before verification (operator_requested)",
     ]
+
+
+def test_a_verified_task_whose_step_failed_says_why_it_failed(tmp_path: Path):
+    passed = {"status": "success", "results": [FAILED["results"][0]]}
+    task = described("task_a", tmp_path, verdict=passed)
+    task["task"]["outcome"] = {"execution_ok": False, "verdict": "success"}
+    assert verdict_lines(task) == [
+        "verdict: success · task failed",
+        " ✓ cube_in_zone         pass     inside the box",
+        "   a step did not complete (its error is above): the task failed",
+    ]

@@ -1,0 +1,205 @@
+"""An operator's session on the real sim skill, through the ``doraforge`` command only.
+
+One installed skill started on Dora (its Gateway on a free port): ``task run`` twice (the
+second finds the cube already in the zone and must say why it failed), each report in its
+task's own folder with every frame; a run cancelled from another terminal ends in one line
+per outcome, no traceback; ``skill logs`` with ``--node``/``--lines``/``--follow`` and Dora's
+diagnostics hidden; ``skill status``; and ``task run`` once the skill is stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from doraforge.skill_runtime.dora_run import dora_environment
+from tests.e2e.registry.test_mcp_pick_place import SKILL, _skill_on_a_free_port
+from tests.paths import PROJECT_ROOT
+from tests.support.waiting import eventually
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+RUN_TIMEOUT_S = 300.0
+
+
+class Operator:
+    """Runs ``doraforge --home HOME …`` as a person at a terminal would."""
+
+    def __init__(self, home: Path, env: dict[str, str]) -> None:
+        self.home, self.env = home, env
+
+    def argv(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "doraforge.cli", "--home", str(self.home), *args]
+
+    def run(self, *args: str, timeout_s: float = RUN_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.argv(*args),
+            cwd=PROJECT_ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            self.argv(*args),
+            cwd=PROJECT_ROOT,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+
+@pytest.fixture(scope="module")
+def operator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+    root = tmp_path_factory.mktemp("operator")
+    person = Operator(root / "home", dora_environment({**os.environ, "HOME": str(root)}))
+    archive = root / f"{SKILL}.tar.gz"
+    assert (
+        person.run(
+            "skill", "pack", str(_skill_on_a_free_port(root)), "--output", str(archive)
+        ).returncode
+        == 0
+    )
+    assert person.run("skill", "install", str(archive), "--yes").returncode == 0
+    started = person.run("skill", "start", SKILL, "--profile", "sim")
+    assert started.returncode == 0, started.stderr
+    try:
+        yield person
+    finally:
+        stopped = person.run("skill", "stop", SKILL, "--force")
+        assert stopped.returncode == 0, stopped.stderr
+
+
+def report_of(stdout: str) -> Path:
+    (path,) = re.findall(r"^report: (.+)$", stdout, flags=re.MULTILINE)
+    return Path(path)
+
+
+def test_a_second_run_says_which_criterion_failed_and_why(operator: Operator, tmp_path: Path):
+    first = operator.run("task", "run", SKILL, "--out", str(tmp_path))
+    # The first run puts the cube in the zone (on a loaded machine its last step, going
+    # home, may still time out: that fails the task but the cube is placed).
+    assert " ✓ cube_in_zone " in first.stdout, first.stdout + first.stderr
+    second = operator.run("task", "run", SKILL, "--out", str(tmp_path))
+
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert second.stderr == ""
+    failing = [line for line in second.stdout.splitlines() if line.startswith(" ✗ ")]
+    assert failing, second.stdout
+    assert all(len(line.split(maxsplit=3)) == 4 for line in failing)  # each with a reason
+    if " failed: " not in second.stdout:  # every step completed, so only the verdict fails
+        assert "verdict: failure · task failed" in second.stdout
+        (vision,) = failing
+        assert "cube_seen_in_zone" in vision
+        assert "did not move" in vision  # the cube was in the zone before the task began
+    reports = [report_of(first.stdout), report_of(second.stdout)]
+    assert reports[0] != reports[1]
+    for report in reports:
+        assert report.parent.parent == tmp_path
+        assert report.parent.name.startswith("task_")
+        frames = sorted((report.parent / "frames").glob("*.png"))
+        assert len(frames) >= 10  # the before frame and one after every step
+        page = report.read_text(encoding="utf-8")
+        assert all(f"frames/{frame.name}" in page for frame in frames)
+
+
+def test_a_run_cancelled_from_another_terminal_ends_in_lines_not_a_traceback(
+    operator: Operator, tmp_path: Path
+):
+    running = operator.start("task", "run", SKILL, "--out", str(tmp_path))
+    try:
+        assert running.stdout is not None
+        bound = eventually(
+            lambda: re.search(r"task (task_[0-9a-f]+) bound to", running.stdout.readline()),
+            within=60,
+            what="the task to be created",
+            interval=0,
+        )
+        task_id = bound.group(1)
+        # The first step is under way once the scene has been read and planned.
+        eventually(
+            lambda: "cube at" in running.stdout.readline(), within=30, what="the plan", interval=0
+        )
+        cancelled = operator.run("task", "cancel", task_id)
+        out, err = running.communicate(timeout=RUN_TIMEOUT_S)
+    finally:
+        if running.poll() is None:
+            running.kill()
+            running.wait()
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert f"task {task_id}: cancelled" in cancelled.stdout
+    assert running.returncode == 1
+    assert "Traceback" not in out + err
+    assert err == ""
+    assert "verdict: not verified · task cancelled" in out
+    assert "cancelled before verification (operator_requested)" in out
+    assert report_of(out).is_file()
+
+
+def test_logs_of_one_node_hide_doras_diagnostics_unless_all(operator: Operator):
+    filtered = operator.run("skill", "logs", SKILL, "--node", "gateway", "--lines", "5")
+    everything = operator.run("skill", "logs", SKILL, "--node", "gateway", "--lines", "5", "--all")
+    assert filtered.returncode == 0, filtered.stderr
+    assert everything.returncode == 0, everything.stderr
+    assert "node gateway ==" in filtered.stdout
+    assert "== runtime log" not in filtered.stdout  # one node asked for, one node shown
+    node_lines = [line for line in filtered.stdout.splitlines() if " gateway: " in line]
+    assert len(node_lines) <= 5
+    assert "dora_node_api::" not in filtered.stdout
+    assert "zenoh::" not in filtered.stdout
+
+
+def test_logs_follow_streams_until_ctrl_c_and_exits_cleanly(operator: Operator):
+    follower = operator.start("skill", "logs", SKILL, "--follow", "--lines", "3")
+    try:
+        assert follower.stdout is not None
+        eventually(
+            lambda: follower.stdout.readline().startswith("== runtime log"),
+            within=30,
+            what="the logs before following",
+            interval=0,
+        )
+        assert follower.poll() is None  # still following
+        began = time.monotonic()
+        follower.send_signal(signal.SIGINT)
+        _, err = follower.communicate(timeout=10)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
+    assert time.monotonic() - began < 5
+    assert follower.returncode == 0
+    assert "Traceback" not in err
+
+
+def test_status_shows_the_running_skill_with_its_gateway(operator: Operator):
+    status = operator.run("--json", "skill", "status", SKILL)
+    assert status.returncode == 0, status.stderr
+    assert '"state": "running"' in status.stdout
+
+
+def test_task_run_on_the_stopped_skill_is_one_line_saying_how_to_start_it(
+    operator: Operator, tmp_path: Path
+):
+    assert operator.run("skill", "stop", SKILL, "--force").returncode == 0
+    try:
+        refused = operator.run("task", "run", SKILL, "--out", str(tmp_path))
+    finally:
+        assert operator.run("skill", "start", SKILL, "--profile", "sim").returncode == 0
+    assert refused.returncode == 1
+    assert refused.stderr == (
+        "doraforge: SKILL_NOT_RUNNING: forge_task_create: skill 'pick-place' is stopped; "
+        "start it with `doraforge skill start pick-place`\n"
+    )
