@@ -261,7 +261,8 @@ class ApprovalStore:
         if approval is None:
             raise NotFound(
                 "APPROVAL_NOT_FOUND",
-                f"no approval {approval_id[:64]!r}; list them with GET /api/approvals",
+                f"no approval {approval_id[:64]!r} (unknown, or dropped after "
+                f"{self._max_decided} later decisions)",
             )
         return approval
 

@@ -286,10 +286,7 @@ def _approval_store(request: Request) -> ApprovalStore:
 
 def _approval_id(approval_id: str) -> str:
     if not _APPROVAL_ID.fullmatch(approval_id):
-        raise NotFound(
-            "APPROVAL_NOT_FOUND",
-            f"no approval {approval_id[:64]!r}; list them with GET /api/approvals",
-        )
+        raise NotFound("APPROVAL_NOT_FOUND", f"no approval {approval_id[:64]!r}")
     return approval_id
 
 

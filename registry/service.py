@@ -9,6 +9,7 @@ and ``registry.approvals`` for how a high-risk call waits for an operator.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import time
 from collections import Counter
@@ -312,7 +313,7 @@ def _approval_request(
     return ApprovalRequest(
         tool=entry.name,
         version=entry.version,
-        arguments=arguments,
+        arguments=copy.deepcopy(arguments),  # what the operator saw, whatever runs later
         caller=principal.id,
         request_id=call.requestId,
         risk=entry.policy.risk,
