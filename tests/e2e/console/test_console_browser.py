@@ -212,3 +212,56 @@ def test_the_audit_page_lists_the_agent_calls_with_their_outcomes(page: Page) ->
     expect(audit).to_contain_text("denied")
     expect(audit).not_to_contain_text("cell is clear")  # argument values never enter
     shot(page, "audit")
+
+
+def test_the_console_cancels_an_action_it_admitted_on_the_real_gateway(cell: Cell) -> None:
+    # Builds on the running skill; plain HTTP through the console's routes.
+    base = f"/console/api/cell/{SKILL}"
+    with cell.http() as http:
+        frame = http.get(f"{base}/frame/scene")
+        assert frame.headers["content-type"] == "image/jpeg"
+        assert frame.content.startswith(b"\xff\xd8\xff")
+        admitted = http.post(f"{base}/tools/arm.home/run", json={"arguments": {}})
+        assert admitted.status_code == 202, admitted.text
+        invocation_id = admitted.json()["admission"]["invocation_id"]
+        cancel = http.post(f"{base}/invocations/{invocation_id}/cancel", json={})
+        assert cancel.status_code == 202
+        assert cancel.json()["requested"] is True
+
+        def terminal() -> str | None:
+            status = http.get(f"{base}/invocations/{invocation_id}").json()["invocation"]
+            return status["phase"] if status["terminal"] else None
+
+        # A cancel that arrives after the short move finished leaves it completed.
+        phase = eventually(terminal, within=30, what="the cancelled arm.home to end")
+        assert phase in ("cancelled", "completed")
+        listed = http.get(f"{base}/invocations").json()["invocations"]
+        assert invocation_id in {row["invocation_id"] for row in listed}
+        refused = http.post(f"{base}/tools/arm.home/run", json={"arguments": {"x": 1}})
+        assert refused.status_code in (400, 422)
+        assert refused.json()["error"]["code"].startswith("FORGE_TOOL_")
+
+
+def test_a_stop_while_a_task_is_active_asks_before_forcing_then_stops(
+    page: Page, agent: Agent
+) -> None:
+    # Builds on the running skill; the last test, since it stops it.
+    created = _structured(agent.call("forge_task_create", {"skill": SKILL}))
+    questions: list[str] = []
+
+    def decline(dialog: Any) -> None:
+        questions.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", decline)
+    page.goto(page.url.split("#")[0] + "#/skills")
+    row = page.locator(f'#skills tr[data-skill="{SKILL}"]')
+    row.locator("button.stop").click()
+    expect(page.locator("#status")).to_contain_text("not forced")
+    assert len(questions) == 1
+    assert "in use" in questions[0]
+    expect(row.locator(".runtime-state")).to_have_text("running")
+    page.remove_listener("dialog", decline)
+    agent.call("forge_task_cancel", {"task_id": created["task"]["task_id"]})
+    row.locator("button.stop").click()
+    expect(row.locator(".runtime-state")).to_have_text("stopped", timeout=60_000)
