@@ -128,8 +128,12 @@ class Session:
         """Send ``message`` as one JSON line and return the peer's answer to it."""
         stdin = self._process.stdin
         assert stdin is not None
-        stdin.write(json.dumps(message).encode() + b"\n")
-        stdin.flush()
+        try:
+            stdin.write(json.dumps(message).encode() + b"\n")
+            stdin.flush()
+        except BrokenPipeError:
+            code = self._process.wait(timeout=10)
+            raise AssertionError(f"PhyAgentOS peer exited {code}:\n{self.tail()}") from None
         return self._answer(timeout)
 
     def close(self, grace_s: float = 30.0) -> None:

@@ -201,12 +201,13 @@ async def _step(step: dict[str, Any], call: ToolCall, transcript: Transcript) ->
         done = all(read(payload(answer), p) == v for p, v in step.get("until", {}).items())
         return answer if done else None
 
-    answer = await eventually_async(
+    answer: Answer | None = await eventually_async(
         answered,
         within=step.get("within_s", STEP_TIMEOUT_S),
         what=f"{transcript.side}: {step['call']} to answer {step.get('until')}",
         interval=POLL_INTERVAL_S,
     )
+    assert answer is not None  # eventually_async returns only a truthy value
     for name, path in step.get("keep", {}).items():
         transcript.kept[name] = read(payload(answer), path)
 
