@@ -402,7 +402,9 @@ def terminal_progress(
         )
 
         columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn())
-        with Progress(*columns, TransferSpeedColumn(), console=Console(file=stream)) as bar:
+        # Drawn as on the terminal the caller found (or asked for with ``interactive``).
+        console = Console(file=stream, force_terminal=True, force_interactive=True)
+        with Progress(*columns, TransferSpeedColumn(), console=console) as bar:
             task = bar.add_task(label, total=None)
 
             def draw(done: int, total: int) -> None:
