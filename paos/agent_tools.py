@@ -309,7 +309,11 @@ async def _gateway_reading(
 
 
 def _bound_tool(service: TaskService, task_id: str, tool_id: str) -> dict[str, Any] | None:
-    tool = service.binding(service.store.task(task_id)).tools.get(tool_id)
+    """``tool_id`` as the task's binding froze it (endpoint, operation), if it can be read."""
+    try:
+        tool = service.binding(service.store.task(task_id)).tools.get(tool_id)
+    except PaosError:
+        return None
     return None if tool is None else tool.model_dump()
 
 

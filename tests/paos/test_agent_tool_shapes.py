@@ -222,3 +222,41 @@ async def test_an_activation_without_a_document_says_so_and_keeps_the_installed_
     answer = await TOOLS["activate_skill"](service, {"name": table.SKILL})
     assert (answer["skill"], answer["data"]["skill_document_available"]) == ("", False)
     assert answer["activation"]["content_sha256"] == candidate.skill_md_sha256
+
+
+async def test_a_terminal_record_s_status_is_the_gateway_s_without_accounting_for_it(
+    service: TaskService,
+) -> None:
+    created = await TOOLS["forge_task_create"](service, {"skill": table.SKILL, "contract": OFF})
+    task_id = created["data"]["task_id"]
+    moved = {"duration_s": 0, "behaviour": "succeed"}
+    arguments = {"task_id": task_id, "tool_id": "mock.move", "arguments": moved}
+    started = await TOOLS["forge_tool_start_action"](service, arguments)
+    await _settled(service, task_id, started["data"]["invocation_id"])
+    ids = {"task_id": task_id, "invocation_id": started["data"]["invocation_id"]}
+    status = await TOOLS["forge_tool_action_status"](service, ids)
+    assert table.problems(status, table.ANSWERS["forge_tool_action_status"]) == []
+    assert (status["data"]["phase"], status["data"]["terminal"]) == ("completed", True)
+    assert status["data"]["invocation"] is None  # doraforge's own read: none for a terminal record
+    assert status["data"]["record"]["state"] == "completed"
+
+
+def test_without_a_gateway_reading_the_record_states_the_invocation_fields() -> None:
+    record = {
+        "record_id": "rec_1",
+        "tool_id": "mock.move",
+        "semantics": "action",
+        "caller_id": "paos:t:1",
+        "state": "indeterminate",
+        "invocation_id": "inv_1",
+        "attempt_id": "att_1",
+        "cancel": None,
+        "created_at_ms": 1,
+        "updated_at_ms": 2,
+        "terminal_at_ms": None,
+    }
+    bound = {"endpoint_id": "mock", "operation": "move"}
+    answer = {"ok": True, "data": answers.status_answer(record, None, bound)}
+    assert table.problems(answer, table.ANSWERS["forge_tool_action_status"]) == []
+    assert (answer["data"]["phase"], answer["data"]["terminal"]) == ("unknown", False)
+    assert table.status_words("forge_tool_action_status", answer) == []
