@@ -261,25 +261,33 @@ def _logs(ctx: Context, args: argparse.Namespace) -> int:
     if not args.follow:
         return 0
     sys.stdout.flush()
-    return _follow(runtime.follow_logs(args.name, node=args.node), keep_dora=args.all)
+    return _follow(lambda: runtime.follow_logs(args.name, node=args.node), keep_dora=args.all)
 
 
-def _follow(process: Any, *, keep_dora: bool) -> int:
-    """Print the followed lines as they come until Dora stops or Ctrl-C (exit 0: the
-    operator asked to stop watching, nothing failed)."""
+def _follow(start: Any, *, keep_dora: bool) -> int:
+    """Start following (``start()`` returns the ``dora logs --follow`` process) and print
+    its lines as they come until Dora stops or Ctrl-C, which exits 0: the operator asked
+    to stop watching, nothing failed. Ctrl-C while it starts is handled the same way."""
     from doraforge.skill_runtime.node_logs import select
 
+    process = None
     try:
+        process = start()
         for raw in process.stdout:
             for line in select([raw], keep_dora=keep_dora)[0]:
                 print(line, flush=True)
     except KeyboardInterrupt:
         pass
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        if process is not None:
+            _end(process)
     return 0
+
+
+def _end(process: Any) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -25,7 +25,8 @@ from tests.e2e.registry.test_mcp_pick_place import SKILL, _skill_on_a_free_port
 from tests.paths import PROJECT_ROOT
 from tests.support.waiting import eventually
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+# Two pick-and-places in one test take minutes on a loaded machine.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(900)]
 
 RUN_TIMEOUT_S = 300.0
 
@@ -64,7 +65,9 @@ class Operator:
 @pytest.fixture(scope="module")
 def operator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
     root = tmp_path_factory.mktemp("operator")
-    person = Operator(root / "home", dora_environment({**os.environ, "HOME": str(root)}))
+    # Unbuffered: the tests read a running command's lines as it prints them.
+    env = dora_environment({**os.environ, "HOME": str(root), "PYTHONUNBUFFERED": "1"})
+    person = Operator(root / "home", env)
     archive = root / f"{SKILL}.tar.gz"
     assert (
         person.run(
