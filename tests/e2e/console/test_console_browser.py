@@ -78,7 +78,9 @@ def test_arm_home_runs_from_its_generated_form_to_succeeded(page: Page) -> None:
     page.locator('#tool-list button[data-tool="arm.home"]').click()
     expect(page.locator("#tool-form")).to_contain_text("This tool takes no arguments.")
     page.click("#run")
-    expect(page.locator("#run-outcome")).to_have_text("succeeded", timeout=ACTION_TIMEOUT_MS)
+    outcome = page.locator("#run-outcome")
+    expect(outcome).not_to_be_empty(timeout=ACTION_TIMEOUT_MS)
+    assert outcome.text_content() == "succeeded", page.locator("#run-result").text_content()
     expect(page.locator("#run-phase")).to_contain_text("completed")
     shot(page, "tools")
 
@@ -204,13 +206,17 @@ def test_an_api_tool_reads_as_a_person_would_and_its_probe_renders_the_request(
     shot(page, "api-tools")
 
 
-def test_the_audit_page_lists_the_agent_calls_with_their_outcomes(page: Page) -> None:
+def test_the_audit_page_lists_the_agent_calls_with_their_outcomes(page: Page, cell: Cell) -> None:
     # Builds on the approved and the denied call above.
     page.goto(page.url.split("#")[0] + "#/audit")
     audit = page.locator("#audit")
     expect(audit).to_contain_text("forge.tool_start_action")
-    expect(audit).to_contain_text("denied")
-    expect(audit).not_to_contain_text("cell is clear")  # argument values never enter
+    expect(audit).to_contain_text("TOOL_APPROVAL_DENIED")
+    expect(audit).to_contain_text("approval approved")
+    expect(audit).to_contain_text("cell is clear")  # the operator's reason is the record
+    with cell.http() as http:
+        task_id = http.get("/console/api/tasks").json()["tasks"][-1]["task_id"]
+    expect(audit).not_to_contain_text(task_id)  # argument values never enter
     shot(page, "audit")
 
 
