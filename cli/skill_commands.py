@@ -12,6 +12,7 @@ from typing import Any
 from doraforge import skills
 from doraforge.cli.context import Context
 from doraforge.cli.output import local_time
+from doraforge.skill_runtime.errors import RuntimeStateError
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -255,7 +256,16 @@ def _reason(error: dict[str, Any] | None) -> str:
 
 
 def _logs(ctx: Context, args: argparse.Namespace) -> int:
+    from doraforge.skill_runtime.catalog import installed_manifest
+
     runtime = ctx.runtime()
+    if runtime.status(args.name) is None:
+        installed_manifest(ctx.home, args.name)  # a name not installed fails, naming those that are
+        raise RuntimeStateError(
+            "SKILL_NOT_RUNNING",
+            f"skill {args.name!r} has never been started, so it has no logs yet; start it "
+            f"with `doraforge skill start {args.name}`",
+        )
     text = runtime.logs(args.name, args.lines, node=args.node, keep_dora=args.all)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     if not args.follow:

@@ -34,10 +34,13 @@ def skill_dir(home: PaosHome, name: str) -> Path:
     """``skills/<name>``; raises :class:`SkillError` ``SKILL_NAME_INVALID`` for a name the
     manifest would not allow (so no caller can reach outside the skills folder)."""
     if not _NAME.fullmatch(name):
+        names = [skill.name for skill in installed_skills(home)]
+        have = f"installed: {', '.join(names)}" if names else "no skill is installed"
         raise SkillError(
             "SKILL_NAME_INVALID",
-            f"{name[:80]!r} is not a skill name",
-            details={"pattern": NAME_PATTERN},
+            f"{name[:80]!r} is not a skill name: names are lowercase letters, digits, '.', "
+            f"'_' and '-' ({have})",
+            details={"pattern": NAME_PATTERN, "installed": names},
         )
     return home.skills_dir / name
 

@@ -186,3 +186,29 @@ def test_serve_on_a_busy_port_names_the_port_and_the_option(tmp_path: Path, caps
         f"doraforge: REGISTRY_PORT_BUSY: port {port} on 127.0.0.1 is in use; pass --port N "
         "(0 picks a free one) or stop what holds it"
     )
+
+
+def test_logs_of_a_skill_not_installed_fail_naming_the_installed_ones(installed: Path, capsys):
+    code, _, err = run(capsys, installed, "skill", "logs", "typo")
+    assert code == 1
+    assert one_line(err).startswith(
+        "doraforge: SKILL_NOT_INSTALLED: skill 'typo' is not installed (installed: pick-place)"
+    )
+
+
+def test_logs_of_a_skill_never_started_say_how_to_start_it(installed: Path, capsys):
+    code, _, err = run(capsys, installed, "skill", "logs", SKILL, "--node", "gateway")
+    assert code == 1
+    assert one_line(err) == (
+        "doraforge: SKILL_NOT_RUNNING: skill 'pick-place' has never been started, so it has "
+        "no logs yet; start it with `doraforge skill start pick-place`"
+    )
+
+
+def test_a_name_that_is_no_skill_name_says_what_names_are(installed: Path, capsys):
+    code, _, err = run(capsys, installed, "tools", "list", "--skill", "Typo")
+    assert code == 1
+    assert one_line(err) == (
+        "doraforge: SKILL_NAME_INVALID: 'Typo' is not a skill name: names are lowercase "
+        "letters, digits, '.', '_' and '-' (installed: pick-place)"
+    )
