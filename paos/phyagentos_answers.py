@@ -147,8 +147,6 @@ def _plan_revisions(
         }
         if revision.get("verdict") is not None:
             entry["verdict"] = _verdict(revision["verdict"])
-        else:
-            entry.pop("verdict", None)
         if later is not None:
             entry["closed_at"] = iso(later["created_at_ms"])
         widened.append(entry)
