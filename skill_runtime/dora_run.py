@@ -41,7 +41,10 @@ from doraforge.skill_runtime.errors import RuntimeStateError
 
 #: Seconds ``dora run`` gets to stop its nodes after SIGINT before everything is killed:
 #: an operator's Ctrl-C must end the run within 5 s.
-STOP_GRACE_S = 4.0
+STOP_GRACE_S = 3.0
+#: Seconds ``dora run`` may spend on its own teardown once every node has exited.
+LINGER_S = 0.3
+_POLL_S = 0.05
 
 # What a private copy of a dataflow folder leaves behind: earlier runs' logs and the
 # package's own Python files.
@@ -89,23 +92,28 @@ def refuse_busy_port(port: int, host: str = "127.0.0.1") -> None:
 
 
 def descendants(pid: int) -> dict[int, str]:
-    """Every live process below ``pid`` (Linux ``/proc``), each with its start time: a pid
-    is only ever signalled again while it still names the same process."""
-    children: dict[int, list[int]] = {}
-    started: dict[int, str] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        fields = _stat_fields(stat.parent.name)
-        if fields is not None:
-            child = int(stat.parent.name)
-            children.setdefault(int(fields[1]), []).append(child)
-            started[child] = fields[19]
+    """Every live process below ``pid`` (Linux ``/proc/<pid>/task/*/children``), each with
+    its start time: a pid is only ever signalled again while it still names the same
+    process. Walks the tree down from ``pid`` instead of reading every process's stat, so
+    it stays cheap enough to poll."""
     found: dict[int, str] = {}
-    queue = list(children.get(pid, []))
+    queue = _children(pid)
     while queue:
         child = queue.pop(0)
-        found[child] = started[child]
-        queue.extend(children.get(child, []))
+        fields = _stat_fields(child)
+        if fields is None or child in found:
+            continue
+        found[child] = fields[19]
+        queue.extend(_children(child))
     return found
+
+
+def _children(pid: int) -> list[int]:
+    pids: list[int] = []
+    for listing in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError, ValueError):
+            pids.extend(int(word) for word in listing.read_text().split())
+    return pids
 
 
 def _stat_fields(pid: int | str) -> list[str] | None:
@@ -214,6 +222,7 @@ class Dataflow:
         self.env = dict(env)
         self._log = log
         self.process: subprocess.Popen[bytes] | None = None
+        self._started = ""
         self._below: dict[int, str] = {}
 
     def start(self) -> Dataflow:
@@ -228,6 +237,8 @@ class Dataflow:
             stderr=subprocess.STDOUT if self._log else None,
             start_new_session=True,
         )
+        fields = _stat_fields(self.process.pid)
+        self._started = fields[19] if fields else ""
         return self
 
     def running(self) -> bool:
@@ -239,7 +250,7 @@ class Dataflow:
         waiting: safe in a signal handler that interrupts a frame blocked in :meth:`wait`.
         The nodes it runs now are remembered, so :meth:`kill` finds them even once
         ``dora run`` is gone and they were re-parented."""
-        if self.process is not None and self.process.returncode is None:
+        if self._dora_alive():
             self._remember_nodes()
             self._signal(signal.SIGINT)
 
@@ -248,26 +259,51 @@ class Dataflow:
         if self.process is None:
             return
         self._remember_nodes()
-        if self.process.returncode is None:
+        if self._dora_alive():  # never a pid that was reaped and handed to someone else
             self._signal(signal.SIGKILL)
         for pid in self.leftovers():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> int:
-        """SIGINT (Dora's graceful stop), then SIGKILL to everything after ``grace_s``.
-
-        Returns ``dora run``'s exit status; never raises for a slow stop."""
+        """SIGINT (Dora's graceful stop), :meth:`settle` within ``grace_s``, then SIGKILL
+        to whatever is left. Returns ``dora run``'s exit status; never raises for a slow
+        stop."""
         if self.process is None:
             return 0
         if self.process.poll() is None:
             self.interrupt()
-            try:
-                return self.process.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                pass
+            self.settle(grace_s)
         self.kill()
         return self.process.wait()
+
+    def settle(self, grace_s: float, linger_s: float = LINGER_S) -> bool:
+        """After :meth:`interrupt`, wait (bounded by ``grace_s``) for ``dora run`` to exit.
+
+        Once every node has exited, ``dora run`` only tears itself down (its coordinator
+        and network session take seconds more under load) and holds nothing of the run:
+        after ``linger_s`` it is killed. At ``grace_s`` everything left is killed. Returns
+        ``True`` when no node had to be killed. Polls ``/proc`` rather than the process
+        handle, so it can run in a thread while another one blocks in :meth:`wait`.
+        """
+        deadline = time.monotonic() + grace_s
+        nodes_gone_at: float | None = None
+        while self._dora_alive():
+            now = time.monotonic()
+            self._remember_nodes()
+            if self.leftovers():
+                nodes_gone_at = None
+            elif nodes_gone_at is None:
+                nodes_gone_at = now
+            elif now - nodes_gone_at >= linger_s:
+                break
+            if now >= deadline:
+                clean = not self.leftovers()
+                self.kill()
+                return clean
+            time.sleep(_POLL_S)
+        self.kill()
+        return True
 
     def leftovers(self) -> list[int]:
         """Node processes of this run still alive (zombies excluded)."""
@@ -281,8 +317,11 @@ class Dataflow:
 
     def _remember_nodes(self) -> None:
         assert self.process is not None
-        if self.process.returncode is None:
+        if self._dora_alive():
             self._below.update(descendants(self.process.pid))
+
+    def _dora_alive(self) -> bool:
+        return self.process is not None and _same_live_process(self.process.pid, self._started)
 
     def _signal(self, signum: int) -> None:
         assert self.process is not None
