@@ -13,6 +13,12 @@ Each run must reach success: the cube rests in the zone (read from the scene sta
 through the Gateway) and the task record says ``succeeded``. Any refused call fails the
 test with the call and the answer.
 
+The script's contract is PhyAgentOS's with mode ``off``: PhyAgentOS judges every other
+mode with its LLM verifier (``ForgeTaskVerifier``) only, so without a model the task's
+status comes from the execution facts on both sides, and the physical outcome is asserted
+from the scene. PhyAgentOS's own evidence capture still runs (a scene frame and the joint
+state from doraforge's ``/ws/images`` and ``/ws/state``, before and after).
+
 PhyAgentOS presents no bearer token (its ``ForgeToolClient``, its RuntimeManager probes and
 its ``/ws`` evidence collector send no ``Authorization``), so its run uses a loopback
 Gateway without one, as its own RuntimeManager would start the bundle.
@@ -50,7 +56,7 @@ from tests.paths import PROJECT_ROOT
 from tests.peers import phyagentos
 from tests.support.waiting import eventually
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
 
 SOURCE = PROJECT_ROOT / "skills" / SKILL
 
