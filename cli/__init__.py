@@ -21,6 +21,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from doraforge.cli import (
+    approvals_command,
     doctor_command,
     run_command,
     serve_command,
@@ -126,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     task_commands.register(commands)
     serve_command.register(commands)
     doctor_command.register(commands)
+    approvals_command.register(commands)
     _register_completion(commands)
     for child in _subparsers(parser):
         _add_global_options(child, top=False)
