@@ -13,7 +13,7 @@ from typing import Any
 import cv2
 import numpy as np
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import BrowserContext, Page, expect
 
 from tests.e2e.console.conftest import WEATHER_KEY, Agent, Cell, shot
 from tests.e2e.registry.test_mcp_pick_place import SKILL
@@ -37,6 +37,21 @@ def _structured(result: Any) -> dict[str, Any]:
     assert result.structuredContent is not None, result.content
     content: dict[str, Any] = result.structuredContent
     return content
+
+
+def test_a_wrong_token_is_refused_at_the_login_form_and_opens_nothing(
+    browser: BrowserContext, cell: Cell
+) -> None:
+    tab = browser.new_page()  # a tab of its own: the token lives in one tab's session storage
+    try:
+        tab.goto(f"{cell.base}/console/#/tasks")
+        tab.fill("#token", "not-the-token-0123456789")
+        tab.click("#login button[type=submit]")
+        expect(tab.locator("#login-error")).to_contain_text("The token was refused")
+        expect(tab.locator("#nav")).to_be_hidden()
+        assert tab.evaluate("sessionStorage.length") == 0
+    finally:
+        tab.close()
 
 
 def test_the_operator_starts_the_sim_skill_from_the_skills_page(page: Page) -> None:
