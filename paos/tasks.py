@@ -33,7 +33,14 @@ from doraforge.paos.errors import (
     RecordIndeterminate,
 )
 from doraforge.paos.evidence import Phase, capture
-from doraforge.paos.store import AgentTaskStore, NewRecord, RecordRow, StoreUnavailable, TaskRow
+from doraforge.paos.store import (
+    AgentTaskStore,
+    NewRecord,
+    RecordRow,
+    StoreError,
+    StoreUnavailable,
+    TaskRow,
+)
 from doraforge.paos.store.models import RESULT_TO_STATE, TERMINAL_RECORD_STATES
 from doraforge.wire.canonical import sha256_hex
 
@@ -328,7 +335,15 @@ class TaskService:
             "status": answer.get("status", answer.get("cancel_status")),
             "at_ms": _now_ms(),
         }
-        record = self.store.record_cancel_request(record.record_id, request)
+        try:
+            record = self.store.record_cancel_request(record.record_id, request)
+        except StoreError as exc:
+            if exc.code != "PAOS_RECORD_TERMINAL":
+                raise
+            # It ended while the request was on its way (another process, e.g. the agent
+            # polling its result, recorded the end first): the record says how it ended.
+            record = self.store.record(record.record_id)
+            return {"record": record.public(), "control": {**answer, "status": "terminal"}}
         return {"record": record.public(), "control": answer}
 
     # ------------------------------------------------------------------ reconciliation

@@ -225,6 +225,25 @@ async def test_a_cancel_is_recorded_as_a_request_not_as_a_stop(cell: Cell):
     assert final["state"] == "cancelled"
 
 
+async def test_a_record_that_ends_while_its_cancel_is_on_the_way_is_answered_terminal(cell: Cell):
+    task_id = await new_task(cell)
+    started = await cell.service.start_action(
+        task_id, "mock.move", {"duration_s": 5, "behaviour": "hang"}
+    )
+    other = AgentTaskStore(cell.service.store.path)  # another process: the agent polling
+
+    def ended_meanwhile(request: httpx.Request) -> bool:
+        if request.url.path.endswith("/cancel"):
+            other.record_terminal(started["record_id"], "completed", result={"status": "succeeded"})
+        return False
+
+    cell.transport.lose = ended_meanwhile
+    answer = await cell.service.cancel(task_id, started["record_id"])
+    other.close()
+    assert answer["control"]["status"] == "terminal"
+    assert answer["record"]["state"] == "completed"
+
+
 async def test_task_owned_sessions_block_finalize_and_shared_ones_survive(cell: Cell):
     task_id = await new_task(cell)
     owned = await cell.service.start_session(task_id, "mock.stream", {}, ownership="task")
