@@ -8,15 +8,22 @@ from typing import Any
 from doraforge.paos.binding import BindingCandidate
 from doraforge.paos.home import PaosHome
 from doraforge.skill_runtime.catalog import current_bundle
-from doraforge.skill_runtime.manifest import load_manifest, manifest_sha256, skill_document_sha256
+from doraforge.skill_runtime.manifest import (
+    load_manifest,
+    manifest_sha256,
+    skill_document_sha256,
+    skill_document_text,
+)
 
 
 @dataclass(frozen=True)
 class SkillActivation:
-    """A binding candidate for a running skill and its verification contract template."""
+    """A binding candidate for a running skill, its verification contract template and
+    its skill document (the ``SKILL.md`` text an agent reads before acting)."""
 
     candidate: BindingCandidate
     contract: dict[str, Any] | None
+    document: str | None = None
 
 
 def activate_skill(home: PaosHome, name: str, runtime: Any) -> SkillActivation:
@@ -45,4 +52,5 @@ def activate_skill(home: PaosHome, name: str, runtime: Any) -> SkillActivation:
         node_artifacts=tuple(sorted(lock.artifact_id for lock in nodes)),
     )
     contract = manifest.verification
-    return SkillActivation(candidate, dict(contract) if contract else None)
+    document = skill_document_text(bundle, manifest)
+    return SkillActivation(candidate, dict(contract) if contract else None, document)

@@ -301,9 +301,27 @@ def manifest_sha256(bundle_dir: Path) -> str:
     return hashlib.sha256(_read_regular(file, MAX_MANIFEST_BYTES, str(file), "<root>")).hexdigest()
 
 
-def skill_document_sha256(bundle_dir: Path, manifest: SkillManifest) -> str:
-    """Hex SHA-256 of the manifest's skill document (``SKILL.md``) in ``bundle_dir``."""
+def skill_document_bytes(bundle_dir: Path, manifest: SkillManifest) -> bytes:
+    """The manifest's skill document (``SKILL.md``) in ``bundle_dir``, read bounded."""
     file = Path(bundle_dir) / manifest.skill_document
     source = str(Path(bundle_dir) / MANIFEST_FILENAME)
-    data = _read_regular(file, MAX_DOCUMENT_BYTES, source, "skill_document")
-    return hashlib.sha256(data).hexdigest()
+    return _read_regular(file, MAX_DOCUMENT_BYTES, source, "skill_document")
+
+
+def skill_document_sha256(bundle_dir: Path, manifest: SkillManifest) -> str:
+    """Hex SHA-256 of the manifest's skill document (``SKILL.md``) in ``bundle_dir``."""
+    return hashlib.sha256(skill_document_bytes(bundle_dir, manifest)).hexdigest()
+
+
+def skill_document_text(bundle_dir: Path, manifest: SkillManifest) -> str:
+    """The skill document as text; bytes that are not UTF-8 are a manifest error."""
+    data = skill_document_bytes(bundle_dir, manifest)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        source = str(Path(bundle_dir) / MANIFEST_FILENAME)
+        raise _invalid(
+            source,
+            "skill_document",
+            f"{manifest.skill_document} is not UTF-8 (byte {exc.start}); save it as UTF-8",
+        ) from exc
