@@ -66,7 +66,7 @@ async def frame(skill: str, source: str, request: Request) -> Response:
 async def state(skill: str, request: Request) -> JSONResponse:
     console, url = await _gateway(request, skill)
     try:
-        answer = await console.raw(url).get("/observations/state")
+        answer = await console.read(url, "/observations/state")
         body = answer.json()
     except (httpx.HTTPError, ValueError) as exc:
         raise ToolFailure(

@@ -68,16 +68,15 @@ class Console:
         """The Tool API client of the recorded Gateway ``url``."""
         return self._clients.get(url)
 
-    def raw(self, url: str) -> httpx.AsyncClient:
-        """A plain client of ``url`` for the reads the Tool API client does not offer
-        (joint state); it sends the runtime's current token on every request."""
+    async def read(self, url: str, path: str) -> httpx.Response:
+        """``GET path`` on the Gateway ``url`` for a read the Tool API client does not
+        offer (joint state), presenting the runtime's current token."""
         client = self._raw.get(url)
         if client is None:
             client = self._raw[url] = httpx.AsyncClient(
                 base_url=url, timeout=GATEWAY_TIMEOUT_S, follow_redirects=False
             )
-        client.headers.update(bearer(self.token_for(url)))
-        return client
+        return await client.get(path, headers=bearer(self.token_for(url)))
 
     def track(self, skill: str, tool_id: str, semantics: str, admission: dict[str, Any]) -> None:
         """Remember an admission so the Cell page can show its progress."""

@@ -80,7 +80,7 @@ def test_the_cell_page_shows_live_non_blank_frames_from_both_cameras(page: Page)
         assert _pixel_std(camera.screenshot()) > MIN_FRAME_STD
         eventually(
             lambda camera=camera, first=first: camera.get_attribute("src") != first,
-            within=10,
+            within=20,
             what=f"a newer {source} frame",
         )
     expect(page.locator("#joints")).to_contain_text("shoulder_pan", timeout=10_000)
