@@ -23,6 +23,7 @@ from typing import Any
 from doraforge import dataflows
 from doraforge.cli.context import Context
 from doraforge.gateway.config import load_config
+from doraforge.gateway.errors import ConfigError
 from doraforge.paos.gateway_auth import dataflow_auth
 from doraforge.skill_runtime import dora_generation
 from doraforge.skill_runtime.dora import dora_version
@@ -130,7 +131,8 @@ def gateway_ports(
     itself decides (args ``--port``, then ``$DORAFORGE_GATEWAY_PORT``, then its config).
 
     Raises :class:`RuntimeStateError` ``GATEWAY_PORT_FIXED`` when ``chosen`` cannot apply
-    because the node's own args fix another port."""
+    because the node's own args fix another port, ``GATEWAY_CONFIG_INVALID`` when the
+    config a Gateway node names cannot be read."""
     found = []
     for node in gateway_nodes(dataflow):
         if chosen is not None and node.fixed_port not in (None, chosen):
@@ -140,7 +142,14 @@ def gateway_ports(
                 "args; remove it there to choose the port with --port",
                 details={"node": node.node_id, "port": node.fixed_port},
             )
-        config = load_config(node.config)
+        try:
+            config = load_config(node.config)
+        except ConfigError as exc:
+            raise RuntimeStateError(
+                "GATEWAY_CONFIG_INVALID",
+                f"{exc}; fix the config node {node.node_id} of {dataflow} names",
+                details={"node": node.node_id, "config": str(node.config)},
+            ) from exc
         from_env = environ.get(PORT_ENV, "")
         port = node.fixed_port or chosen or (int(from_env) if from_env.isdigit() else None)
         found.append((config.host, port or config.port))

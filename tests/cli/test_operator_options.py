@@ -205,3 +205,17 @@ def test_skill_start_port_moves_only_the_port_of_the_manifest_url(
     url: str, port: int | None, moved: str
 ):
     assert gateway_url_on(url, port) == moved
+
+
+def test_a_gateway_config_that_cannot_be_read_is_one_coded_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    dataflow = tmp_path / "broken.yml"
+    dataflow.write_text(
+        "nodes:\n  - id: gw\n    path: python\n    args: -m doraforge.gateway --config nope.yml\n"
+    )
+    code, _, err = run(capsys, "--home", str(tmp_path), "run", str(dataflow))
+    assert code == 1
+    assert err.count("\n") == 1
+    assert err.startswith("doraforge: GATEWAY_CONFIG_INVALID: ")
+    assert "nope.yml" in err
