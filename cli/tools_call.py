@@ -9,7 +9,8 @@ once, leaving the outcome to ``GET /invocations/{id}``.
 Exit status, from the terminal phase: 0 ``completed`` (or a Query that succeeded, or a
 Session stopped on request), 1 ``failed`` (or a Query that did not succeed, or the Gateway
 refused the call), 2 bad usage (``--args`` not a JSON object), 3 ``cancelled``, 4
-``unknown`` (the outcome is not known: never read as failed), 130 interrupted without
+``unknown`` (the outcome is not known, also when the Gateway stops answering while the
+invocation runs: never read as failed), 130 interrupted without
 waiting for the terminal phase.
 """
 
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from doraforge.cli.context import Context
+from doraforge.paos.errors import ForgeTimeout, ForgeTransportError
 
 POLL_S = 0.2
 #: Exit status of each terminal phase; a phase not listed (none today) is ``unknown``'s.
@@ -47,6 +49,15 @@ class ArgumentsRefused(ValueError):
 
 class Abandoned(Exception):
     """A second interrupt: stop waiting for the terminal phase."""
+
+
+class OutcomeUnknown(Exception):
+    """The Gateway stopped answering while an admitted invocation ran: its outcome is
+    not known here (never reported as failed)."""
+
+    def __init__(self, invocation_id: str, cause: Exception) -> None:
+        super().__init__(f"{invocation_id}: {cause}")
+        self.invocation_id = invocation_id
 
 
 def parse_arguments(text: str) -> dict[str, Any]:
@@ -106,7 +117,10 @@ async def call_tool(
     admitted = await client.invoke(tool_id, arguments, caller_id=caller_id)
     invocation_id = str(admitted["invocation_id"])
     say(f"{tool_id}: {spec['semantics']} {invocation_id} admitted ({admitted.get('phase')})")
-    final = await _until_terminal(client, invocation_id, spec["semantics"], say, interrupts)
+    try:
+        final = await _until_terminal(client, invocation_id, spec["semantics"], say, interrupts)
+    except (ForgeTransportError, ForgeTimeout) as exc:
+        raise OutcomeUnknown(invocation_id, exc) from exc
     return EXIT_CODES.get(str(final["phase"]), EXIT_CODES["unknown"]), final
 
 
@@ -191,6 +205,12 @@ def run_call(ctx: Context, args: argparse.Namespace) -> int:
     except Abandoned:
         ctx.out.fail("INTERRUPTED: stopped waiting; the invocation's outcome is not known here")
         return EXIT_ABANDONED
+    except OutcomeUnknown as exc:
+        ctx.out.fail(
+            f"TOOL_OUTCOME_UNKNOWN: the Gateway stopped answering while "
+            f"{exc.invocation_id} ran; read GET /invocations/{exc.invocation_id} once it is back"
+        )
+        return EXIT_CODES["unknown"]
     code, data = outcome
     ctx.out.data(data)
     return code

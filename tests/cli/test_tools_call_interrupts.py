@@ -7,7 +7,8 @@ import asyncio
 
 import pytest
 
-from doraforge.cli.tools_call import Abandoned, Interrupts
+from doraforge.cli.tools_call import Abandoned, Interrupts, OutcomeUnknown, call_tool
+from doraforge.paos.errors import ForgeTransportError
 
 pytestmark = pytest.mark.anyio
 
@@ -32,3 +33,24 @@ async def test_the_second_interrupt_abandons_the_wait():
     asyncio.get_running_loop().call_soon(interrupts._on_signal)
     with pytest.raises(Abandoned):
         await interrupts.pause(60.0)
+
+
+class _GatewayGoneAfterAdmission:
+    """A client whose Gateway admits a move and then stops answering."""
+
+    async def tool_spec(self, tool_id: str) -> tuple[dict[str, str], str]:
+        return {"semantics": "action", "endpoint_id": "mock", "operation": "move"}, "sha"
+
+    async def invoke(self, tool_id: str, arguments: object, *, caller_id: str) -> dict[str, str]:
+        return {"invocation_id": "inv_1", "attempt_id": "att_1", "phase": "running"}
+
+    async def invocation(self, invocation_id: str) -> dict[str, object]:
+        raise ForgeTransportError("FORGE_CLIENT_TRANSPORT", "connection refused")
+
+
+async def test_a_gateway_lost_while_the_action_runs_is_an_unknown_outcome_not_a_failure():
+    said: list[str] = []
+    with pytest.raises(OutcomeUnknown) as lost:
+        await call_tool(_GatewayGoneAfterAdmission(), "mock.move", {}, said.append, Interrupts())
+    assert lost.value.invocation_id == "inv_1"
+    assert said == ["mock.move: action inv_1 admitted (running)"]
