@@ -230,7 +230,8 @@ def _run(ctx: Context, args: argparse.Namespace) -> int:
         dataflow = Dataflow(path, dora_environment(auth.environment(ctx.environ), **overrides))
         ctx.out.say(f"running {dataflow.path} (Ctrl-C stops it)")
         for host, port in ports:
-            ctx.out.say(f"Gateway on http://{host}:{port} (journal {overrides[JOURNAL_ENV]})")
+            ctx.out.say(f"Gateway on http://{host}:{port}")
+        ctx.out.say(f"run directory {run_dir} (the Gateway journal, unless its config names one)")
         ctx.out.say(f"Gateway authentication: {auth.mode}")
         stopper = _SignalStop(ctx, dataflow)
         stopper.install()
