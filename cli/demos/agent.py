@@ -20,6 +20,7 @@ from doraforge.paos.tasks import TaskService
 type Say = Callable[[str], None]
 
 STEP_TIMEOUT_S = 90.0
+CANCEL_SETTLE_S = 30.0  # longer than cancel_task's own settle wait
 
 
 class AgentFailure(PaosError):
@@ -71,8 +72,19 @@ async def run_pick_place(service: TaskService, skill: str, *, say: Say = print) 
             break
     current = await call(service, "forge_task_get", {"task_id": task_id})
     if current["task"]["state"] != "executing":
-        return current  # cancelled meanwhile (`doraforge task cancel`): nothing to finalize
+        # Cancelled meanwhile (`doraforge task cancel`): nothing to finalize; the task ends
+        # once the canceller has settled its work.
+        return await _ended(service, task_id, current)
     return await call(service, "forge_task_finalize", {"task_id": task_id})
+
+
+async def _ended(service: TaskService, task_id: str, current: dict[str, Any]) -> dict[str, Any]:
+    """The task once it has left ``cancelling`` (bounded: as it stands after the wait)."""
+    deadline = time.monotonic() + CANCEL_SETTLE_S
+    while current["task"]["state"] == "cancelling" and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+        current = await call(service, "forge_task_get", {"task_id": task_id})
+    return current
 
 
 def _why(record: dict[str, Any]) -> str:
