@@ -3,8 +3,9 @@
 Pack ``skills/pick-place``, install it into a fresh PAOS home, start its ``sim`` runtime
 on Dora, let a scripted agent run the pick-and-place as a governed AgentTask through the
 ``forge_*`` agent tools (enforce mode: state and vision verifiers), stop the runtime, and
-report the verdict with the before and after frames and an HTML report. Exit 0 only for a
-verified success. The skill's Gateway has its own per-start token (the Skill Runtime's),
+print the verdict with each criterion's reason and write the task's HTML report with every
+evidence frame (``<out>/<task_id>/``, copied out of the demo's temporary home). Exit 0
+only for a verified success. The skill's Gateway has its own per-start token (the Skill Runtime's),
 which the agent's client and the scenario reset present.
 """
 
