@@ -220,6 +220,8 @@ def test_the_same_script_runs_unchanged_through_doraforges_agent_tools(
 
     transcript = asyncio.run(run())
     url = runtime.healthy_runtime(SKILL).gateway_url
+    # The script named no Gateway and no token; this one answers only its runtime's token.
+    assert httpx.get(f"{url}/tools", timeout=10).status_code == 401
     with http_client(url, GatewayTokens(home.runtime_dir)(url)) as client:
         _assert_cube_rests_in_zone(client)
     _assert_followed_the_script(transcript)
