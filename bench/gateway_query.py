@@ -214,4 +214,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: what it started has been stopped
+        sys.exit("interrupted; the benchmark stopped what it started")
