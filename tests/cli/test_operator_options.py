@@ -15,9 +15,12 @@ from doraforge.cli.context import Context
 from doraforge.cli.run_command import gateway_ports
 from doraforge.cli.tools_call import EXIT_CODES, EXIT_USAGE, ArgumentsRefused, parse_arguments
 from doraforge.dataflows import DATAFLOWS
-from doraforge.skill_runtime.dora_run import port_in_use, refuse_busy_port
+from doraforge.paos.home import PaosHome
+from doraforge.skill_runtime.dora_run import free_port, port_in_use, refuse_busy_port
 from doraforge.skill_runtime.errors import RuntimeStateError
 from doraforge.skill_runtime.runtime import gateway_url_on
+from doraforge.skill_runtime.runtime_state import read_state
+from tests.skill_runtime.runtime_support import SKILL, make_bundle
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -219,3 +222,18 @@ def test_a_gateway_config_that_cannot_be_read_is_one_coded_line(
     assert err.count("\n") == 1
     assert err.startswith("doraforge: GATEWAY_CONFIG_INVALID: ")
     assert "nope.yml" in err
+
+
+def test_skill_start_on_a_held_port_is_one_line_naming_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], listening: int
+):
+    home = PaosHome(tmp_path / "home")
+    make_bundle(home, gateway_port=free_port())
+    argv = ["--home", str(home.root), "skill", "start", SKILL, "--port", str(listening)]
+    code, _, err = run(capsys, *argv)
+    assert code == 1
+    assert err == (
+        f"doraforge: SKILL_GATEWAY_IN_USE: something already answers at "
+        f"http://127.0.0.1:{listening}; pass --port N or stop what holds it\n"
+    )
+    assert read_state(home.runtime_dir, SKILL) is None  # nothing was started
