@@ -48,7 +48,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     commands_here.append(tools_call.register(tsub))
     for command in commands_here:
         where = command.add_mutually_exclusive_group(required=True)
-        where.add_argument("--skill", help="an installed skill (its manifest names the Gateway)")
+        where.add_argument(
+            "--skill", help="an installed skill (the Gateway its running instance listens on)"
+        )
         where.add_argument(
             "--gateway", help="a Gateway URL (sent $DORAFORGE_GATEWAY_TOKEN[_FILE] when set)"
         )
