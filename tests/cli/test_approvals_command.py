@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from doraforge.cli import approvals_command, main, serve_command
+from doraforge.cli import approvals_command, main
 from doraforge.registry.server import build_app, new_service
 from doraforge.registry.settings import ServerSettings
 from tests.registry.server_support import TOKEN, DemoTools, call_body, running
@@ -23,18 +23,6 @@ from tests.registry.test_approvals_http import TOOL, Arm
 from tests.support.waiting import eventually
 
 ENV = approvals_command.DEFAULT_TOKEN_ENV
-
-
-@pytest.fixture(autouse=True)
-def _approvals_registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    """What ``cli/__init__`` will do: register the approvals command beside ``serve``."""
-    original = serve_command.register
-
-    def both(commands: Any) -> None:
-        original(commands)
-        approvals_command.register(commands)
-
-    monkeypatch.setattr(serve_command, "register", both)
 
 
 @dataclass
