@@ -1,11 +1,13 @@
 """``doraforge approvals list|approve|deny``: decide high-risk agent calls that wait.
 
 The commands talk to a running ``doraforge serve`` over its HTTP API (``/api/approvals``)
-at ``--url`` (default ``http://127.0.0.1:8765``), presenting the registry's bearer token as
+at ``--url`` (default ``http://127.0.0.1:8765``), presenting the operator's bearer token as
 ``serve`` reads it: ``--token-env VAR`` or ``--token-file PATH`` (0600), else
-``$DORAFORGE_REGISTRY_TOKEN`` when set. Every approval or denial needs ``--reason``; the
-agent whose call is denied receives it. Output is one line per approval (``--json``: the
-registry's records); every failure is one line with a code and exit status 1.
+``$DORAFORGE_OPERATOR_TOKEN`` when set, else ``$DORAFORGE_REGISTRY_TOKEN`` when set (a
+server started without ``--operator-token-*`` takes its one token for deciding too).
+Every approval or denial needs ``--reason``; the agent whose call is denied receives it.
+Output is one line per approval (``--json``: the registry's records); every failure is
+one line with a code and exit status 1.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from doraforge.wire.tokens import TokenError, load_token
 
 DEFAULT_URL = "http://127.0.0.1:8765"
 DEFAULT_TOKEN_ENV = "DORAFORGE_REGISTRY_TOKEN"
+OPERATOR_TOKEN_ENV = "DORAFORGE_OPERATOR_TOKEN"
+#: Tried in this order when neither --token-env nor --token-file is given.
+DEFAULT_TOKEN_ENVS = (OPERATOR_TOKEN_ENV, DEFAULT_TOKEN_ENV)
 STATES = ("pending", "approved", "denied", "expired", "withdrawn")
 TIMEOUT_S = 10.0
 MAX_ARGUMENTS_CHARS = 120
@@ -60,7 +65,8 @@ def _connection_options(parser: argparse.ArgumentParser) -> None:
         "--token-env",
         default=None,
         metavar="VAR",
-        help=f"environment variable with the token (default ${DEFAULT_TOKEN_ENV} when set)",
+        help=f"environment variable with the operator's token (default ${OPERATOR_TOKEN_ENV}, "
+        f"else ${DEFAULT_TOKEN_ENV}, when set)",
     )
     parser.add_argument(
         "--token-file", type=Path, default=None, metavar="PATH", help="file (0600) with the token"
@@ -68,10 +74,11 @@ def _connection_options(parser: argparse.ArgumentParser) -> None:
 
 
 def token(environ: Mapping[str, str], token_env: str | None, token_file: Path | None) -> str | None:
-    """The bearer token as ``serve`` reads it; ``$DORAFORGE_REGISTRY_TOKEN`` when neither
-    option is given and it is set. Raises :class:`ApprovalsFailure` for an unusable one."""
-    if token_env is None and token_file is None and environ.get(DEFAULT_TOKEN_ENV):
-        token_env = DEFAULT_TOKEN_ENV
+    """The bearer token as ``serve`` reads it; when neither option is given, the first of
+    :data:`DEFAULT_TOKEN_ENVS` that is set (the operator's token before the agents' one).
+    Raises :class:`ApprovalsFailure` for an unusable one."""
+    if token_env is None and token_file is None:
+        token_env = next((name for name in DEFAULT_TOKEN_ENVS if environ.get(name)), None)
     try:
         return load_token(env=token_env, file=token_file, environ=environ)
     except TokenError as exc:
@@ -120,12 +127,13 @@ def _answer(answer: httpx.Response, url: str) -> Any:
             "registry error; is it a `doraforge serve`?"
         )
     code, message = error.get("code"), error.get("message")
-    hint = _HINTS.get(answer.status_code, "")
+    hint = _HINTS.get(answer.status_code, "") if code != "OPERATOR_REQUIRED" else _HINTS[401]
     raise ApprovalsFailure(f"{code}: {message}{hint}")
 
 
 _HINTS = {
-    401: f" (set ${DEFAULT_TOKEN_ENV}, --token-env or --token-file to the registry's token)",
+    401: f" (set ${OPERATOR_TOKEN_ENV}, --token-env or --token-file to the operator's token; "
+    f"${DEFAULT_TOKEN_ENV} when serve has no operator token)",
     404: " (list them with `doraforge approvals list`)",
 }
 

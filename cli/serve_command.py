@@ -45,6 +45,20 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--token-file", type=Path, default=None, metavar="PATH", help="file (0600) with the token"
     )
     serve.add_argument(
+        "--operator-token-env",
+        default=None,
+        metavar="VAR",
+        help="environment variable with the operator's own token: then only it decides "
+        "approvals and opens the console (the agent token there is refused)",
+    )
+    serve.add_argument(
+        "--operator-token-file",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="file (0600) with the operator's own token",
+    )
+    serve.add_argument(
         "--insecure",
         action="store_true",
         help="allow a non-loopback bind without a token (lab networks only; logged loudly)",
@@ -69,6 +83,8 @@ def _serve(ctx: Context, args: argparse.Namespace) -> int:
         mcp=args.mcp,
         token_env=args.token_env,
         token_file=args.token_file,
+        operator_token_env=args.operator_token_env,
+        operator_token_file=args.operator_token_file,
         insecure=args.insecure,
     )
     # The registry reaches only running skills' Gateways: their runtime tokens, never the

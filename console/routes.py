@@ -1,8 +1,11 @@
 """The console's JSON route table under ``/console/api`` and how it joins a registry app.
 
 Every route here sits behind the registry app's transport guard, so with a token
-configured each one needs it (reads included). :func:`mount` adds the table, the console
-state and the static shell to an app built by ``registry.server.build_app``.
+configured each one needs it (reads included); with an operator token configured each one
+is the operator's (``registry.http.require_operator``): the agent token gets 403
+``OPERATOR_REQUIRED``, since the console starts skills, runs tools and decides approvals.
+:func:`mount` adds the table, the console state and the static shell to an app built by
+``registry.server.build_app``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from starlette.routing import BaseRoute
 from doraforge.console import cell, skills, tasks
 from doraforge.console.params import only_params, query_int
 from doraforge.console.shell import ShellMiddleware
-from doraforge.registry.http import registry_policy, service_of, settings_of
+from doraforge.registry.http import OPERATOR_ONLY, registry_policy, service_of, settings_of
 
 if TYPE_CHECKING:
     from doraforge.console.state import Console
@@ -37,6 +40,7 @@ async def session(request: Request) -> JSONResponse:
         {
             "ok": True,
             "token_required": settings.token is not None,
+            "operator_token_required": settings.operator_token is not None,
             "mcp": settings.mcp_enabled,
             "grants": sorted(settings.grants),
             "standing_approvals": sorted(settings.approvals),
@@ -53,11 +57,11 @@ async def audit(request: Request) -> JSONResponse:
 
 
 def _get(path: str, endpoint: Any) -> APIRoute:
-    return APIRoute(f"{API}{path}", endpoint, methods=["GET"])
+    return APIRoute(f"{API}{path}", endpoint, methods=["GET"], dependencies=OPERATOR_ONLY)
 
 
 def _post(path: str, endpoint: Any) -> APIRoute:
-    return APIRoute(f"{API}{path}", endpoint, methods=["POST"])
+    return APIRoute(f"{API}{path}", endpoint, methods=["POST"], dependencies=OPERATOR_ONLY)
 
 
 #: The console's JSON routes; their handlers read ``app.state.console``.

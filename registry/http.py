@@ -2,12 +2,15 @@
 the operator's approvals of waiting high-risk calls under ``/api/approvals``.
 
 Authority is derived here, never from a body: every HTTP caller is the ``ui`` principal with
-the server's grants. Every route runs behind the shared transport guard
-(``doraforge.wire.guard``): Host and Origin, the bearer token when one is configured, JSON
-bodies read with a streamed limit and parsed strictly. Errors map to the wire in one
-place: :data:`STATUS_FOR_ERROR` picks the status of every registry error class and
-:func:`error_response` answers ``{"ok": false, "error": {code, message, retryable,
-details}}``. The routes are a table (:data:`ROUTES`); their handlers read the service and
+the server's grants. With an operator token configured, the routes only an operator may
+use (deciding approvals here, the console's routes and the API-tools writes beside) depend
+on :func:`require_operator`: the agent token there is refused 403 ``OPERATOR_REQUIRED``,
+audited, after the guard's Host, Origin, token and body checks. Every route runs behind
+the shared transport guard (``doraforge.wire.guard``): Host and Origin, the bearer token
+when one is configured, JSON bodies read with a streamed limit and parsed strictly. Errors
+map to the wire in one place: :data:`STATUS_FOR_ERROR` picks the status of every registry
+error class and :func:`error_response` answers ``{"ok": false, "error": {code, message,
+retryable, details}}``. The routes are a table (:data:`ROUTES`); their handlers read the service and
 settings from ``app.state``.
 """
 
@@ -19,7 +22,7 @@ import re
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -45,6 +48,7 @@ from doraforge.wire.guard import (
     NO_BODY,
     TransportGuard,
     TransportPolicy,
+    credential,
     default_render,
     json_body,
     policy_for_bind,
@@ -168,7 +172,45 @@ def registry_policy(settings: ServerSettings) -> TransportPolicy:
         allowed_origins=settings.allowed_origins,
         insecure=settings.insecure,
         max_body_bytes=settings.max_body_bytes,
+        operator_token=settings.operator_token,
     )
+
+
+OPERATOR = "doraforge-operator"
+
+
+def is_operator(request: HTTPConnection) -> bool:
+    """Whether ``request`` presented the operator token (always false without one)."""
+    return credential(request.scope) == "operator"
+
+
+def require_operator(request: Request) -> None:
+    """A route dependency: with an operator token configured, only it passes; the agent
+    token gets 403 ``OPERATOR_REQUIRED`` and the refusal is audited. Without one, every
+    caller the guard admitted passes (as before operator tokens existed)."""
+    if settings_of(request).operator_token is None or is_operator(request):
+        return
+    route = request.scope.get("route")
+    path = getattr(route, "path", request.url.path)
+    service_of(request).audit.record(
+        request_id=None,
+        name=f"{request.method} {path}",
+        principal_id="doraforge-ui",
+        scope="ui",
+        state="denied",
+        error_code="OPERATOR_REQUIRED",
+        duration_s=0.0,
+    )
+    raise Forbidden(
+        "OPERATOR_REQUIRED",
+        "this route needs the operator token; present the value of serve's "
+        "--operator-token-env or --operator-token-file, not the agent token",
+        details={"method": request.method, "path": path},
+    )
+
+
+#: Give a route this to make it the operator's (see :func:`require_operator`).
+OPERATOR_ONLY = [Depends(require_operator)]
 
 
 def render_refusal(error: WireError, scope: Scope) -> tuple[int, dict[str, str], bytes]:
@@ -225,6 +267,12 @@ class ClientGone(Exception):
     """The client disconnected before its answer was ready; nobody reads a response."""
 
 
+class ServerStopping(ClientGone):
+    """The server stops while the call waits (uvicorn cancels handlers once its graceful
+    shutdown timeout passes): the work was cancelled (a waiting approval is withdrawn); the
+    caller may still be connected, so an edge that can answers it, else it is gone."""
+
+
 async def _disconnected(request: Request) -> None:
     """Return once the client has gone (after the body, ``receive`` waits for that)."""
     while (await request.receive())["type"] != "http.disconnect":
@@ -241,14 +289,27 @@ async def unless_client_leaves[T](request: Request, work: Coroutine[Any, Any, T]
     watcher = asyncio.ensure_future(_disconnected(request))
     try:
         await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        # Only the server cancels a handler (on shutdown). Consume it here: the work's own
+        # cleanup still runs below, and the edge answers instead of logging a traceback.
+        _uncancel()
+        stopping = True
+    else:
+        stopping = False
     finally:
         watcher.cancel()
         if not task.done():
             task.cancel()  # the client left (or the server stops): nobody awaits the answer
-    if task.cancelled() or not task.done():
+    if stopping or task.cancelled() or not task.done():
         await asyncio.wait({task})  # let its cleanup (the withdrawal) run before answering
-        raise ClientGone
+        raise ServerStopping if stopping else ClientGone
     return task.result()
+
+
+def _uncancel() -> None:
+    current = asyncio.current_task()
+    if current is not None:
+        current.uncancel()
 
 
 async def call(request: Request) -> Response:
@@ -264,11 +325,24 @@ async def call(request: Request) -> Response:
         result = await unless_client_leaves(
             request, service.call(body, principal, idempotency_key=key)
         )
+    except ServerStopping:
+        return _stopping()
     except ClientGone:
         return Response(status_code=CLIENT_CLOSED)
     # A denied result answers as the gates' refusal class does (Denied is a Forbidden).
     denied = STATUS_FOR_ERROR[Forbidden]
     return JSONResponse(result, denied if result.get("state") == "denied" else 200)
+
+
+def _stopping() -> JSONResponse:
+    error = {
+        "code": "REGISTRY_STOPPING",
+        "message": "the registry stopped before this call answered: one that waited for "
+        "an approval did not run (the approval is withdrawn); call again once serve is back",
+        "retryable": False,  # a call already running when serve stopped has an unknown outcome
+        "details": {},
+    }
+    return _envelope(error, 503, {"Retry-After": "5"})
 
 
 async def retained(request_id: str, request: Request) -> JSONResponse:
@@ -321,6 +395,9 @@ async def get_approval(approval_id: str, request: Request) -> JSONResponse:
 
 
 def _operator(request: Request) -> str:
+    """Who decides: the operator principal when the operator token was presented."""
+    if is_operator(request):
+        return OPERATOR
     service, settings = service_of(request), settings_of(request)
     return server_principal(
         service, settings, scope="ui", authenticated=is_authenticated(settings)
@@ -403,10 +480,18 @@ _DECISION = {
         },
     }
 }
+_OPERATOR_REFUSED: Responses = {
+    "403": _json(
+        "OPERATOR_REQUIRED: the agent token was presented where an operator token is "
+        "configured; or the guard refused Host/Origin",
+        _ERROR_SCHEMA,
+    )
+}
 _DECIDED: Responses = {
     "200": _json("the updated approval", _APPROVAL_SCHEMA),
     "400": _json("APPROVAL_REASON_REQUIRED or APPROVAL_DECISION_INVALID", _ERROR_SCHEMA),
     **_REFUSED,
+    **_OPERATOR_REFUSED,
     "409": _json("APPROVAL_NOT_PENDING: already decided, expired or withdrawn", _ERROR_SCHEMA),
 }
 _STATE_PARAMETER = {
@@ -447,6 +532,7 @@ APPROVAL_ROUTES: list[BaseRoute] = [
         summary="Approve the one waiting call this approval is bound to, with a reason",
         responses=_DECIDED,
         openapi_extra=_DECISION,
+        dependencies=OPERATOR_ONLY,
     ),
     APIRoute(
         "/api/approvals/{approval_id}/deny",
@@ -455,14 +541,58 @@ APPROVAL_ROUTES: list[BaseRoute] = [
         summary="Deny the waiting call; the agent receives the reason",
         responses=_DECIDED,
         openapi_extra=_DECISION,
+        dependencies=OPERATOR_ONLY,
     ),
 ]
 
+_OBJECT = {"type": "object"}
+_UNAUTHORISED = _REFUSED["401"]
+_CATALOG_RESPONSES: Responses = {
+    "200": _json("the catalog in the asked format (ETag for revalidation)", _OBJECT),
+    "304": {"description": "If-None-Match names the current catalog"},
+    "400": _json("INVALID_QUERY: an unknown or repeated parameter, scope or format", _ERROR_SCHEMA),
+    "401": _UNAUTHORISED,
+}
+_CALL_RESPONSES: Responses = {
+    "200": _json("the portos_tool_result (ok, error or unknown)", _OBJECT),
+    "400": _json("INVALID_CALL or a strict-JSON refusal of the body", _ERROR_SCHEMA),
+    "401": _UNAUTHORISED,
+    "403": _json(
+        "the portos_tool_result with state denied (a gate or an operator refused it)", _OBJECT
+    ),
+    "413": _json("BODY_TOO_LARGE", _ERROR_SCHEMA),
+    "503": _json("REGISTRY_STOPPING: serve stopped while the call waited", _ERROR_SCHEMA),
+    "415": _json("UNSUPPORTED_MEDIA_TYPE: the body must be application/json", _ERROR_SCHEMA),
+}
+_RETAINED_RESPONSES: Responses = {
+    "200": _json("the retained portos_tool_result of that requestId", _OBJECT),
+    "401": _UNAUTHORISED,
+    "404": _json("TOOL_CALL_NOT_FOUND: no such call retained", _ERROR_SCHEMA),
+}
+
 #: The catalog, call and retained-result routes under ``/api/tools``, and the approvals.
 ROUTES: list[BaseRoute] = [
-    APIRoute("/api/tools", catalog, methods=["GET"]),
-    APIRoute("/api/tools/call", call, methods=["POST"]),
-    APIRoute("/api/tools/calls/{request_id}", retained, methods=["GET"]),
+    APIRoute(
+        "/api/tools",
+        catalog,
+        methods=["GET"],
+        summary="The tool catalog (scope, intent, format)",
+        responses=_CATALOG_RESPONSES,
+    ),
+    APIRoute(
+        "/api/tools/call",
+        call,
+        methods=["POST"],
+        summary="Call a tool with a portos_tool_call (Idempotency-Key: its requestId)",
+        responses=_CALL_RESPONSES,
+    ),
+    APIRoute(
+        "/api/tools/calls/{request_id}",
+        retained,
+        methods=["GET"],
+        summary="The retained result of an earlier call",
+        responses=_RETAINED_RESPONSES,
+    ),
     *APPROVAL_ROUTES,
 ]
 
@@ -475,13 +605,14 @@ def create_app(
 ) -> FastAPI:
     """A registry app serving ``routes`` (by default :data:`ROUTES`) over ``service`` with
     ``settings``, every route behind the transport guard; raises ``BindRefused`` for a
-    non-loopback bind without a token unless ``settings.insecure``."""
+    non-loopback bind without a token unless ``settings.insecure``. Its OpenAPI document is
+    served at ``/openapi.json``, behind the same guard and token as every route."""
     guard = Middleware(TransportGuard, policy=registry_policy(settings), render=render_refusal)
     app = FastAPI(
         title="doraforge registry",
         docs_url=None,
         redoc_url=None,
-        openapi_url=None,
+        openapi_url="/openapi.json",
         routes=list(routes),
         exception_handlers=EXCEPTION_HANDLERS,
         # Every route, MCP and the API-tools routes included, is behind the one guard.

@@ -407,6 +407,8 @@ async def agent_manifest(request: Request) -> Response:
 #: they read the app's :class:`McpEndpoint` (``app.state.mcp``) and the registry's state.
 ROUTES: list[BaseRoute] = [
     APIRoute("/mcp", mcp_post, methods=["POST"]),
-    APIRoute("/mcp", mcp_other, methods=["GET", "DELETE"]),
+    # One route per method: each operation in the OpenAPI document needs its own id.
+    APIRoute("/mcp", mcp_other, methods=["GET"], operation_id="mcp_get"),
+    APIRoute("/mcp", mcp_other, methods=["DELETE"], operation_id="mcp_delete"),
     APIRoute("/api/agent-context/manifest", agent_manifest, methods=["GET"]),
 ]

@@ -9,6 +9,7 @@ loopback address.
 from __future__ import annotations
 
 import errno
+import logging
 import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -17,9 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from fastapi import FastAPI
+from fastapi.routing import APIRoute
+from starlette.routing import BaseRoute
 
+from doraforge.registry.http import OPERATOR_ONLY, create_app
 from doraforge.registry.http import ROUTES as CALL_ROUTES
-from doraforge.registry.http import create_app
 from doraforge.registry.mcp import ROUTES as MCP_ROUTES
 from doraforge.registry.mcp import McpEndpoint
 from doraforge.registry.robot_tools import RobotTools, register_robot_tools
@@ -31,6 +34,11 @@ if TYPE_CHECKING:
     from doraforge.registry.service import RegistryService
 
 type Say = Callable[[str], None]
+
+log = logging.getLogger("doraforge.registry.server")
+#: How long a stop waits for open requests before cancelling them: a call waiting for an
+#: operator would otherwise hold the process until its approval expires.
+GRACEFUL_SHUTDOWN_S = 3
 
 
 def new_service(settings: ServerSettings) -> RegistryService:
@@ -68,7 +76,7 @@ def build_app(
     if api_tools_dir is not None:
         from doraforge.registry.api_tools.routes import ROUTES as API_TOOLS_ROUTES
 
-        routes += API_TOOLS_ROUTES
+        routes += [_operator_writes(route) for route in API_TOOLS_ROUTES]
     app = create_app(service, settings, routes=routes)
     app.state.mcp = McpEndpoint(service, settings)
     if api_tools_dir is not None:
@@ -76,6 +84,20 @@ def build_app(
     if robot is not None:
         app.router.lifespan_context = _closing(robot)
     return app
+
+
+def _operator_writes(route: BaseRoute) -> BaseRoute:
+    """An API-tools route, made the operator's when it writes (saving a bundle, probing an
+    upstream open outbound reach): the same endpoint, with :data:`OPERATOR_ONLY`."""
+    methods = set(route.methods or ()) if isinstance(route, APIRoute) else set()
+    if not isinstance(route, APIRoute) or methods <= {"GET", "HEAD"}:
+        return route
+    return APIRoute(
+        route.path,
+        route.endpoint,
+        methods=sorted(methods),
+        dependencies=[*route.dependencies, *OPERATOR_ONLY],
+    )
 
 
 def _closing(robot: RobotTools) -> Callable[[FastAPI], Any]:
@@ -92,7 +114,8 @@ def _closing(robot: RobotTools) -> Callable[[FastAPI], Any]:
 def uvicorn_config(app: FastAPI, host: str, port: int) -> uvicorn.Config:
     """The uvicorn config; forwarding headers are never trusted, since the MCP loopback
     check must judge the socket peer (uvicorn would otherwise rewrite the client address
-    from ``X-Forwarded-For`` sent by a local proxy)."""
+    from ``X-Forwarded-For`` sent by a local proxy). A stop cancels requests still open
+    after :data:`GRACEFUL_SHUTDOWN_S` (a call waiting for an approval withdraws it)."""
     return uvicorn.Config(
         app,
         host=host,
@@ -102,6 +125,7 @@ def uvicorn_config(app: FastAPI, host: str, port: int) -> uvicorn.Config:
         ws="none",
         proxy_headers=False,
         server_header=False,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
 
 
@@ -138,5 +162,11 @@ def serve(app: FastAPI, settings: ServerSettings, *, say: Say = print) -> None:
     mcp = "on" if settings.mcp_enabled else "off"
     # The console (mounted by the CLI) is named by its path, so the operator finds it.
     console = " · console /console/" if getattr(app.state, "console", None) else ""
+    if settings.token is not None and settings.operator_token is None:
+        log.warning(
+            "WARNING: no operator token: any agent holding the registry token can approve its own "
+            "high-risk calls and drive the console; give the operator another token with "
+            "--operator-token-env VAR or --operator-token-file PATH"
+        )
     say(f"registry listening on http://{shown}:{port} · MCP /mcp {mcp} · grants: {grants}{console}")
     uvicorn.Server(uvicorn_config(app, host, port)).run(sockets=[sock])

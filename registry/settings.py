@@ -8,11 +8,12 @@ name of the environment variable that holds it.
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from doraforge.wire import strict_json, strict_yaml
 from doraforge.wire.tokens import TokenError, load_token
@@ -38,6 +39,9 @@ class ServerSettings(BaseModel):
     at most ``approval_timeout_s`` for an operator's decision, then is denied
     ``TOOL_APPROVAL_TIMEOUT``; ``0`` denies it ``TOOL_APPROVAL_REQUIRED`` without asking.
     ``token`` (when set) is required on every route, reads included.
+    ``operator_token`` (which needs ``token`` and must differ from it) is the operator's
+    own credential: with it set, deciding approvals and the console's routes need it, and
+    the agent token there is refused ``OPERATOR_REQUIRED``; it is accepted everywhere else.
     ``server_names`` and ``allowed_origins`` widen the transport guard's Host and Origin
     checks; ``insecure`` lets a non-loopback bind run without a token (lab networks only).
     """
@@ -50,6 +54,7 @@ class ServerSettings(BaseModel):
     approvals: frozenset[str] = frozenset()
     approval_timeout_s: float = Field(120.0, ge=0, le=3600, allow_inf_nan=False)
     token: str | None = Field(default=None, min_length=16, repr=False)
+    operator_token: str | None = Field(default=None, min_length=16, repr=False)
     server_names: frozenset[str] = frozenset()
     allowed_origins: frozenset[str] = frozenset()
     insecure: bool = False
@@ -70,6 +75,20 @@ class ServerSettings(BaseModel):
                 raise ValueError(f"grant {grant!r} is not a capability name")
         return grants
 
+    @model_validator(mode="after")
+    def _separate_operator(self) -> ServerSettings:
+        """An operator token separates the operator from agents only beside a different
+        agent token: alone it would guard nothing, equal it would separate nobody."""
+        if self.operator_token is None:
+            return self
+        if self.token is None:
+            raise ValueError(
+                "operator_token needs the agent token too; give --token-env or --token-file"
+            )
+        if hmac.compare_digest(self.token.encode(), self.operator_token.encode()):
+            raise ValueError("operator_token must differ from the agent token; make a new one")
+        return self
+
 
 class _ConfigFile(BaseModel):
     """The config file's closed schema (every key optional)."""
@@ -83,6 +102,8 @@ class _ConfigFile(BaseModel):
     approval_timeout_s: float | None = None
     token_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     token_file: str | None = Field(default=None, min_length=1, max_length=4096)
+    operator_token_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    operator_token_file: str | None = Field(default=None, min_length=1, max_length=4096)
     server_names: list[str] | None = None
     allowed_origins: list[str] | None = None
     insecure: bool | None = None
@@ -129,18 +150,36 @@ def _first_problem(exc: ValidationError) -> str:
 
 
 def _token(
-    file: _ConfigFile, env: Mapping[str, str], token_env: str | None, token_file: Path | None
+    options: tuple[str | None, Path | None],
+    configured: tuple[str | None, str | None],
+    env: Mapping[str, str],
+    *,
+    prefix: str = "",
 ) -> str | None:
-    """The bearer token: options win over the config file; never from a command line."""
-    sources: tuple[str | None, str | Path | None]
-    if token_env is not None or token_file is not None:
-        sources = (token_env, token_file)
-    else:
-        sources = (file.token_env, file.token_file)
+    """A bearer token from ``(env, file)`` options, else the config file's pair; never
+    from a command line. ``prefix`` names the token's fields in a refusal."""
+    sources = options if options != (None, None) else configured
     try:
         return load_token(env=sources[0], file=sources[1], environ=env)
     except TokenError as exc:
-        raise SettingsError(str(exc)) from exc
+        # "token_env: …" reads "operator_token_env: …" for the operator's token.
+        raise SettingsError(f"{prefix}{exc}") from exc
+
+
+def _check_operator_token(token: str | None, operator_token: str | None) -> None:
+    """The model's rule, refused here first with a code and what to do (one line)."""
+    if operator_token is None:
+        return
+    if token is None:
+        raise SettingsError(
+            "OPERATOR_TOKEN_ALONE: an operator token needs the agent token too; "
+            "give --token-env or --token-file as well"
+        )
+    if hmac.compare_digest(token.encode(), operator_token.encode()):
+        raise SettingsError(
+            "OPERATOR_TOKEN_SAME: the operator token equals the agent token, so agents could "
+            "approve their own calls; give the operator a different token"
+        )
 
 
 def load_settings(
@@ -155,6 +194,8 @@ def load_settings(
     mcp: bool = False,
     token_env: str | None = None,
     token_file: Path | None = None,
+    operator_token_env: str | None = None,
+    operator_token_file: Path | None = None,
     insecure: bool = False,
 ) -> ServerSettings:
     """Settings from ``config`` overridden by explicit options (grants and approvals add up;
@@ -167,7 +208,15 @@ def load_settings(
     values: dict[str, Any] = {
         k: v
         for k, v in file.model_dump(
-            exclude={"grants", "approvals", "token_env", "token_file", "secret_env"}
+            exclude={
+                "grants",
+                "approvals",
+                "token_env",
+                "token_file",
+                "operator_token_env",
+                "operator_token_file",
+                "secret_env",
+            }
         ).items()
         if v is not None
     }
@@ -190,7 +239,14 @@ def load_settings(
         values["mcp_enabled"] = True
     if insecure:
         values["insecure"] = True
-    values["token"] = _token(file, env, token_env, token_file)
+    values["token"] = _token((token_env, token_file), (file.token_env, file.token_file), env)
+    values["operator_token"] = _token(
+        (operator_token_env, operator_token_file),
+        (file.operator_token_env, file.operator_token_file),
+        env,
+        prefix="operator_",
+    )
+    _check_operator_token(values["token"], values["operator_token"])
     try:
         return ServerSettings.model_validate(values)
     except ValidationError as exc:

@@ -10,7 +10,11 @@ this order (the first failure answers; nothing behind the guard runs):
    says ``Sec-Fetch-Site: cross-site`` without such an ``Origin`` is 403 too.
 3. With a token configured, every request needs ``Authorization: Bearer <token>`` (reads
    and WebSockets included; a browser WebSocket may offer the subprotocol
-   ``doraforge.bearer.<token>`` instead). Compared in constant time. 401 otherwise.
+   ``doraforge.bearer.<token>`` instead). Compared in constant time. 401 otherwise. A
+   policy may name a second credential, the ``operator_token``: it is accepted wherever
+   the token is, and :func:`credential` tells the app which of the two a request
+   presented, so routes an agent must not reach (deciding its own approvals) can demand
+   the operator's. The guard itself never refuses a valid token for its role.
 4. ``POST``/``PUT``/``PATCH`` bodies are ``application/json`` (else 415; only an empty
    body may come without a ``Content-Type``, as Forge clients send cancel), read as a stream
    that stops at ``max_body_bytes`` (413, for declared and chunked lengths alike), then
@@ -48,6 +52,7 @@ WS_TOKEN_PREFIX = "doraforge.bearer."
 MIN_TOKEN_LENGTH = 16
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _JSON_KEY = "doraforge.json_body"
+_CREDENTIAL_KEY = "doraforge.credential"
 
 type Render = Callable[[WireError, Scope], tuple[int, dict[str, str], bytes]]
 
@@ -64,6 +69,8 @@ class TransportPolicy:
     allowed_origins: frozenset[str] = frozenset()
     cors_origins: tuple[str, ...] = ()
     token: str | None = field(default=None, repr=False)
+    #: Only consulted when ``token`` is set: a policy without a token authenticates nobody.
+    operator_token: str | None = field(default=None, repr=False)
     max_body_bytes: int = 1_048_576
     max_json_depth: int = strict_json.MAX_DEPTH
     code_prefix: str = ""
@@ -96,14 +103,18 @@ def policy_for_bind(
     insecure: bool = False,
     max_body_bytes: int = 1_048_576,
     code_prefix: str = "",
+    operator_token: str | None = None,
 ) -> TransportPolicy:
     """The policy of a server bound to ``bind``.
 
     Raises :class:`BindRefused` for a non-loopback bind without a token unless
-    ``insecure`` (which is then logged loudly), and for a token shorter than 16 characters.
+    ``insecure`` (which is then logged loudly), for a token shorter than 16 characters, and
+    for an ``operator_token`` without a token or equal to it (it would separate nothing).
     """
-    if token is not None and len(token) < MIN_TOKEN_LENGTH:
-        raise BindRefused(f"the bearer token must be at least {MIN_TOKEN_LENGTH} characters")
+    for value in (token, operator_token):
+        if value is not None and len(value) < MIN_TOKEN_LENGTH:
+            raise BindRefused(f"a bearer token must be at least {MIN_TOKEN_LENGTH} characters")
+    _check_operator_token(token, operator_token)
     if token is None and not is_loopback(bind):
         if not insecure:
             raise BindRefused(
@@ -126,9 +137,19 @@ def policy_for_bind(
         allowed_origins=frozenset(_origin_key(origin) for origin in origins),
         cors_origins=tuple(origin.rstrip("/") for origin in origins),
         token=token,
+        operator_token=operator_token,
         max_body_bytes=max_body_bytes,
         code_prefix=code_prefix,
     )
+
+
+def _check_operator_token(token: str | None, operator_token: str | None) -> None:
+    if operator_token is None:
+        return
+    if token is None:
+        raise BindRefused("an operator token needs the agent token too; configure both")
+    if hmac.compare_digest(token.encode(), operator_token.encode()):
+        raise BindRefused("the operator token must differ from the agent token")
 
 
 class _NoBody:
@@ -152,6 +173,13 @@ def json_body(request: Any) -> Any:
     return value
 
 
+def credential(scope: Scope) -> str | None:
+    """Which credential the guard accepted for this request (an ASGI scope):
+    ``"operator"`` or ``"agent"``; ``None`` when the policy has no token."""
+    value = scope.get(_CREDENTIAL_KEY)
+    return value if isinstance(value, str) else None
+
+
 class TransportGuard:
     """The ASGI middleware applying a :class:`TransportPolicy` (see the module text)."""
 
@@ -159,6 +187,8 @@ class TransportGuard:
         self.policy = policy
         self.render = render
         self._token = None if policy.token is None else policy.token.encode()
+        operator = None if policy.token is None else policy.operator_token
+        self._operator = None if operator is None else operator.encode()
         # A configured cross-origin client (a console served elsewhere) needs CORS answers;
         # Starlette's middleware gives them, and only for origins the guard already allowed.
         self.app = _with_cors(app, policy.cors_origins) if policy.cors_origins else app
@@ -171,13 +201,13 @@ class TransportGuard:
         try:
             self._check_peer(scope, headers)
             if scope["type"] == "websocket":
-                send = self._authorised_socket(headers, send)
+                role, send = self._authorised_socket(headers, send)
+                scope = _with_credential(scope, role)
             elif _is_preflight(scope, headers):
                 pass  # a CORS preflight carries no credentials by design; it runs nothing
             else:
-                self._check_token(headers)
+                scope = _with_credential(scope, self._check_token(headers))
                 if scope["method"] in _BODY_METHODS:
-                    scope = dict(scope)
                     receive = await self._read_body(scope, headers, receive)
         except WireError as error:
             await self._refuse(scope, send, error)
@@ -221,10 +251,12 @@ class TransportGuard:
             status=403,
         )
 
-    def _check_token(self, headers: Mapping[str, str], offered: str | None = None) -> None:
+    def _check_token(self, headers: Mapping[str, str], offered: str | None = None) -> str | None:
+        """The role of the presented token (``agent``/``operator``), ``None`` without a
+        configured token; raises the 401 otherwise."""
         expected = self._token
         if expected is None:
-            return
+            return None
         presented = offered if offered is not None else _bearer(headers.get("authorization"))
         if presented is None:
             raise WireError(
@@ -233,22 +265,29 @@ class TransportGuard:
                 status=401,
                 headers={"WWW-Authenticate": "Bearer"},
             )
-        if not hmac.compare_digest(presented.encode(), expected):
+        raw = presented.encode()
+        # Both comparisons always run, so the timing says nothing about which one matched.
+        is_agent = hmac.compare_digest(raw, expected)
+        is_operator = self._operator is not None and hmac.compare_digest(raw, self._operator)
+        if is_operator:
+            return "operator"
+        if not is_agent:
             raise WireError(
                 self.policy.code("AUTH_INVALID"),
                 "the bearer token is not valid",
                 status=401,
                 headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
             )
+        return "agent"
 
-    def _authorised_socket(self, headers: Mapping[str, str], send: Send) -> Send:
+    def _authorised_socket(self, headers: Mapping[str, str], send: Send) -> tuple[str | None, Send]:
         offered = [p.strip() for p in headers.get("sec-websocket-protocol", "").split(",")]
         token = next(
             (p[len(WS_TOKEN_PREFIX) :] for p in offered if p.startswith(WS_TOKEN_PREFIX)), None
         )
-        self._check_token(headers, token if headers.get("authorization") is None else None)
+        role = self._check_token(headers, token if headers.get("authorization") is None else None)
         if WS_SUBPROTOCOL not in offered:
-            return send
+            return role, send
 
         async def accept_with_subprotocol(message: Message) -> None:
             # A browser that offered subprotocols closes a socket that accepts none.
@@ -256,10 +295,10 @@ class TransportGuard:
                 message = {**message, "subprotocol": WS_SUBPROTOCOL}
             await send(message)
 
-        return accept_with_subprotocol
+        return role, accept_with_subprotocol
 
     async def _read_body(
-        self, scope: dict[str, Any], headers: Mapping[str, str], receive: Receive
+        self, scope: Scope, headers: Mapping[str, str], receive: Receive
     ) -> Receive:
         declared = headers.get("content-type")
         media = (declared or "").split(";", 1)[0].strip().lower()
@@ -333,6 +372,12 @@ class TransportGuard:
             await send({"type": "websocket.http.response.body", "body": body})
             return
         await send({"type": "websocket.close", "code": 1008})
+
+
+def _with_credential(scope: Scope, role: str | None) -> Scope:
+    """A copy of ``scope`` naming the accepted credential (the app reads it back with
+    :func:`credential`); the body is later parsed into the same copy."""
+    return {**scope, _CREDENTIAL_KEY: role}
 
 
 def _is_preflight(scope: Scope, headers: Mapping[str, str]) -> bool:
@@ -459,6 +504,7 @@ __all__ = [
     "Render",
     "TransportGuard",
     "TransportPolicy",
+    "credential",
     "default_render",
     "is_loopback",
     "json_body",
