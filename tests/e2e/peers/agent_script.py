@@ -43,8 +43,8 @@ type Planner = Callable[[Any], list[dict[str, Any]]]
 
 SKILL = "pick-place"
 STEP_TIMEOUT_S = 90.0
-#: Between reads of a pending result: often enough, while leaving the CPU to the physics.
-POLL_INTERVAL_S = 0.2
+#: Between reads of a pending result: PhyAgentOS's own default (``ForgeConfig.poll_interval_s``).
+POLL_INTERVAL_S = 0.5
 
 TASK = {"$": "task_id"}
 OWNED = {"task_id": TASK, "invocation_id": {"$": "invocation_id"}}

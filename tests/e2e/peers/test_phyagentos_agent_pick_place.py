@@ -35,10 +35,11 @@ from typing import Any
 import httpx
 import pytest
 
+from doraforge.dataflows import DATAFLOWS
 from doraforge.paos.gateway_auth import http_client
 from doraforge.skill_runtime.archive import pack
 from doraforge.skill_runtime.gateway_tokens import GatewayTokens
-from tests.e2e.conftest import MockStack, sim_stack
+from tests.e2e.conftest import SIM_TOOLS, MockStack, dataflow_stack
 from tests.e2e.peers.agent_script import (
     PHYAGENTOS_AGENT,
     PICK_PLACE,
@@ -59,6 +60,7 @@ from tests.support.waiting import eventually
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
 
 SOURCE = PROJECT_ROOT / "skills" / SKILL
+SIM_DATAFLOW = DATAFLOWS / "sim.yml"
 
 
 def _bundle_for(port: int, tmp_path: Path) -> Path:
@@ -123,7 +125,11 @@ def peer(tmp_path: Path) -> Iterator[phyagentos.Session]:
 
 @pytest.fixture
 def cell(tmp_path: Path) -> Iterator[MockStack]:
-    with sim_stack(tmp_path / "sim") as running:
+    """``dataflows/sim.yml`` on a free port, paced as the skill's profile runs it: unpaced
+    physics keeps a core busy, and the arm and gripper controllers (on wall time) would
+    share what is left with PhyAgentOS's agent on this two-core machine."""
+    env = {"DORAFORGE_LOG_LEVEL": "WARNING"}
+    with dataflow_stack(tmp_path / "sim", SIM_DATAFLOW, SIM_TOOLS, env, 120.0) as running:
         yield running
 
 
