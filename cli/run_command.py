@@ -26,7 +26,7 @@ from doraforge.gateway.config import load_config
 from doraforge.gateway.errors import ConfigError
 from doraforge.paos.gateway_auth import dataflow_auth
 from doraforge.skill_runtime import dora_generation
-from doraforge.skill_runtime.dora import dora_version
+from doraforge.skill_runtime.dora import dora_version, require_node_library
 from doraforge.skill_runtime.dora_run import (
     STOP_GRACE_S,
     Dataflow,
@@ -199,10 +199,12 @@ class _SignalStop:
 
 def _refuse_other_generation(ctx: Context, path: Path) -> None:
     """Refuse, before ``dora run``, a dataflow of another Dora generation than the CLI's."""
-    installed = dora_version(dora_binary(), dora_environment(ctx.environ), minimum=None)
+    env = dora_environment(ctx.environ)
+    installed = dora_version(dora_binary(), env, minimum=None)
     refused = dora_generation.refusal(path, installed)
     if refused is not None:
         raise RuntimeStateError("SKILL_DORA_GENERATION", refused)
+    require_node_library(installed, env["UV_PYTHON"], env)
 
 
 def _runnable(ctx: Context, source: Path, run_dir: Path) -> Path:

@@ -42,7 +42,12 @@ from doraforge.paos.home import PaosHome
 from doraforge.paos.store import AgentTaskStore
 from doraforge.skill_runtime import dora_generation, gateway_probe, node_logs, stop_guards
 from doraforge.skill_runtime.catalog import current_bundle, not_installed
-from doraforge.skill_runtime.dora import DoraControl, dora_version, require_minimum
+from doraforge.skill_runtime.dora import (
+    DoraControl,
+    dora_version,
+    require_minimum,
+    require_node_library,
+)
 from doraforge.skill_runtime.dora_run import (
     dora_binary,
     free_port,
@@ -367,6 +372,8 @@ class RuntimeManager:
                 details={"installed": installed, "dataflow": str(profile.dataflow)},
             )
         require_minimum(installed, self.dora)
+        # The nodes' dora-rs must speak to this CLI's daemon, or every node dies at start.
+        require_node_library(installed, project_env["UV_PYTHON"], project_env)
 
     def _new_state(self, manifest: SkillManifest, profile: str, url: str) -> RuntimeState:
         now = utc_now()
