@@ -335,16 +335,24 @@ class TaskService:
             "status": answer.get("status", answer.get("cancel_status")),
             "at_ms": _now_ms(),
         }
+        written = self._unless_ended(
+            record.record_id, lambda: self.store.record_cancel_request(record.record_id, request)
+        )
+        if written is None:  # it ended while the request was on its way: the record says how
+            ended = self.store.record(record.record_id)
+            return {"record": ended.public(), "control": {**answer, "status": "terminal"}}
+        return {"record": written.public(), "control": answer}
+
+    def _unless_ended(self, record_id: str, write: Callable[[], RecordRow]) -> RecordRow | None:
+        """``write()``'s row, or ``None`` when the record was already terminal: another
+        process on the same home (the agent polling its result while an operator cancels
+        the task) recorded the end first, and a terminal record never changes."""
         try:
-            record = self.store.record_cancel_request(record.record_id, request)
+            return write()
         except StoreError as exc:
             if exc.code != "PAOS_RECORD_TERMINAL":
                 raise
-            # It ended while the request was on its way (another process, e.g. the agent
-            # polling its result, recorded the end first): the record says how it ended.
-            record = self.store.record(record.record_id)
-            return {"record": record.public(), "control": {**answer, "status": "terminal"}}
-        return {"record": record.public(), "control": answer}
+            return None
 
     # ------------------------------------------------------------------ reconciliation
 
@@ -400,7 +408,10 @@ class TaskService:
         if invocation.get("terminal") and invocation.get("result") is not None:
             return await self._terminal(task, record, client, invocation["result"])
         if phase in ("running", "stopping") and record.state in ("accepted", "running"):
-            return self.store.record_phase(record.record_id, phase)
+            moved = self._unless_ended(
+                record.record_id, lambda: self.store.record_phase(record.record_id, phase)
+            )
+            return moved or self.store.record(record.record_id)
         return record
 
     async def _settle(self, task: TaskRow, record: RecordRow, client: ForgeToolClient) -> RecordRow:
@@ -413,9 +424,15 @@ class TaskService:
         self, task: TaskRow, record: RecordRow, client: ForgeToolClient, result: dict[str, Any]
     ) -> RecordRow:
         state = RESULT_TO_STATE[result["status"]]
-        record = self.store.record_terminal(
-            record.record_id, state, result=result, error=result.get("error")
+        ended = self._unless_ended(
+            record.record_id,
+            lambda: self.store.record_terminal(
+                record.record_id, state, result=result, error=result.get("error")
+            ),
         )
+        if ended is None:  # recorded by another process, with its after-evidence
+            return self.store.record(record.record_id)
+        record = ended
         if record.semantics == "action":
             await self._after_evidence(task, record, client)
         return record

@@ -244,6 +244,27 @@ async def test_a_record_that_ends_while_its_cancel_is_on_the_way_is_answered_ter
     assert answer["record"]["state"] == "completed"
 
 
+async def test_a_result_another_process_recorded_first_is_read_not_refused(cell: Cell):
+    task_id = await new_task(cell)
+    started = await cell.service.start_action(task_id, "mock.move", QUICK)
+    other = AgentTaskStore(cell.service.store.path)  # the canceller's process, reconciling
+    outcome = {"status": "succeeded", "outputs": {"by": "the other process"}}
+
+    def recorded_meanwhile(request: httpx.Request) -> bool:
+        # The Gateway answered the result: the other process records it before this one.
+        answered = cell.gateway.runtime.get(started["invocation_id"]).terminal
+        first = not other.record(started["record_id"]).terminal
+        if request.url.path.endswith("/result") and answered and first:
+            other.record_terminal(started["record_id"], "completed", result=outcome)
+        return False
+
+    cell.transport.lose = recorded_meanwhile
+    final = await until_terminal(cell, task_id, started["record_id"])
+    other.close()
+    assert final["state"] == "completed"
+    assert final["result"]["outputs"] == {"by": "the other process"}
+
+
 async def test_task_owned_sessions_block_finalize_and_shared_ones_survive(cell: Cell):
     task_id = await new_task(cell)
     owned = await cell.service.start_session(task_id, "mock.stream", {}, ownership="task")
