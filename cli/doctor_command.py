@@ -18,7 +18,6 @@ import argparse
 import os
 import platform
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -44,6 +43,7 @@ from doraforge.skill_runtime.dora_run import (
     dora_binary,
     dora_environment,
     node_interpreter_environment,
+    port_in_use,
 )
 from doraforge.skill_runtime.errors import RuntimeStateError
 from doraforge.skill_runtime.manifest import load_manifest
@@ -122,7 +122,7 @@ class Machine:
     installed: Callable[[str], str | None] = field(default=lambda name: _installed(name))
     requirements: Callable[[], list[str]] = field(default=lambda: requires("doraforge") or [])
     python_version: str = platform.python_version()
-    port_free: Callable[[int], bool] = field(default=lambda port: _port_free(port))
+    port_free: Callable[[int], bool] = field(default=lambda port: not port_in_use(port))
     render: Callable[[Mapping[str, str]], tuple[bool, str]] = field(
         default=lambda env: _render(env)
     )
@@ -336,15 +336,6 @@ def _ports(port_free: Callable[[int], bool]) -> list[Check]:
         else:
             checks.append(Check(name, "warn", "in use", f"stop what listens there, or {how}"))
     return checks
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def _home(home: Path) -> Check:

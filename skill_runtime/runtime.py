@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -52,6 +51,7 @@ from doraforge.skill_runtime.dora_run import (
     dora_binary,
     free_port,
     node_interpreter_environment,
+    port_in_use,
     refuse_busy_port,
 )
 from doraforge.skill_runtime.errors import RuntimeStateError
@@ -623,7 +623,7 @@ class RuntimeManager:
                 return dora
             if dora.rows() is not None:
                 dora.down()  # a coordinator whose daemon is gone cannot start anything
-            if not (_port_free(dora.port) and _port_free(services.daemon_listen_port)):
+            if port_in_use(dora.port) or port_in_use(services.daemon_listen_port):
                 # Someone else took a port since it was chosen: choose again, for good.
                 services = _Services(coordinator_port=free_port(), daemon_listen_port=free_port())
                 atomic_write(self._services_path, services.model_dump_json(indent=2) + "\n")
@@ -786,15 +786,6 @@ def _recorded(error: PaosError) -> RecordedError:
 
 def _which(name: str, search_path: str) -> str | None:
     return shutil.which(name, path=search_path)
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def _tail(path: Path, lines: int) -> str:

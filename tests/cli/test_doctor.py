@@ -183,7 +183,8 @@ def test_a_port_something_listens_on_is_not_free():
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
-        assert doctor_command._port_free(listener.getsockname()[1]) is False
+        machine = doctor_command.Machine(environ={}, home=Path("/nonexistent"), dora="dora")
+        assert machine.port_free(listener.getsockname()[1]) is False
 
 
 def test_a_home_that_cannot_take_a_file_fails(tmp_path: Path):
