@@ -286,6 +286,7 @@ async def unless_client_leaves[T](request: Request, work: Coroutine[Any, Any, T]
     task = asyncio.eager_task_factory(asyncio.get_running_loop(), work)
     if task.done():
         return task.result()
+    _track(request)
     watcher = asyncio.ensure_future(_disconnected(request))
     try:
         await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
@@ -310,6 +311,26 @@ def _uncancel() -> None:
     current = asyncio.current_task()
     if current is not None:
         current.uncancel()
+
+
+def _track(request: Request) -> None:
+    """Count this request's task (the server's, answering it) as in flight until it has
+    answered, so a stopping server can let it answer (:func:`settle_in_flight`)."""
+    in_flight: set[asyncio.Task[Any]] | None = getattr(request.app.state, "in_flight", None)
+    current = asyncio.current_task()
+    if in_flight is None or current is None or current in in_flight:
+        return
+    in_flight.add(current)
+    current.add_done_callback(in_flight.discard)
+
+
+async def settle_in_flight(app: FastAPI, within_s: float) -> None:
+    """Wait at most ``within_s`` for the waiting calls the server just cancelled to answer
+    (``REGISTRY_STOPPING``) before the app shuts down: the event loop ends right after and
+    would cancel them again mid-answer."""
+    in_flight: set[asyncio.Task[Any]] = getattr(app.state, "in_flight", set())
+    if in_flight:
+        await asyncio.wait(set(in_flight), timeout=within_s)
 
 
 async def call(request: Request) -> Response:
@@ -620,4 +641,5 @@ def create_app(
     )
     app.state.service = service
     app.state.settings = settings
+    app.state.in_flight = set()
     return app

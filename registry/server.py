@@ -21,7 +21,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 
-from doraforge.registry.http import OPERATOR_ONLY, create_app
+from doraforge.registry.http import OPERATOR_ONLY, create_app, settle_in_flight
 from doraforge.registry.http import ROUTES as CALL_ROUTES
 from doraforge.registry.mcp import ROUTES as MCP_ROUTES
 from doraforge.registry.mcp import McpEndpoint
@@ -38,7 +38,9 @@ type Say = Callable[[str], None]
 log = logging.getLogger("doraforge.registry.server")
 #: How long a stop waits for open requests before cancelling them: a call waiting for an
 #: operator would otherwise hold the process until its approval expires.
-GRACEFUL_SHUTDOWN_S = 3
+GRACEFUL_SHUTDOWN_S = 2
+#: How long the app's shutdown then waits for those cancelled calls to send their answer.
+SETTLE_S = 0.5
 
 
 def new_service(settings: ServerSettings) -> RegistryService:
@@ -81,8 +83,7 @@ def build_app(
     app.state.mcp = McpEndpoint(service, settings)
     if api_tools_dir is not None:
         app.state.api_tools = _api_tools(service, settings, api_tools_dir)
-    if robot is not None:
-        app.router.lifespan_context = _closing(robot)
+    app.router.lifespan_context = _closing(robot)
     return app
 
 
@@ -100,13 +101,18 @@ def _operator_writes(route: BaseRoute) -> BaseRoute:
     )
 
 
-def _closing(robot: RobotTools) -> Callable[[FastAPI], Any]:
+def _closing(robot: RobotTools | None) -> Callable[[FastAPI], Any]:
+    """The app's lifespan: on shutdown the cancelled waiting calls answer first, then the
+    robot tools (when given) close."""
+
     @asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
             yield
         finally:
-            await robot.aclose()
+            await settle_in_flight(app, SETTLE_S)
+            if robot is not None:
+                await robot.aclose()
 
     return lifespan
 
