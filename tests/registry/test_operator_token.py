@@ -7,6 +7,9 @@ and JSON checks still answer first; equal or lone operator tokens never start; a
 from __future__ import annotations
 
 import concurrent.futures
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +23,7 @@ from doraforge.registry.server import build_app, new_service
 from doraforge.registry.service import RegistryService
 from doraforge.registry.settings import ServerSettings, SettingsError, load_settings
 from doraforge.wire.guard import BindRefused, policy_for_bind
+from tests.paths import PROJECT_ROOT
 from tests.registry.server_support import TOKEN, DemoTools, call_body, running
 from tests.registry.test_approvals_http import TOOL, Arm
 from tests.support.waiting import eventually
@@ -237,3 +241,30 @@ def test_the_approvals_cli_with_the_agent_token_says_what_to_set(registry: Regis
     assert message.startswith("OPERATOR_REQUIRED: ")
     assert "$DORAFORGE_OPERATOR_TOKEN" in message
     assert "\n" not in message
+
+
+def test_serve_refuses_equal_tokens_at_start_in_one_line(tmp_path: Path) -> None:
+    environ = {**os.environ, "AGENT_TOKEN": TOKEN, "OPERATOR_TOKEN": TOKEN}
+    command = [sys.executable, "-m", "doraforge.cli", "serve", "--home", str(tmp_path / "home")]
+    options = [
+        "--port",
+        "0",
+        "--token-env",
+        "AGENT_TOKEN",
+        "--operator-token-env",
+        "OPERATOR_TOKEN",
+    ]
+    done = subprocess.run(
+        [*command, *options],
+        cwd=PROJECT_ROOT,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "registry listening" not in done.stdout
+    (line,) = done.stderr.splitlines()
+    assert "OPERATOR_TOKEN_SAME: " in line
+    assert TOKEN not in done.stderr
