@@ -42,11 +42,19 @@ function showLogin(message = "") {
   $("token").focus();
 }
 
+// A token the console cannot use: a wrong one (401), or the agents' token where serve has
+// an operator token of its own (403 OPERATOR_REQUIRED).
+const REFUSED = "The token was refused: give the operator token (doraforge serve --operator-token-env or --operator-token-file; without those, its --token-env or --token-file).";
+
+function refused(error) {
+  return error instanceof ApiError && (error.status === 401 || error.code === "OPERATOR_REQUIRED");
+}
+
 async function checkSession() {
   try {
     return await getJson("api/session");
   } catch (error) {
-    if (error instanceof ApiError && error.status === 401) return null;
+    if (refused(error)) return null;
     throw error;
   }
 }
@@ -80,9 +88,9 @@ async function show() {
   try {
     cleanup = (await PAGES[page].render(root, { args, say })) || (() => {});
   } catch (error) {
-    if (error instanceof ApiError && error.status === 401) {
+    if (refused(error)) {
       setToken(null);
-      showLogin("The token was refused; give it again.");
+      showLogin(REFUSED);
       return;
     }
     say(errorText(error), true);
@@ -93,7 +101,7 @@ async function enter() {
   const session = await checkSession();
   if (session === null) {
     setToken(null);
-    showLogin(token() ? "The token was refused." : "");
+    showLogin(token() ? REFUSED : "");
     return;
   }
   $("login-page").hidden = true;
@@ -117,7 +125,7 @@ function start() {
     });
     if (session === null) {
       setToken(null);
-      showLogin("The token was refused: check the value given to doraforge serve.");
+      showLogin(REFUSED);
       return;
     }
     if (session) await enter();
