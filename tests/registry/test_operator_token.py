@@ -6,6 +6,7 @@ and JSON checks still answer first; equal or lone operator tokens never start; a
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import os
 import subprocess
@@ -17,6 +18,8 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 
 from doraforge.cli import approvals_command
 from doraforge.registry.server import build_app, new_service
@@ -26,7 +29,7 @@ from doraforge.wire.guard import BindRefused, policy_for_bind
 from tests.paths import PROJECT_ROOT
 from tests.registry.server_support import TOKEN, DemoTools, call_body, running
 from tests.registry.test_approvals_http import TOOL, Arm
-from tests.support.waiting import eventually
+from tests.support.waiting import eventually, eventually_async
 
 OPERATOR_TOKEN = "operator-token-0123456789abcdef"
 AGENT = {"Authorization": f"Bearer {TOKEN}"}
@@ -268,3 +271,47 @@ def test_serve_refuses_equal_tokens_at_start_in_one_line(tmp_path: Path) -> None
     (line,) = done.stderr.splitlines()
     assert "OPERATOR_TOKEN_SAME: " in line
     assert TOKEN not in done.stderr
+
+
+@pytest.mark.anyio
+async def test_an_mcp_agent_cannot_approve_its_own_waiting_call() -> None:
+    settings = ServerSettings(
+        grants=frozenset({"robot.write"}),
+        token=TOKEN,
+        operator_token=OPERATOR_TOKEN,
+        mcp_enabled=True,
+    )
+    service = new_service(settings)
+    service.ask_operators(settings.approval_timeout_s)
+    arm = Arm()
+    service.register(arm.entry(), arm)
+    with running(build_app(service, settings)) as url:
+        async with (
+            httpx.AsyncClient(headers=AGENT, timeout=httpx.Timeout(30, read=60)) as http,
+            streamable_http_client(f"{url}/mcp", http_client=http) as (read, write, _),
+            ClientSession(read, write) as session,
+            httpx.AsyncClient(base_url=url, timeout=10) as operator,
+        ):
+            await session.initialize()
+            waiting = asyncio.create_task(session.call_tool("demo_arm", {"x": 2}))
+
+            async def pending() -> list[dict[str, Any]]:
+                answer = await operator.get("/api/approvals?state=pending", headers=AGENT)
+                records: list[dict[str, Any]] = answer.json()["approvals"]
+                return records
+
+            found: list[dict[str, Any]] = await eventually_async(
+                pending, within=10, what="the MCP call to wait"
+            )
+            (record,) = found
+            path = f"/api/approvals/{record['id']}/approve"
+            refused = await operator.post(path, json=REASON, headers=AGENT)
+            assert refused.status_code == 403
+            assert refused.json()["error"]["code"] == "OPERATOR_REQUIRED"
+            assert not waiting.done()
+            assert arm.runs == []
+            approved = await operator.post(path, json=REASON, headers=OPERATOR)
+            assert approved.status_code == 200
+            result = await asyncio.wait_for(waiting, timeout=10)
+    assert result.isError is False, result.content
+    assert arm.runs == [{"x": 2}]
