@@ -347,6 +347,8 @@ def apply_budget(
     """
     capped, truncated = _cap_items(structured, max_items)
     original = len(_dumps(structured))
+    capped, elided = _elide_largest(capped, max_chars - 256)
+    truncated = truncated or bool(elided)
     limit = max_chars
     while len(_dumps(capped)) > max_chars - 64 and limit > 16:
         limit //= 2
@@ -358,7 +360,30 @@ def apply_budget(
         truncated = True
     if truncated:
         capped = {**capped, "truncated": True, "originalChars": original}
+        if elided and "preview" not in capped:
+            capped["elided"] = elided
     return capped, truncated
+
+
+def _elide_largest(value: dict[str, Any], budget: int) -> tuple[dict[str, Any], list[str]]:
+    """Leave out the largest top-level members until ``value`` fits ``budget``.
+
+    A big answer (a task with its records and evidence) keeps its small, decisive fields
+    (``status``, ``verdict``, ids) whole instead of having every string shortened or the
+    whole answer reduced to a preview; the keys left out are named so the agent knows what
+    it did not get. Nothing is left out of an answer that already fits.
+    """
+    sizes = {key: len(_dumps(member)) for key, member in value.items()}
+    total = len(_dumps(value))
+    kept = dict(value)
+    elided: list[str] = []
+    for key in sorted(sizes, key=lambda k: -sizes[k]):
+        if total <= budget:
+            break
+        del kept[key]
+        elided.append(key)
+        total -= sizes[key] + len(_dumps(key)) + 2
+    return kept, elided
 
 
 def manifest(service: RegistryService, settings: ServerSettings) -> dict[str, Any]:

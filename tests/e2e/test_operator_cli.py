@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from doraforge.skill_runtime.dora_run import dora_environment
-from tests.e2e.registry.test_mcp_pick_place import SKILL, _skill_on_a_free_port
+from doraforge.skill_runtime.dora_run import dora_environment, free_port
 from tests.paths import PROJECT_ROOT
 from tests.support.waiting import eventually
 
@@ -29,6 +28,7 @@ from tests.support.waiting import eventually
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(900)]
 
 RUN_TIMEOUT_S = 300.0
+SKILL = "pick-place"
 
 
 class Operator:
@@ -36,6 +36,8 @@ class Operator:
 
     def __init__(self, home: Path, env: dict[str, str]) -> None:
         self.home, self.env = home, env
+        # The shipped skill names 9201; this session's Gateway takes a free port.
+        self.port = free_port()
 
     def argv(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "doraforge.cli", "--home", str(self.home), *args]
@@ -69,14 +71,9 @@ def operator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
     env = dora_environment({**os.environ, "HOME": str(root), "PYTHONUNBUFFERED": "1"})
     person = Operator(root / "home", env)
     archive = root / f"{SKILL}.tar.gz"
-    assert (
-        person.run(
-            "skill", "pack", str(_skill_on_a_free_port(root)), "--output", str(archive)
-        ).returncode
-        == 0
-    )
+    assert person.run("skill", "pack", SKILL, "--output", str(archive)).returncode == 0
     assert person.run("skill", "install", str(archive), "--yes").returncode == 0
-    started = person.run("skill", "start", SKILL, "--profile", "sim")
+    started = person.run("skill", "start", SKILL, "--profile", "sim", "--port", str(person.port))
     assert started.returncode == 0, started.stderr
     try:
         yield person
@@ -203,7 +200,8 @@ def test_task_run_on_the_stopped_skill_is_one_line_saying_how_to_start_it(
     try:
         refused = operator.run("task", "run", SKILL, "--out", str(tmp_path))
     finally:
-        assert operator.run("skill", "start", SKILL, "--profile", "sim").returncode == 0
+        again = ("skill", "start", SKILL, "--profile", "sim", "--port", str(operator.port))
+        assert operator.run(*again).returncode == 0
     assert refused.returncode == 1
     assert refused.stderr == (
         "doraforge: SKILL_NOT_RUNNING: forge_task_create: skill 'pick-place' is stopped; "

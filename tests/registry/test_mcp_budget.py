@@ -45,6 +45,23 @@ def test_long_lists_are_capped_at_25_items_and_flagged() -> None:
     assert bounded["truncated"] is True
 
 
+def test_a_big_answer_keeps_its_small_fields_whole_and_names_what_it_left_out() -> None:
+    answer = {
+        "status": "succeeded",
+        "verdict": {"outcome": "succeeded", "reasons": ["cube in zone"]},
+        "records": [{"result": "x" * 900} for _ in range(20)],
+        "evidence": [{"path": "e" * 400} for _ in range(20)],
+    }
+    bounded, truncated = apply_budget(answer, max_chars=20_000, max_items=25)
+    assert truncated is True
+    assert bounded["status"] == "succeeded"
+    assert bounded["verdict"] == answer["verdict"]
+    assert bounded["evidence"] == answer["evidence"]  # the smaller list still fits
+    assert "records" not in bounded
+    assert bounded["elided"] == ["records"]
+    assert _size(bounded) <= 20_000
+
+
 def test_a_tool_result_text_never_exceeds_the_character_budget() -> None:
     outcome = {"requestId": "r", "state": "completed", "result": {"q": '"\\' * 40_000}}
     result = tool_result(outcome, ServerSettings())

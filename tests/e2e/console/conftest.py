@@ -21,12 +21,14 @@ from playwright.sync_api import BrowserContext, Page, sync_playwright
 from doraforge.paos.home import PaosHome
 from doraforge.registry.settings import ServerSettings
 from doraforge.skill_runtime.archive import pack
+from doraforge.skill_runtime.dora_run import free_port
 from doraforge.skill_runtime.installer import Installer
 from doraforge.skill_runtime.runtime import RuntimeManager
 from tests.console.support import TOKEN, console_app, runtime_of
-from tests.e2e.registry.test_mcp_pick_place import SKILL, _skill_on_a_free_port
+from tests.e2e.registry.test_mcp_pick_place import SKILL, SOURCE
 from tests.paths import PROJECT_ROOT
 from tests.registry.server_support import running
+from tests.support.skill_copies import skill_on_port
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -77,7 +79,10 @@ def cell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cell]:
     """The sim skill installed (not started: the browser starts it) and the console served."""
     tmp = tmp_path_factory.mktemp("console-cell")
     home = PaosHome(tmp / "home")
-    packed = pack(_skill_on_a_free_port(tmp), tmp / f"{SKILL}.tar.gz")
+    # The browser starts the skill from the Skills page at the manifest's port: the copy
+    # names a free one instead of the shipped 9201.
+    source = skill_on_port(SOURCE, tmp / "source" / SKILL, free_port())
+    packed = pack(source, tmp / f"{SKILL}.tar.gz")
     Installer(home).install(str(packed.path), yes=True)
     runtime = runtime_of(home)
     settings = ServerSettings(

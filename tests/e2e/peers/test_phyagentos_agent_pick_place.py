@@ -51,10 +51,10 @@ from tests.e2e.peers.agent_script import (
     pick_place_moves,
     run_script,
 )
-from tests.e2e.peers.skill_copies import skill_on_port
 from tests.e2e.registry.test_mcp_pick_place import _started_sim, _task_service
 from tests.paths import PROJECT_ROOT
 from tests.peers import phyagentos
+from tests.support.skill_copies import skill_on_port
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]

@@ -17,12 +17,8 @@ import gzip
 import hashlib
 import io
 import json
-import shutil
-import subprocess
-import sys
 import tarfile
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -33,6 +29,7 @@ from doraforge.skill_runtime.installer import Installer
 from doraforge.skill_runtime.manifest import load_manifest
 from tests.paths import PROJECT_ROOT
 from tests.peers import phyagentos
+from tests.support.skill_copies import doraforge_pack
 
 pytestmark = pytest.mark.e2e
 
@@ -85,24 +82,9 @@ print(json.dumps({
 """
 
 
-def _doraforge_pack(output: Path) -> dict[str, Any]:
-    """``doraforge skill pack skills/pick-place --output OUTPUT --json``, as a user runs it."""
-    doraforge = shutil.which("doraforge", path=str(Path(sys.executable).parent))
-    assert doraforge is not None, "the doraforge command is not installed in this venv"
-    done = subprocess.run(
-        [doraforge, "--json", "skill", "pack", str(PICK_PLACE), "--output", str(output)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    packed: dict[str, Any] = json.loads(done.stdout)
-    return packed
-
-
 def test_phyagentos_installs_a_bundle_doraforge_packed(tmp_path: Path) -> None:
     archive = tmp_path / "pick-place.tar.gz"
-    packed = _doraforge_pack(archive)
+    packed = doraforge_pack(PICK_PLACE, archive)
     assert packed["path"] == str(archive)
     paos_home = tmp_path / "paos-home"
     paos_home.mkdir()

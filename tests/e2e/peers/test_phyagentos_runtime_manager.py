@@ -20,7 +20,8 @@ How the run is kept apart from every other Dora and Gateway on the machine:
   ``dora up`` therefore hold a file lock in this checkout's pytest cache and check the port
   is free first, failing (not skipping) with the holder named (:mod:`.paos_dora`).
 * The shipped skill fixes its Gateway at 9201 in ``skill.yaml`` (the address PhyAgentOS
-  polls) and in the profiles; the test packs a copy on a free port (:mod:`.skill_copies`).
+  polls) and in the profiles; the test packs a copy on a free port
+  (:mod:`tests.support.skill_copies`).
 * PhyAgentOS's stop is ``dora stop --name`` and, as its CLI says, leaves the shared Dora
   services up; the test checks exactly that, then ``dora down`` on its private port (which
   dora refuses while a dataflow still runs) and checks that nothing of the run is left.
@@ -55,9 +56,9 @@ from tests.e2e.peers.paos_dora import (
     daemon_port_lock,
     require_free,
 )
-from tests.e2e.peers.skill_copies import doraforge_pack, skill_on_port
 from tests.paths import PROJECT_ROOT
 from tests.peers import phyagentos
+from tests.support.skill_copies import doraforge_pack, skill_on_port
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(360)]
