@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import subprocess
 import sys
@@ -156,8 +157,12 @@ def _install(ctx: Context, args: argparse.Namespace) -> int:
 
     # A local file is copied, not downloaded: no bar, and nothing says "downloading" it.
     shown = not ctx.out.as_json and local_path(args.source) is None
-    with terminal_progress(sys.stderr, label=f"downloading {args.source}") as progress:
-        installer = _installer(ctx, args.yes, progress if shown else None)
+    with contextlib.ExitStack() as stack:
+        label = f"downloading {args.source}"
+        progress = (
+            stack.enter_context(terminal_progress(sys.stderr, label=label)) if shown else None
+        )
+        installer = _installer(ctx, args.yes, progress)
         result = installer.install(args.source, yes=args.yes, name=args.name, version=args.version)
     ctx.out.say(f"installed {result.name} {result.version} into {result.path}")
     ctx.out.data(_plain(result))

@@ -388,8 +388,10 @@ def terminal_progress(
 ) -> Iterator[ProgressCallback]:
     """A progress callback drawing a ``rich`` bar on a TTY, else a plain line per 10%.
 
-    ``interactive`` defaults to ``stream.isatty()``. The bar stops redrawing once the
-    download is complete, so what follows (a confirmation prompt) is never drawn over.
+    ``interactive`` defaults to ``stream.isatty()``. The bar appears with the first bytes
+    (nothing is drawn while a source is resolved, or for a bundle already in the cache)
+    and stops redrawing once the download is complete, so what follows (a confirmation
+    prompt) is never drawn over.
     """
     if interactive if interactive is not None else stream.isatty():
         from rich.console import Console
@@ -404,15 +406,22 @@ def terminal_progress(
         columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn())
         # Drawn as on the terminal the caller found (or asked for with ``interactive``).
         console = Console(file=stream, force_terminal=True, force_interactive=True)
-        with Progress(*columns, TransferSpeedColumn(), console=console) as bar:
-            task = bar.add_task(label, total=None)
+        bar = Progress(*columns, TransferSpeedColumn(), console=console)
+        task = bar.add_task(label, total=None)
+        started = [False]
 
-            def draw(done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total)
-                if total and done >= total:
-                    bar.stop()  # idempotent; the finished bar stays on screen
+        def draw(done: int, total: int) -> None:
+            if not started[0]:
+                started[0] = True
+                bar.start()
+            bar.update(task, completed=done, total=total)
+            if total and done >= total:
+                bar.stop()  # idempotent; the finished bar stays on screen
 
+        try:
             yield draw
+        finally:
+            bar.stop()
         return
     last = [-1]
 

@@ -24,3 +24,10 @@ def test_a_bar_of_unknown_size_keeps_drawing_until_the_end():
     with terminal_progress(stream, label="bundle", interactive=True) as report:
         report(500, 0)
     assert "bundle" in stream.getvalue()
+
+
+def test_nothing_is_drawn_until_bytes_arrive():
+    stream = io.StringIO()
+    with terminal_progress(stream, label="bundle", interactive=True):
+        stream.write("Install skill pick-place 1.0.0? [y/n]: ")  # a cached bundle: no bytes
+    assert stream.getvalue() == "Install skill pick-place 1.0.0? [y/n]: "
