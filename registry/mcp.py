@@ -36,6 +36,7 @@ from doraforge.registry.errors import (
 from doraforge.registry.http import (
     CLIENT_CLOSED,
     ClientGone,
+    ServerStopping,
     is_authenticated,
     read_json_body,
     server_principal,
@@ -62,6 +63,14 @@ class _Fault(Exception):
     def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)
         self.code, self.message, self.data = code, message, data
+
+
+_STOPPING = _Fault(
+    -32000,
+    "the registry stopped before this call answered; a call that waited for an approval "
+    "did not run (its approval is withdrawn): call again once serve is back",
+    {"code": "REGISTRY_STOPPING", "retryable": False},
+)
 
 
 def is_loopback_host(host: str | None) -> bool:
@@ -159,6 +168,9 @@ class McpEndpoint:
             answer = await unless_client_leaves(
                 request, self._dispatch(message, request, authenticated)
             )
+        except ServerStopping:
+            # Still connected: the agent learns the call did not run, as an HTTP caller does.
+            return JSONResponse(_error(message.get("id"), _STOPPING), 503)
         except ClientGone:
             return Response(status_code=CLIENT_CLOSED)
         return JSONResponse(answer)

@@ -269,3 +269,22 @@ async def test_a_non_loopback_socket_peer_is_403_whatever_its_headers_say() -> N
     assert posted.json()["error"]["data"]["code"] == "MCP_NOT_LOOPBACK"
     assert manifest.status_code == 403
     assert other.status_code == 403
+
+
+def test_a_call_cut_short_by_the_server_stopping_answers_a_json_rpc_error(
+    tools: DemoTools, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from doraforge.registry import mcp as mcp_module
+    from doraforge.registry.http import ServerStopping
+
+    async def stopping(_request: Any, work: Any) -> Any:
+        work.close()  # the dispatch coroutine never runs: serve stopped first
+        raise ServerStopping
+
+    monkeypatch.setattr(mcp_module, "unless_client_leaves", stopping)
+    with running(demo_app(ServerSettings(grants=BOTH, mcp_enabled=True), tools)) as url:
+        answer = _post(url, _rpc("tools/call", {"name": "demo_echo", "arguments": {}}, ident=7))
+    assert answer.status_code == 503
+    body = answer.json()
+    assert body["id"] == 7
+    assert body["error"]["data"] == {"code": "REGISTRY_STOPPING", "retryable": False}
