@@ -213,10 +213,13 @@ class AgentTaskStore:
         except sqlite3.IntegrityError as exc:
             if "one_active_task" in str(exc):
                 active = self.active_task()
+                held = active.task_id if active else None
+                which = f"AgentTask {held}" if held else "another AgentTask"
                 raise TaskSlotTaken(
                     "PAOS_TASK_ACTIVE",
-                    "another AgentTask is still active; finalize or cancel it first",
-                    details={"active_task_id": active.task_id if active else None},
+                    f"{which} is still active; finalize it or cancel it first "
+                    f"(`doraforge task cancel {held or 'TASK_ID'}`)",
+                    details={"active_task_id": held},
                 ) from exc
             raise StoreError("PAOS_STORE_CONFLICT", str(exc)) from exc
         return self.task(task_id)

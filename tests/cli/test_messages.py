@@ -212,3 +212,22 @@ def test_a_name_that_is_no_skill_name_says_what_names_are(installed: Path, capsy
         "doraforge: SKILL_NAME_INVALID: 'Typo' is not a skill name: names are lowercase "
         "letters, digits, '.', '_' and '-' (installed: pick-place)"
     )
+
+
+def test_a_second_active_task_names_the_one_that_holds_the_slot(tmp_path: Path):
+    from doraforge.paos.store import AgentTaskStore, TaskSlotTaken
+
+    store = AgentTaskStore(tmp_path / "paos.db")
+    store.put_binding("bind_1", "0" * 64, {"skill": SKILL})
+    held = store.create_task(
+        task_id="task_1", revision_id="rev_1", binding_id="bind_1", goal="g", contract={}
+    )
+    with pytest.raises(TaskSlotTaken) as caught:
+        store.create_task(
+            task_id="task_2", revision_id="rev_2", binding_id="bind_1", goal="g", contract={}
+        )
+    store.close()
+    assert caught.value.message == (
+        f"AgentTask {held.task_id} is still active; finalize it or cancel it first "
+        f"(`doraforge task cancel {held.task_id}`)"
+    )
