@@ -214,6 +214,12 @@ def _status(ctx: Context, args: argparse.Namespace) -> int:
     else:  # every skill ever started here, so a failed one shows with its reason
         checked = (runtime.status(s.name) for s in all_states(runtime.runtime_dir))
         found = [_plain(s) for s in checked if s is not None]
+        if not found and not ctx.out.as_json:
+            ctx.out.say(
+                "no skill has been started in this home; `doraforge skill list` shows the "
+                "installed ones, `doraforge skill start NAME --profile P` starts one"
+            )
+            return 0
     rows = [
         [
             s["name"],

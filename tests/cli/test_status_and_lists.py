@@ -116,3 +116,10 @@ def test_a_time_today_is_the_time_of_day_and_an_older_one_has_its_date():
     older = now - timedelta(days=3)
     assert local_time(older.isoformat(), now=now) == older.strftime("%Y-%m-%d %H:%M")
     assert local_time(None) == ""
+
+
+def test_status_in_a_home_where_nothing_was_started_says_what_to_do(tmp_path: Path, capsys):
+    code, out, _ = run(capsys, tmp_path, "skill", "status")
+    assert code == 0
+    assert out.startswith("no skill has been started in this home; `doraforge skill list`")
+    assert json.loads(run(capsys, tmp_path, "--json", "skill", "status")[1]) == []
