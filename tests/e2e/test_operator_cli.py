@@ -27,7 +27,6 @@ from tests.support.waiting import eventually
 # Two pick-and-places in one test take minutes on a loaded machine.
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(900)]
 
-SKILL = "pick-place"
 RUN_TIMEOUT_S = 300.0
 SKILL = "pick-place"
 
@@ -37,7 +36,6 @@ class Operator:
 
     def __init__(self, home: Path, env: dict[str, str]) -> None:
         self.home, self.env = home, env
-        self.start_options: tuple[str, ...] = ()
         # The shipped skill names 9201; this session's Gateway takes a free port.
         self.port = free_port()
 
@@ -75,9 +73,7 @@ def operator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
     archive = root / f"{SKILL}.tar.gz"
     assert person.run("skill", "pack", SKILL, "--output", str(archive)).returncode == 0
     assert person.run("skill", "install", str(archive), "--yes").returncode == 0
-    # A free Gateway port: a demo or another run on this machine may hold the manifest's.
-    person.start_options = ("--profile", "sim", "--port", str(free_port()))
-    started = person.run("skill", "start", SKILL, *person.start_options)
+    started = person.run("skill", "start", SKILL, "--profile", "sim", "--port", str(person.port))
     assert started.returncode == 0, started.stderr
     try:
         yield person
