@@ -29,8 +29,8 @@ from doraforge.cli import (
     task_commands,
 )
 from doraforge.cli.context import Context
-from doraforge.paos.errors import PaosError
 from doraforge.skill_runtime.dora_run import exit_on_sigterm
+from doraforge.wire.errors import StructuredError
 
 SHELLS = ("bash", "zsh", "tcsh")
 
@@ -146,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     exit_on_sigterm()
     try:
         return int(args.handler(ctx, args))
-    except PaosError as exc:
+    except StructuredError as exc:  # every doraforge error family: one line, no traceback
         ctx.out.fail(f"{exc.code}: {exc.message}")
         return 1
     except (OSError, ValueError) as exc:
