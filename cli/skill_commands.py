@@ -165,7 +165,8 @@ def _install(ctx: Context, args: argparse.Namespace) -> int:
         installer = _installer(ctx, args.yes, progress)
         result = installer.install(args.source, yes=args.yes, name=args.name, version=args.version)
     ctx.out.say(f"installed {result.name} {result.version} into {result.path}")
-    ctx.out.data(_plain(result))
+    if ctx.out.as_json:
+        ctx.out.data(_plain(result))
     return 0
 
 
@@ -194,14 +195,16 @@ def _start(ctx: Context, args: argparse.Namespace) -> int:
         manager = RuntimeManager(ctx.home, progress=update)
         state = manager.start(args.name, args.profile, port=args.port)
     ctx.out.say(f"{args.name} is {state.state} (Gateway {state.gateway_url})")
-    ctx.out.data(_plain(state))
+    if ctx.out.as_json:
+        ctx.out.data(_plain(state))
     return 0
 
 
 def _stop(ctx: Context, args: argparse.Namespace) -> int:
     state = ctx.runtime().stop(args.name, force=args.force)
     ctx.out.say(f"{args.name} is {state.state}")
-    ctx.out.data(_plain(state))
+    if ctx.out.as_json:
+        ctx.out.data(_plain(state))
     return 0
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 
 import pytest
 
@@ -30,3 +32,27 @@ def test_a_structured_error_is_one_line_and_exit_1(
     captured = capsys.readouterr()
     assert captured.err.strip().splitlines() == [f"doraforge: {error.code}: {error.message}"]
     assert "Traceback" not in captured.err
+
+
+def test_skill_install_speaks_one_line_to_people_and_json_only_under_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    archive = tmp_path / "pick-place.tar.gz"
+    assert (
+        cli.main(
+            ["--home", str(tmp_path / "h"), "skill", "pack", "pick-place", "--output", str(archive)]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    assert cli.main(["--home", str(tmp_path / "a"), "skill", "install", str(archive), "--yes"]) == 0
+    human = capsys.readouterr().out
+    assert human.startswith("installed pick-place ")
+    assert "{" not in human
+    assert (
+        cli.main(
+            ["--home", str(tmp_path / "b"), "--json", "skill", "install", str(archive), "--yes"]
+        )
+        == 0
+    )
+    assert json.loads(capsys.readouterr().out)["name"] == "pick-place"
