@@ -235,9 +235,9 @@ def _status(ctx: Context, args: argparse.Namespace) -> int:
         for s in found
     ]
     columns = ["name", "version", "profile", "state", "since", "gateway"]
-    ctx.out.table(
-        "skill runtimes", columns, rows, found, whole=["name", "state", "since", "gateway"]
-    )
+    # Every column is something an operator copies into the next command (a profile into
+    # --profile, a URL into --gateway): none is cut.
+    ctx.out.table("skill runtimes", columns, rows, found, whole=columns)
     # A reason is a sentence: on its own line it is read whole, not squeezed into a column.
     for state in found:
         if state.get("error"):
