@@ -92,7 +92,13 @@ def _wait_for_gateway(base: str, token: str | None) -> None:
         sys.stdout.write(f"\r  waiting for the Gateway and the mock endpoint ... {elapsed:4.1f}s")
         sys.stdout.flush()
 
-    if not wait_until(ready, _STARTUP_TIMEOUT_S, interval_s=0.2, on_wait=progress):
+    try:
+        up = wait_until(ready, _STARTUP_TIMEOUT_S, interval_s=0.2, on_wait=progress)
+    except BaseException:  # Ctrl-C/SIGTERM mid-wait: end the progress line before the reason
+        sys.stdout.write("\n")
+        raise
+    if not up:
+        sys.stdout.write("\n")
         raise TimeoutError(f"the mock endpoint was not ready within {_STARTUP_TIMEOUT_S:.0f} s")
     say("\r  Gateway up, mock endpoint registered and ready.                ")
 

@@ -384,7 +384,7 @@ def test_run_of_a_shipped_dataflow_serves_tools_then_stops_cleanly(installed: In
     text = log.read_text(errors="replace")
     assert returncode == 0, text
     assert "Gateway authentication: bearer token from $DORAFORGE_GATEWAY_TOKEN" in text
-    assert "stopping the dataflow (SIGINT)" in text
+    assert "stopping the dataflow (SIGINT; killed after" in text
     assert token not in text
     [run_dir] = (installed.home / ".local" / "state" / "doraforge" / "runs").glob("mock-*")
     assert list(run_dir.glob("out/*/log_gateway.jsonl")), "dora's logs are not in the run dir"
