@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +17,10 @@ from doraforge.gateway.core import Gateway
 from doraforge.gateway.http import create_app
 from doraforge.gateway.journal import Journal
 from doraforge.gateway.local import LocalCarrier, LocalProvider
+from doraforge.gateway.main import server_config
 from doraforge.nodes.mock.endpoint import definition
+from tests.support.live_server import LiveServer
+from tests.support.waiting import eventually
 
 MOCK_CONFIG = Path(__file__).resolve().parents[2] / "dataflows" / "mock.gateway.yml"
 
@@ -75,3 +79,26 @@ async def registered(stack: Stack) -> None:
             return
         await asyncio.sleep(0)
     raise AssertionError("registration was never answered")
+
+
+@contextmanager
+def live_mock_gateway() -> Iterator[tuple[Gateway, LiveServer]]:
+    """A Gateway on a real loopback socket with the mock provider registered and ready
+    (for peers such as PhyAgentOS that call it over HTTP from another process)."""
+    carrier = LocalCarrier()
+    gateway = Gateway(mock_config(), send=carrier.send)
+    gateway.runtime.restore()
+    provider = carrier.add(LocalProvider("mock", mock_handler), gateway.on_message)
+
+    def on_loop(loop: asyncio.AbstractEventLoop) -> None:
+        gateway.observations.bind_loop(loop)
+        loop.call_soon(provider.register)
+
+    config = server_config(create_app(gateway), "127.0.0.1", 0)
+    with LiveServer(config, on_loop=on_loop) as server, server.client() as client:
+        eventually(
+            lambda: client.get("/tools/mock.move/context").json()["data"]["ready"],
+            within=10.0,
+            what="the mock endpoint to register",
+        )
+        yield gateway, server

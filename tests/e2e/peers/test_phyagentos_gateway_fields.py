@@ -17,14 +17,10 @@ import pytest
 from forge_tool import ToolEnvelope, ToolError, make_invoke_response_envelope
 
 from doraforge.gateway.core import Gateway
-from doraforge.gateway.http import create_app
-from doraforge.gateway.local import LocalCarrier, LocalProvider
-from doraforge.gateway.main import server_config
-from tests.gateway.harness import mock_config, mock_handler
+from tests.gateway.harness import live_mock_gateway
 from tests.gateway.support import assert_error, scripted_stack
 from tests.peers import phyagentos
 from tests.support.live_server import LiveServer
-from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -112,23 +108,8 @@ asyncio.run(main(URL))
 
 @pytest.fixture
 def served() -> Iterator[tuple[Gateway, LiveServer]]:
-    carrier = LocalCarrier()
-    gateway = Gateway(mock_config(), send=carrier.send)
-    gateway.runtime.restore()
-    provider = carrier.add(LocalProvider("mock", mock_handler), gateway.on_message)
-
-    def on_loop(loop: asyncio.AbstractEventLoop) -> None:
-        gateway.observations.bind_loop(loop)
-        loop.call_soon(provider.register)
-
-    config = server_config(create_app(gateway), "127.0.0.1", 0)
-    with LiveServer(config, on_loop=on_loop) as server, server.client() as client:
-        eventually(
-            lambda: client.get("/tools/mock.move/context").json()["data"]["ready"],
-            within=10.0,
-            what="the mock endpoint to register",
-        )
-        yield gateway, server
+    with live_mock_gateway() as served:
+        yield served
 
 
 def _run(url: str) -> dict[str, Any]:

@@ -18,19 +18,14 @@ from typing import Any
 
 import pytest
 
-from doraforge.gateway.core import Gateway
-from doraforge.gateway.http import create_app
-from doraforge.gateway.local import LocalCarrier, LocalProvider
-from doraforge.gateway.main import server_config
 from doraforge.paos.client import ForgeToolClient
 from doraforge.paos.store import AgentTaskStore
 from doraforge.paos.tasks import TaskService
-from tests.gateway.harness import mock_config, mock_handler
+from tests.gateway.harness import live_mock_gateway
 from tests.paos import agent_tool_fields as table
 from tests.paths import PROJECT_ROOT
 from tests.peers import phyagentos
 from tests.support.live_server import LiveServer
-from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -78,22 +73,7 @@ asyncio.run(main())
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[LiveServer]:
-    carrier = LocalCarrier()
-    gateway = Gateway(mock_config(), send=carrier.send)
-    gateway.runtime.restore()
-    provider = carrier.add(LocalProvider("mock", mock_handler), gateway.on_message)
-
-    def on_loop(loop: asyncio.AbstractEventLoop) -> None:
-        gateway.observations.bind_loop(loop)
-        loop.call_soon(provider.register)
-
-    config = server_config(create_app(gateway), "127.0.0.1", 0)
-    with LiveServer(config, on_loop=on_loop) as server, server.client() as client:
-        eventually(
-            lambda: client.get("/tools/mock.move/context").json()["data"]["ready"],
-            within=10.0,
-            what="the mock endpoint to register",
-        )
+    with live_mock_gateway() as (_gateway, server):
         yield server
 
 
