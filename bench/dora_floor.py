@@ -1,7 +1,7 @@
 """The Dora floor: a request/reply round trip between two bare Python nodes.
 
-``python -m bench.dora_floor ping N OUT [KIND]`` sends N requests one at a time and writes
-the latencies to OUT; ``python -m bench.dora_floor pong`` echoes every input. KIND is
+``python bench/dora_floor.py ping N OUT [KIND]`` sends N requests one at a time and writes
+the latencies to OUT; ``python bench/dora_floor.py pong`` echoes every input. KIND is
 ``binary`` (200 bytes, the floor) or ``toolmessage`` (a 200-byte Query carried as the
 ten-column ``forge_msgs.ToolMessage`` row, not decoded: what the carrier format costs).
 """

@@ -43,6 +43,8 @@ from doraforge.skill_runtime.dora_run import (
 )
 
 ECHO = {"arguments": {"message": "x" * 200}}
+# By path: Dora runs nodes in the dataflow's folder, where the checkout is not importable.
+FLOOR_NODE = Path(__file__).resolve().with_name("dora_floor.py")
 QUERY_PATH = "/tools/mock/echo:invoke"
 WARMUP = 200
 
@@ -69,10 +71,10 @@ def dora_floor(requests: int, workdir: Path, kind: str = "binary") -> dict[str, 
     dataflow.write_text(
         "nodes:\n"
         "  - id: ping\n    path: python\n"
-        f"    args: -m bench.dora_floor ping {requests + WARMUP} {out} {kind}\n"
+        f"    args: {FLOOR_NODE} ping {requests + WARMUP} {out} {kind}\n"
         "    inputs:\n      reply: {source: pong/reply, queue_size: 1000}\n"
         "    outputs: [request]\n"
-        "  - id: pong\n    path: python\n    args: -m bench.dora_floor pong\n"
+        f"  - id: pong\n    path: python\n    args: {FLOOR_NODE} pong\n"
         "    inputs:\n      request: {source: ping/request, queue_size: 1000}\n"
         "    outputs: [reply]\n",
         encoding="utf-8",

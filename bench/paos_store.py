@@ -78,7 +78,7 @@ def _binding() -> dict[str, Any]:
         "runtime_instance": None,
         "node_artifacts": [],
         "gateway_url": UNUSED_URL,
-        "gateway_identity": "bench",
+        "gateway_identity": {"instance_id": "bench"},
         "tools": {
             "mock.move": {
                 "semantics": "action",
