@@ -36,7 +36,8 @@ test: lint browser
 # (Playwright's own browser download is never used): installed here when root, else named.
 browser:
 	@command -v chromium >/dev/null 2>&1 || { \
-	    if [ "$$(id -u)" = 0 ]; then apt-get install -y chromium; \
+	    if [ "$$(id -u)" = 0 ]; then export DEBIAN_FRONTEND=noninteractive; \
+	        apt-get install -y -q chromium || { apt-get update -q && apt-get install -y -q chromium; }; \
 	    else echo "the console's browser tests need Debian's chromium: sudo apt-get install chromium"; exit 1; fi; }
 
 # The inner loop: `make check` runs the static checks only, `make test-fast` the unit
