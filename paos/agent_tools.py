@@ -32,7 +32,7 @@ from jsonschema import Draft202012Validator
 
 from doraforge.paos import finalize as finishing
 from doraforge.paos import phyagentos_answers as answers
-from doraforge.paos.binding import BindingCandidate
+from doraforge.paos.binding import BindingCandidate, FrozenBinding
 from doraforge.paos.errors import PaosError
 from doraforge.paos.phyagentos_shapes import (
     activations,
@@ -291,15 +291,22 @@ def _record_id(service: TaskService, a: dict[str, Any], semantics: str) -> str:
     return record_id
 
 
+def _frozen(service: TaskService, task_id: str) -> FrozenBinding | None:
+    """The task's frozen binding, read once per call; ``None`` when it cannot be read."""
+    try:
+        return service.binding(service.store.task(task_id))
+    except PaosError:
+        return None
+
+
 async def _gateway_reading(
-    service: TaskService, task_id: str, record: dict[str, Any]
+    service: TaskService, binding: FrozenBinding | None, record: dict[str, Any]
 ) -> dict[str, Any] | None:
     """The Gateway's status of ``record``'s invocation, read only (nothing is accounted);
     ``None`` when it has none or the Gateway cannot answer: the record then speaks."""
-    if record.get("invocation_id") is None:
+    if binding is None or record.get("invocation_id") is None:
         return None
     try:
-        binding = service.binding(service.store.task(task_id))
         reading: dict[str, Any] = await service.client(binding.gateway_url).invocation(
             record["invocation_id"]
         )
@@ -308,12 +315,9 @@ async def _gateway_reading(
     return reading
 
 
-def _bound_tool(service: TaskService, task_id: str, tool_id: str) -> dict[str, Any] | None:
+def _bound_tool(binding: FrozenBinding | None, tool_id: str) -> dict[str, Any] | None:
     """``tool_id`` as the task's binding froze it (endpoint, operation), if it can be read."""
-    try:
-        tool = service.binding(service.store.task(task_id)).tools.get(tool_id)
-    except PaosError:
-        return None
+    tool = None if binding is None else binding.tools.get(tool_id)
     return None if tool is None else tool.model_dump()
 
 
@@ -325,7 +329,8 @@ def _start(method: str) -> Handler:
         record = await getattr(service, method)(
             a["task_id"], a["tool_id"], a["arguments"], timeout_ms=a.get("timeout_ms"), **options
         )
-        return answers.admission(record, await _gateway_reading(service, a["task_id"], record))
+        binding = _frozen(service, a["task_id"])
+        return answers.admission(record, await _gateway_reading(service, binding, record))
 
     return handler
 
@@ -334,11 +339,10 @@ def _status_call(semantics: str) -> Handler:
     async def handler(service: TaskService, a: dict[str, Any]) -> Any:
         read = await service.status(a["task_id"], _record_id(service, a, semantics))
         record, invocation = read["record"], read["invocation"]
+        binding = _frozen(service, a["task_id"])  # one store read for both uses below
         if invocation is None:  # doraforge did not read the Gateway; PhyAgentOS would have
-            invocation = await _gateway_reading(service, a["task_id"], record)
-        shaped = answers.status_answer(
-            record, invocation, _bound_tool(service, a["task_id"], record["tool_id"])
-        )
+            invocation = await _gateway_reading(service, binding, record)
+        shaped = answers.status_answer(record, invocation, _bound_tool(binding, record["tool_id"]))
         return {**shaped, "invocation": read["invocation"]}
 
     return handler
