@@ -24,7 +24,7 @@ from doraforge.paos.home import PaosHome
 from doraforge.skill_runtime.dora import DoraControl, node_pids
 from doraforge.skill_runtime.dora_run import dora_binary
 from doraforge.skill_runtime.runtime import RuntimeManager
-from doraforge.skill_runtime.runtime_state import all_states
+from doraforge.skill_runtime.runtime_state import RuntimeState, all_states, utc_now, write_state
 from tests.support.waiting import eventually
 
 DORA_EXIT_TIMEOUT_S = 10.0
@@ -32,6 +32,34 @@ DORA_EXIT_TIMEOUT_S = 10.0
 SKILL = "mock-skill"
 TOOLS = ["mock.echo", "mock.move", "mock.stream"]
 OPERATOR_TOKEN = "operator-token-0123456789"
+
+
+def recorded_state(
+    runtime_dir: Path,
+    name: str,
+    state: str,
+    token_file: Path | None = None,
+    *,
+    gateway_url: str = "http://127.0.0.1:9301",
+) -> RuntimeState:
+    """Write (and return) a recorded state for ``name`` without starting anything."""
+    now = utc_now()
+    return write_state(
+        runtime_dir,
+        RuntimeState(
+            name=name,
+            version="1.0.0",
+            profile="sim",
+            state=state,
+            runtime_instance_id=f"rt-{name}",
+            dataflow_name=name,
+            coordinator_port=6100,
+            gateway_url=gateway_url,
+            gateway_token_file=None if token_file is None else str(token_file),
+            started_at=now,
+            updated_at=now,
+        ),
+    )
 
 
 def make_bundle(

@@ -13,30 +13,11 @@ from doraforge.skill_runtime.gateway_tokens import (
     runtime_token,
     token_path,
 )
-from doraforge.skill_runtime.runtime_state import RuntimeState, read_state, utc_now, write_state
+from doraforge.skill_runtime.runtime_state import read_state
+from tests.skill_runtime.runtime_support import recorded_state
 
 URL = "http://127.0.0.1:9301"
 OPERATOR = "operator-token-0123456789"
-
-
-def _state(runtime_dir: Path, name: str, state: str, token_file: Path | None) -> RuntimeState:
-    now = utc_now()
-    return write_state(
-        runtime_dir,
-        RuntimeState(
-            name=name,
-            version="1.0.0",
-            profile="sim",
-            state=state,  # type: ignore[arg-type]
-            runtime_instance_id=f"rt-{name}",
-            dataflow_name=name,
-            coordinator_port=6100,
-            gateway_url=URL,
-            gateway_token_file=None if token_file is None else str(token_file),
-            started_at=now,
-            updated_at=now,
-        ),
-    )
 
 
 def test_every_start_writes_a_fresh_private_token_file(tmp_path: Path):
@@ -55,7 +36,7 @@ def test_every_start_writes_a_fresh_private_token_file(tmp_path: Path):
 
 def test_a_live_runtime_gives_its_own_token_for_its_url_and_only_for_it(tmp_path: Path):
     path = create_token_file(tmp_path, "pick-place")
-    state = _state(tmp_path, "pick-place", "running", path)
+    state = recorded_state(tmp_path, "pick-place", "running", path)
     tokens = GatewayTokens(tmp_path, operator=OPERATOR)
 
     own = runtime_token(state)
@@ -71,18 +52,18 @@ def test_a_live_runtime_gives_its_own_token_for_its_url_and_only_for_it(tmp_path
 def test_a_restart_is_followed_and_a_stopped_runtime_gives_no_token(tmp_path: Path):
     tokens = GatewayTokens(tmp_path)
     path = create_token_file(tmp_path, "pick-place")
-    _state(tmp_path, "pick-place", "running", path)
+    recorded_state(tmp_path, "pick-place", "running", path)
     before = tokens(URL)
     create_token_file(tmp_path, "pick-place")  # the next start
 
     assert tokens(URL) not in (None, before)
-    _state(tmp_path, "pick-place", "stopped", None)
+    recorded_state(tmp_path, "pick-place", "stopped", None)
     assert tokens(URL) is None
 
 
 def test_an_unreadable_or_exposed_token_file_gives_no_token(tmp_path: Path):
     path = create_token_file(tmp_path, "pick-place")
-    state = _state(tmp_path, "pick-place", "running", path)
+    state = recorded_state(tmp_path, "pick-place", "running", path)
     path.chmod(0o644)
 
     assert runtime_token(state) is None
@@ -93,7 +74,7 @@ def test_an_unreadable_or_exposed_token_file_gives_no_token(tmp_path: Path):
 
 
 def test_a_state_recorded_before_gateways_had_tokens_still_reads(tmp_path: Path):
-    state = _state(tmp_path, "pick-place", "running", None)
+    state = recorded_state(tmp_path, "pick-place", "running", None)
     document = json.loads((tmp_path / "pick-place.json").read_text())
     del document["gateway_token_file"]
     (tmp_path / "pick-place.json").write_text(json.dumps(document))
@@ -110,12 +91,12 @@ def test_state_files_are_parsed_again_only_when_one_changes(tmp_path: Path, monk
     monkeypatch.setattr(gateway_tokens, "all_states", lambda d: parses.append(d) or real(d))
     tokens = GatewayTokens(tmp_path)
     path = create_token_file(tmp_path, "pick-place")
-    _state(tmp_path, "pick-place", "running", path)
+    recorded_state(tmp_path, "pick-place", "running", path)
 
     first = tokens(URL)
     assert first is not None
     assert tokens(URL) == tokens(URL + "/") == first
     assert len(parses) == 1
-    _state(tmp_path, "pick-place", "stopped", None)
+    recorded_state(tmp_path, "pick-place", "stopped", None)
     assert tokens(URL) is None
     assert len(parses) == 2

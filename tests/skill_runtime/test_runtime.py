@@ -27,13 +27,7 @@ from doraforge.skill_runtime.launch import (
     render_placeholders,
     write_launch_copy,
 )
-from doraforge.skill_runtime.runtime_state import (
-    RuntimeState,
-    read_state,
-    skill_lock,
-    utc_now,
-    write_state,
-)
+from doraforge.skill_runtime.runtime_state import read_state, skill_lock
 from tests.skill_runtime.runtime_support import (
     MOCK_DATAFLOW,
     OPERATOR_TOKEN,
@@ -42,6 +36,7 @@ from tests.skill_runtime.runtime_support import (
     assert_nothing_runs,
     make_bundle,
     manager,
+    recorded_state,
     torn_down_home,
 )
 from tests.support.live_server import serving
@@ -236,23 +231,8 @@ def test_running_checks_the_listed_states_without_reading_each_again(
 ):
     import doraforge.skill_runtime.runtime as runtime_module
 
-    now = utc_now()
     for name, recorded in [("stopped-skill", "stopped"), ("failed-skill", "failed")]:
-        write_state(
-            home.runtime_dir,
-            RuntimeState(
-                name=name,
-                version="1.0.0",
-                profile="sim",
-                state=recorded,  # type: ignore[arg-type]
-                runtime_instance_id=f"rt-{name}",
-                dataflow_name=name,
-                coordinator_port=6100,
-                gateway_url="http://127.0.0.1:9301",
-                started_at=now,
-                updated_at=now,
-            ),
-        )
+        recorded_state(home.runtime_dir, name, recorded)
 
     def read_again(*_args: object) -> None:
         raise AssertionError("running() read a state file a second time")
