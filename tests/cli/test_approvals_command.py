@@ -16,10 +16,9 @@ import httpx
 import pytest
 
 from doraforge.cli import approvals_command, main
-from doraforge.registry.server import build_app, new_service
 from doraforge.registry.settings import ServerSettings
-from tests.registry.server_support import TOKEN, DemoTools, call_body, running
-from tests.registry.test_approvals_http import TOOL, Arm
+from tests.registry.server_support import TOKEN, call_body
+from tests.registry.test_approvals_http import TOOL, Arm, approvals_server
 from tests.support.waiting import eventually
 
 ENV = approvals_command.DEFAULT_TOKEN_ENV
@@ -66,12 +65,8 @@ class Registry:
 @pytest.fixture
 def registry() -> Iterator[Registry]:
     settings = ServerSettings(grants=frozenset({"robot.write"}), token=TOKEN)
-    service = new_service(settings)
-    service.ask_operators(settings.approval_timeout_s)
-    DemoTools().register(service)
     arm = Arm()
-    service.register(arm.entry(), arm)
-    with running(build_app(service, settings)) as url:
+    with approvals_server(settings, arm) as (url, _service):
         state = Registry(url, arm)
         yield state
         for record in state.pending():  # never leave an agent's thread waiting

@@ -6,6 +6,7 @@ every route needs the token."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +16,7 @@ from fastapi.openapi.utils import get_openapi
 
 from doraforge.registry.http import ROUTES
 from doraforge.registry.server import build_app, new_service
+from doraforge.registry.service import RegistryService
 from doraforge.registry.settings import ServerSettings
 from tests.registry.server_support import TOKEN, DemoTools, call_body, running
 from tests.support.waiting import eventually_async
@@ -67,14 +69,21 @@ def arm() -> Arm:
     return Arm()
 
 
-@pytest.fixture
-def base(arm: Arm) -> Iterator[str]:
-    settings = ServerSettings(grants=frozenset({"robot.read", "robot.write"}), token=TOKEN)
+@contextlib.contextmanager
+def approvals_server(settings: ServerSettings, arm: Arm) -> Iterator[tuple[str, RegistryService]]:
+    """A registry on a free port that asks operators, with the demo tools and ``arm``."""
     service = new_service(settings)
     service.ask_operators(settings.approval_timeout_s)
     DemoTools().register(service)
     service.register(arm.entry(), arm)
     with running(build_app(service, settings)) as url:
+        yield url, service
+
+
+@pytest.fixture
+def base(arm: Arm) -> Iterator[str]:
+    settings = ServerSettings(grants=frozenset({"robot.read", "robot.write"}), token=TOKEN)
+    with approvals_server(settings, arm) as (url, _service):
         yield url
 
 

@@ -27,8 +27,8 @@ from doraforge.registry.service import RegistryService
 from doraforge.registry.settings import ServerSettings, SettingsError, load_settings
 from doraforge.wire.guard import BindRefused, policy_for_bind
 from tests.paths import PROJECT_ROOT
-from tests.registry.server_support import TOKEN, DemoTools, call_body, running
-from tests.registry.test_approvals_http import TOOL, Arm
+from tests.registry.server_support import TOKEN, call_body, running
+from tests.registry.test_approvals_http import TOOL, Arm, approvals_server
 from tests.support.waiting import eventually, eventually_async
 
 OPERATOR_TOKEN = "operator-token-0123456789abcdef"
@@ -51,12 +51,8 @@ def registry() -> Iterator[Registry]:
         token=TOKEN,
         operator_token=OPERATOR_TOKEN,
     )
-    service = new_service(settings)
-    service.ask_operators(settings.approval_timeout_s)
-    DemoTools().register(service)
     arm = Arm()
-    service.register(arm.entry(), arm)
-    with running(build_app(service, settings)) as url:
+    with approvals_server(settings, arm) as (url, service):
         yield Registry(url, service, arm)
 
 
