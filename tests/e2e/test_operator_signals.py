@@ -217,17 +217,26 @@ def test_tools_call_runs_an_action_to_its_end_and_exits_with_its_phase(
     stack.wait_idle()
 
 
-def test_ctrl_c_on_tools_call_requests_a_cancel_and_reports_the_cancelled_phase(
-    tmp_path: Path, stack: MockStack
-):
-    call = _call(tmp_path, stack, "mock.move", {"duration_s": 30, "behaviour": "succeed"})
+def _signalled_once_admitted(
+    tmp_path: Path, stack: MockStack, tool: str, arguments: dict[str, object], signum: int
+) -> tuple[int, str]:
+    """``tools call TOOL``, sent ``signum`` once admitted: its exit status and output."""
+    call = _call(tmp_path, stack, tool, arguments)
     try:
         call.says("admitted", within=CALL_EXIT_TIMEOUT_S)
-        call.process.send_signal(signal.SIGINT)
+        call.process.send_signal(signum)
         status, _ = call.exits_within(CALL_EXIT_TIMEOUT_S)
     finally:
         call.close()
-    text = call.output()
+    return status, call.output()
+
+
+def test_ctrl_c_on_tools_call_requests_a_cancel_and_reports_the_cancelled_phase(
+    tmp_path: Path, stack: MockStack
+):
+    status, text = _signalled_once_admitted(
+        tmp_path, stack, "mock.move", {"duration_s": 30, "behaviour": "succeed"}, signal.SIGINT
+    )
     assert status == 3, text
     assert "cancel requested" in text
     assert "phase cancelled" in text
@@ -239,14 +248,7 @@ def test_ctrl_c_on_tools_call_requests_a_cancel_and_reports_the_cancelled_phase(
 def test_sigterm_on_tools_call_for_a_session_requests_a_stop_and_exits_0(
     tmp_path: Path, stack: MockStack
 ):
-    call = _call(tmp_path, stack, "mock.stream", {})
-    try:
-        call.says("admitted", within=CALL_EXIT_TIMEOUT_S)
-        call.process.send_signal(signal.SIGTERM)
-        status, _ = call.exits_within(CALL_EXIT_TIMEOUT_S)
-    finally:
-        call.close()
-    text = call.output()
+    status, text = _signalled_once_admitted(tmp_path, stack, "mock.stream", {}, signal.SIGTERM)
     assert status == 0, text
     assert "stop requested" in text
     assert "phase stopped" in text
