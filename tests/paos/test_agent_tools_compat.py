@@ -178,6 +178,17 @@ async def activated_task(service: TaskService, verification: dict[str, Any]) -> 
     return task_id
 
 
+async def started_move(service: TaskService, task_id: str, *, duration_s: float) -> Any:
+    """``forge_tool_start_action`` of a ``mock.move`` that succeeds after ``duration_s``."""
+    return await call(
+        service,
+        "forge_tool_start_action",
+        task_id=task_id,
+        tool_id="mock.move",
+        arguments={"duration_s": duration_s, "behaviour": "succeed"},
+    )
+
+
 async def test_activate_skill_answers_an_activation_id_bound_to_the_running_skill(
     service: TaskService,
 ):
@@ -202,13 +213,7 @@ async def test_a_phyagentos_agent_sequence_runs_unchanged(service: TaskService):
         arguments={"message": "hi"},
     )
     assert queried["response"]["result"]["status"] == "succeeded"
-    started = await call(
-        service,
-        "forge_tool_start_action",
-        task_id=task_id,
-        tool_id="mock.move",
-        arguments={"duration_s": 0, "behaviour": "succeed"},
-    )
+    started = await started_move(service, task_id, duration_s=0)
     invocation_id = started["invocation_id"]
     status = await call(
         service, "forge_tool_action_status", task_id=task_id, invocation_id=invocation_id
@@ -233,13 +238,7 @@ async def test_cancel_by_invocation_id_then_cancel_the_task_with_a_recorded_reas
     service: TaskService,
 ):
     task_id = await activated_task(service, {"mode": "off"})
-    started = await call(
-        service,
-        "forge_tool_start_action",
-        task_id=task_id,
-        tool_id="mock.move",
-        arguments={"duration_s": 5, "behaviour": "succeed"},
-    )
+    started = await started_move(service, task_id, duration_s=5)
     cancelled = await call(
         service,
         "forge_tool_cancel_action",
@@ -302,13 +301,7 @@ async def test_an_unknown_or_supporting_activation_binds_no_task(service: TaskSe
 async def test_doraforge_shapes_still_work_beside_phyagentos_ones(service: TaskService):
     created = await call(service, "forge_task_create", skill="mock-skill")
     task_id = created["task"]["task_id"]
-    started = await call(
-        service,
-        "forge_tool_start_action",
-        task_id=task_id,
-        tool_id="mock.move",
-        arguments={"duration_s": 0, "behaviour": "succeed"},
-    )
+    started = await started_move(service, task_id, duration_s=0)
     status = await call(
         service, "forge_tool_action_status", task_id=task_id, record_id=started["record_id"]
     )
