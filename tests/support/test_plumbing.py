@@ -78,7 +78,7 @@ async def test_a_fake_deadline_expires_exactly_when_the_clock_reaches_it() -> No
             await asyncio.Event().wait()
 
     task = asyncio.create_task(guarded())
-    await entered.wait()
+    await asyncio.wait_for(entered.wait(), timeout=5)
     clock.advance(0.199)
     await settle()
     assert not task.done()
