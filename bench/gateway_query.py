@@ -62,7 +62,11 @@ def http_floor(requests: int) -> dict[str, float]:
             return summary(sequential_latencies(client, QUERY_PATH, ECHO, requests))
     finally:
         server.terminate()
-        server.wait(timeout=10)
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # never leave the floor server behind
+            server.kill()
+            server.wait()
 
 
 def dora_floor(requests: int, workdir: Path, kind: str = "binary") -> dict[str, float]:
