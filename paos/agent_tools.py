@@ -329,8 +329,11 @@ def _start(method: str) -> Handler:
         record = await getattr(service, method)(
             a["task_id"], a["tool_id"], a["arguments"], timeout_ms=a.get("timeout_ms"), **options
         )
-        binding = _frozen(service, a["task_id"])
-        return answers.admission(record, await _gateway_reading(service, binding, record))
+        reading = None
+        if record.get("invocation_id") is not None:
+            binding = _frozen(service, a["task_id"])
+            reading = await _gateway_reading(service, binding, record)
+        return answers.admission(record, reading)
 
     return handler
 
