@@ -12,23 +12,33 @@ import pytest
 
 from doraforge.skill_runtime.dora_run import dora_environment
 from tests.paths import PROJECT_ROOT
+from tests.support.live_server import stop_run
 
 pytestmark = pytest.mark.e2e
 
 
 def run_demo(env: dict[str, str], *options: str, timeout_s: float) -> str:
-    """``doraforge demo`` with ``options``, bounded by ``timeout_s``; it must exit 0. Its stdout."""
-    completed = subprocess.run(
+    """``doraforge demo`` with ``options``, bounded by ``timeout_s``; it must exit 0. Its stdout.
+
+    A demo that overruns is stopped with everything it started (its dataflow's nodes
+    included), not only the CLI process, so nothing outlives the test.
+    """
+    process = subprocess.Popen(
         [sys.executable, "-m", "doraforge.cli", "demo", *options],
         cwd=PROJECT_ROOT,
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
-    assert completed.returncode == 0, completed.stdout[-4000:] + completed.stderr[-4000:]
-    return completed.stdout
+    try:
+        raw_out, raw_err = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        stop_run(process, 15.0)
+        raw_out, raw_err = process.communicate()
+        pytest.fail(f"the demo ran past {timeout_s:g} s: {raw_out.decode()[-4000:]}")
+    stdout, stderr = raw_out.decode(errors="replace"), raw_err.decode(errors="replace")
+    assert process.returncode == 0, stdout[-4000:] + stderr[-4000:]
+    return stdout
 
 
 def test_the_demo_verifies_a_pick_and_place_and_writes_its_report(tmp_path: Path):
