@@ -25,7 +25,7 @@ from doraforge.skill_runtime.dora_run import free_port
 from doraforge.skill_runtime.installer import Installer
 from doraforge.skill_runtime.runtime import RuntimeManager
 from tests.console.support import TOKEN, console_app, runtime_of
-from tests.e2e.registry.test_mcp_pick_place import SKILL, SOURCE
+from tests.e2e.sim_skill import SKILL, SOURCE
 from tests.paths import PROJECT_ROOT
 from tests.registry.server_support import running
 from tests.support.skill_copies import skill_on_port

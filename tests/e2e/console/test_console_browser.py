@@ -16,7 +16,7 @@ import pytest
 from playwright.sync_api import BrowserContext, Page, expect
 
 from tests.e2e.console.conftest import WEATHER_KEY, Agent, Cell, shot
-from tests.e2e.registry.test_mcp_pick_place import SKILL
+from tests.e2e.sim_skill import SKILL
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

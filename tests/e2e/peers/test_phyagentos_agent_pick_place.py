@@ -51,7 +51,7 @@ from tests.e2e.peers.agent_script import (
     pick_place_moves,
     run_script,
 )
-from tests.e2e.registry.test_mcp_pick_place import _started_sim, _task_service
+from tests.e2e.sim_skill import started_sim, task_service
 from tests.paths import PROJECT_ROOT
 from tests.peers import phyagentos
 from tests.support.skill_copies import skill_on_port
@@ -209,14 +209,14 @@ def _assert_evidence_captured(task: dict[str, Any], workspace: Path) -> None:
 
 @pytest.fixture
 def sim_home(tmp_path: Path) -> Iterator[tuple[Any, Any]]:
-    yield from _started_sim(tmp_path)
+    yield from started_sim(tmp_path)
 
 
 def test_the_same_script_runs_unchanged_through_doraforges_agent_tools(
     sim_home: tuple[Any, Any],
 ) -> None:
     home, runtime = sim_home
-    service = _task_service(home, runtime)
+    service = task_service(home, runtime)
 
     async def run() -> Transcript:
         try:

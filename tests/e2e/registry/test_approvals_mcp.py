@@ -20,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
 from doraforge.paos.home import PaosHome
-from tests.e2e.registry.test_mcp_pick_place import SKILL, _started_sim
+from tests.e2e.sim_skill import SKILL, started_sim
 from tests.support.live_server import ServeProcess, serve_process
 from tests.support.waiting import eventually_async
 
@@ -35,7 +35,7 @@ ACTION_TIMEOUT_S = 90.0
 @pytest.fixture
 def serve(tmp_path: Path) -> Iterator[ServeProcess]:
     """The sim skill running in a home, and ``doraforge serve`` over that same home."""
-    started = _started_sim(tmp_path)
+    started = started_sim(tmp_path)
     home, _runtime = next(started)
     assert isinstance(home, PaosHome)
     options = (

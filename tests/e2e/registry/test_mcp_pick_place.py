@@ -4,7 +4,6 @@ the installed sim skill through the forge.* tools of ``doraforge serve``'s app."
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,55 +13,24 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from doraforge.cli.demos.pick_place import plan_steps
-from doraforge.paos.home import PaosHome, open_service
+from doraforge.paos.home import PaosHome
 from doraforge.registry.robot_tools import RobotTools
 from doraforge.registry.server import build_app, new_service
 from doraforge.registry.settings import ServerSettings
-from doraforge.skill_runtime.dora_run import dora_environment, free_port
+from tests.e2e.sim_skill import SKILL, started_sim, task_service
 from tests.paths import PROJECT_ROOT
 from tests.registry.server_support import running
 from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.e2e
 
-SKILL = "pick-place"
 SOURCE = PROJECT_ROOT / "skills" / SKILL
 STEP_TIMEOUT_S = 90.0
 
 
 @pytest.fixture
 def sim_home(tmp_path: Path) -> Iterator[tuple[PaosHome, Any]]:
-    yield from _started_sim(tmp_path)
-
-
-def _started_sim(tmp_path: Path) -> Iterator[tuple[PaosHome, Any]]:
-    from doraforge.skill_runtime.archive import pack
-    from doraforge.skill_runtime.installer import Installer
-    from doraforge.skill_runtime.runtime import RuntimeManager
-
-    home = PaosHome(tmp_path / "home")
-    packed = pack(SOURCE, tmp_path / f"{SKILL}.tar.gz")
-    Installer(home).install(str(packed.path), yes=True)
-    runtime = RuntimeManager(home, environ=dora_environment(os.environ))
-    # The shipped skill names 9201; a free one keeps concurrent runs apart.
-    runtime.start(SKILL, "sim", port=free_port())
-    try:
-        yield home, runtime
-    finally:
-        try:
-            runtime.stop(SKILL)
-        except Exception:  # a guard tripped by a failed run: stop anyway, audited
-            runtime.stop(SKILL, force=True)
-
-
-def _task_service(home: PaosHome, runtime: Any) -> Any:
-    from doraforge.skill_runtime.activation import activate_skill
-    from doraforge.skill_runtime.gateway_tokens import GatewayTokens
-
-    # The skill's Gateway takes only its runtime's token, as `doraforge serve` wires it.
-    service = open_service(home, token_for=GatewayTokens(home.runtime_dir))
-    service.activate_skill = lambda name: activate_skill(home, name, runtime)
-    return service
+    yield from started_sim(tmp_path)
 
 
 async def _call(session: ClientSession, name: str, arguments: dict[str, Any]) -> Any:
@@ -125,7 +93,7 @@ def test_an_mcp_client_with_the_write_grant_runs_and_finalizes_the_pick_and_plac
         approvals=frozenset({"*"}),
         mcp_enabled=True,
     )
-    robot = RobotTools(home, lambda: _task_service(home, runtime), lambda: runtime)
+    robot = RobotTools(home, lambda: task_service(home, runtime), lambda: runtime)
     app = build_app(new_service(settings), settings, robot=robot)
     with running(app) as base:
         described = asyncio.run(_pick_place(f"{base}/mcp"))
