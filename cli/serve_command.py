@@ -95,7 +95,16 @@ def _serve(ctx: Context, args: argparse.Namespace) -> int:
     # Operators can answer this server (`doraforge approvals`, the console): a high-risk
     # call without a standing --approve rule waits for their decision, bounded.
     service.ask_operators(settings.approval_timeout_s)
-    app = build_app(service, settings, robot=robot, api_tools_dir=ctx.home.root / "api-tools")
+    from doraforge.cli.context_sources import build as context_sources
+
+    app = build_app(
+        service,
+        settings,
+        robot=robot,
+        api_tools_dir=ctx.home.root / "api-tools",
+        recipes_dir=ctx.home.root / "recipes",
+        context_sources=context_sources(ctx),
+    )
     # The operator's console on the same server, under the same guard and token.
     mount(app, Console(ctx.home, robot, ctx.runtime, tokens))
     serve(app, settings, say=ctx.out.say)

@@ -16,6 +16,7 @@ import ipaddress
 import json
 import re
 import uuid
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import mcp.types as types
@@ -48,6 +49,7 @@ from doraforge.registry.model import Principal
 from doraforge.registry.settings import ServerSettings
 
 if TYPE_CHECKING:
+    from doraforge.registry.context.source import ContextSource, Scope
     from doraforge.registry.service import RegistryService
 
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
@@ -146,9 +148,16 @@ def _result(message_id: Any, result: types.Result | dict[str, Any]) -> dict[str,
 class McpEndpoint:
     """The JSON-RPC dispatch of one server: initialize, ping, tools/list, tools/call."""
 
-    def __init__(self, service: RegistryService, settings: ServerSettings) -> None:
+    def __init__(
+        self,
+        service: RegistryService,
+        settings: ServerSettings,
+        *,
+        context_sources: Mapping[Scope, ContextSource] | None = None,
+    ) -> None:
         self.service = service
         self.settings = settings
+        self.context_sources = dict(context_sources or {})
 
     async def handle(self, request: Request) -> Response:
         fault = _transport_fault(request, self.settings)

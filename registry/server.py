@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import logging
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,7 @@ from starlette.routing import BaseRoute
 
 from doraforge.registry.http import OPERATOR_ONLY, create_app, settle_in_flight
 from doraforge.registry.http import ROUTES as CALL_ROUTES
+from doraforge.registry.inventory import ROUTES as INVENTORY_ROUTES
 from doraforge.registry.mcp import ROUTES as MCP_ROUTES
 from doraforge.registry.mcp import McpEndpoint
 from doraforge.registry.robot_tools import RobotTools, register_robot_tools
@@ -31,6 +32,7 @@ from doraforge.wire.errors import StructuredError
 
 if TYPE_CHECKING:
     from doraforge.registry.api_tools.routes import ApiTools
+    from doraforge.registry.context.source import ContextSource, Scope
     from doraforge.registry.service import RegistryService
 
 type Say = Callable[[str], None]
@@ -64,6 +66,8 @@ def build_app(
     *,
     robot: RobotTools | None = None,
     api_tools_dir: Path | None = None,
+    recipes_dir: Path | None = None,
+    context_sources: Mapping[Scope, ContextSource] | None = None,
 ) -> FastAPI:
     """The whole server app; ``robot`` tools (when given) are registered and closed with it;
     API-tool bundles persisted in ``api_tools_dir`` (when given) are registered and their
@@ -74,15 +78,23 @@ def build_app(
     guard requires it on those routes as on every other."""
     if robot is not None:
         register_robot_tools(service, robot)
-    routes = [*CALL_ROUTES, *MCP_ROUTES]
+    routes = [*CALL_ROUTES, *MCP_ROUTES, *INVENTORY_ROUTES]
     if api_tools_dir is not None:
         from doraforge.registry.api_tools.routes import ROUTES as API_TOOLS_ROUTES
 
         routes += [_operator_writes(route) for route in API_TOOLS_ROUTES]
+    if recipes_dir is not None:
+        from doraforge.registry.recipes.routes import ROUTES as RECIPE_ROUTES
+
+        routes += [_operator_writes(route) for route in RECIPE_ROUTES]
     app = create_app(service, settings, routes=routes)
-    app.state.mcp = McpEndpoint(service, settings)
+    app.state.mcp = McpEndpoint(service, settings, context_sources=context_sources or {})
     if api_tools_dir is not None:
         app.state.api_tools = _api_tools(service, settings, api_tools_dir)
+    if recipes_dir is not None:
+        from doraforge.registry.recipes.routes import attach
+
+        attach(app, service, recipes_dir)
     app.router.lifespan_context = _closing(robot)
     return app
 
