@@ -9,16 +9,16 @@ what is advertised and never authorise anything.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import ValidationError
 
 from doraforge.registry.errors import Conflict, InvalidRequest, NotFound
-from doraforge.registry.model import Adapter, ToolEntry
+from doraforge.registry.model import Adapter, Admit, CallContext, ContextAdapter, ToolEntry
 
 MAX_INTENT_CHARS = 500
 _TOKEN = re.compile(r"[a-z0-9]+")
@@ -26,12 +26,25 @@ _TOKEN = re.compile(r"[a-z0-9]+")
 
 @dataclass(frozen=True)
 class RegisteredTool:
-    """An entry with its internal adapter and compiled validators (never exposed)."""
+    """An entry with its internal adapter and compiled validators (never exposed).
+
+    ``wants_context``: the adapter is a :data:`ContextAdapter` and gets the caller's
+    :class:`CallContext`; ``admit``: the tool's own admission check (see :data:`Admit`)."""
 
     entry: ToolEntry
-    adapter: Adapter
+    adapter: Adapter | ContextAdapter
     input_validator: Draft202012Validator
     output_validator: Draft202012Validator
+    wants_context: bool = False
+    admit: Admit | None = None
+
+    def invoke(self, arguments: dict[str, Any], context: CallContext | None) -> Awaitable[Any]:
+        """Start the adapter: with the call context when it opted in (and one is known)."""
+        if self.wants_context:
+            if context is None:
+                raise TypeError(f"{self.entry.name} needs a call context")
+            return cast(ContextAdapter, self.adapter)(arguments, context)
+        return cast(Adapter, self.adapter)(arguments)
 
 
 def _compile(schema: dict[str, Any], field: str, name: str) -> Draft202012Validator:
@@ -85,7 +98,14 @@ class Catalog:
         self._by_name: dict[str, str] = {}
         self._search: dict[str, set[str]] = {}
 
-    def register(self, entry: ToolEntry | Mapping[str, Any], adapter: Adapter) -> ToolEntry:
+    def register(
+        self,
+        entry: ToolEntry | Mapping[str, Any],
+        adapter: Adapter | ContextAdapter,
+        *,
+        wants_context: bool = False,
+        admit: Admit | None = None,
+    ) -> ToolEntry:
         """Add a tool. :class:`Conflict` TOOL_REGISTRATION_CONFLICT if any name is taken,
         :class:`InvalidRequest` TOOL_REGISTRATION_INVALID for a malformed entry or schema."""
         tool_entry = _as_entry(entry)
@@ -101,6 +121,8 @@ class Catalog:
             adapter=adapter,
             input_validator=_compile(tool_entry.input_schema, "input_schema", tool_entry.name),
             output_validator=_compile(tool_entry.output_schema, "output_schema", tool_entry.name),
+            wants_context=wants_context,
+            admit=admit,
         )
         self._tools[tool_entry.name] = tool
         for name in tool_entry.names():

@@ -1,7 +1,8 @@
 """The call gates, in order, fail-closed.
 
 lookup + version pin -> risk approval -> capabilities (scope, grants, authentication for
-writes) -> permissions -> input validation with repair -> egress allowlist -> execution with
+writes) -> permissions -> input validation with repair -> the tool's own admission check
+(a recipe's availability and its children's grants) -> egress allowlist -> execution with
 a deadline -> output validation. Each pre-execution gate either passes or raises
 ``Denied``; the first failing gate decides. Where an operator can be asked, a call the risk
 gate holds for approval waits for the decision after the egress gate
@@ -23,7 +24,7 @@ from jsonschema import Draft202012Validator
 
 from doraforge.registry.catalog import Catalog, RegisteredTool
 from doraforge.registry.errors import Forbidden, ToolFailure
-from doraforge.registry.model import Principal, ToolEntry
+from doraforge.registry.model import CallContext, Principal, ToolEntry
 from doraforge.registry.repair import Repair, repair
 
 logger = logging.getLogger(__name__)
@@ -184,6 +185,26 @@ def validate_input(tool: RegisteredTool, arguments: dict[str, Any], valid: bool)
     )
 
 
+def admit(tool: RegisteredTool, principal: Principal) -> None:
+    """The tool's own admission check, when it has one (``RegisteredTool.admit``): it
+    raises :class:`Denied` when the tool cannot run for this caller now."""
+    if tool.admit is not None:
+        tool.admit(principal)
+
+
+def availability(tool: RegisteredTool) -> dict[str, Any] | None:
+    """``{"available", "code", "reason"}`` of a tool with an admission check, judged on
+    the registry's state alone (no caller); ``None`` for a tool without one."""
+    if tool.admit is None:
+        return None
+    try:
+        tool.admit(None)
+    except Denied as denied:
+        reason = denied.message[:MAX_MESSAGE_CHARS]
+        return {"available": False, "code": denied.code, "reason": reason}
+    return {"available": True, "code": None, "reason": None}
+
+
 def egress(entry: ToolEntry, allowlist: Iterable[str]) -> None:
     """Every declared host must be allow-listed; an empty allowlist denies every host."""
     allowed = {host.lower() for host in allowlist}
@@ -197,9 +218,14 @@ def egress(entry: ToolEntry, allowlist: Iterable[str]) -> None:
 
 
 async def execute(
-    tool: RegisteredTool, arguments: dict[str, Any], *, deadline: Deadline = asyncio.timeout
+    tool: RegisteredTool,
+    arguments: dict[str, Any],
+    *,
+    deadline: Deadline = asyncio.timeout,
+    context: CallContext | None = None,
 ) -> Outcome:
-    """Run the adapter under ``deadline(policy.timeoutMs / 1000)`` (``asyncio.timeout``).
+    """Run the adapter under ``deadline(policy.timeoutMs / 1000)`` (``asyncio.timeout``);
+    an adapter that opted in gets ``context`` (who calls, under which requestId).
 
     At the deadline the adapter is cancelled and the call returns; an adapter must let
     ``CancelledError`` propagate. A write that timed out may or may not have taken effect,
@@ -208,7 +234,7 @@ async def execute(
     policy = tool.entry.policy
     try:
         async with deadline(policy.timeoutMs / 1000):
-            return Outcome("completed", result=await tool.adapter(arguments))
+            return Outcome("completed", result=await tool.invoke(arguments, context))
     except TimeoutError:
         write = policy.sideEffect == "write"
         error = ToolFailure(

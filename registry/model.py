@@ -22,6 +22,15 @@ CALL_NAME = r"^[A-Za-z0-9._:-]{1,200}$"
 type Adapter = Callable[[dict[str, Any]], Awaitable[Any]]
 """Gets validated arguments; returns a JSON-able result; raises ``ToolFailure``."""
 
+type ContextAdapter = Callable[[dict[str, Any], CallContext], Awaitable[Any]]
+"""An adapter that opted in (``register(..., wants_context=True)``) to learn who calls:
+gets validated arguments and the :class:`CallContext`, else as :data:`Adapter`."""
+
+type Admit = Callable[[Principal | None], None]
+"""A tool's own admission check, run after the standard gates (``None``: a catalog read,
+no caller); raises ``gates.Denied`` when the tool cannot run now (its reason is the tool's
+availability in the native catalog)."""
+
 _STRICT = ConfigDict(extra="forbid", strict=True, validate_by_name=True, validate_by_alias=True)
 
 Token = Annotated[str, Field(min_length=1, max_length=200)]
@@ -55,6 +64,17 @@ class Policy(BaseModel):
     timeoutMs: Annotated[int, Field(ge=1, le=3_600_000)] = 30_000
 
 
+class Origin(BaseModel):
+    """Where a tool that is not built in comes from: a machine-local saved recipe, its
+    active revision and the canonical read tools it calls. Provenance only: never a
+    definition's literals, bindings, history or results."""
+
+    model_config = _STRICT
+    kind: Literal["local-recipe"]
+    revision: Annotated[int, Field(ge=1)]
+    tools: Annotated[list[Annotated[str, Field(pattern=CANONICAL_NAME)]], Field(max_length=5)]
+
+
 class ToolEntry(BaseModel):
     """A ``portos_tool`` catalog entry. ``input_schema`` must be a closed object schema."""
 
@@ -68,6 +88,7 @@ class ToolEntry(BaseModel):
     input_schema: dict[str, Any]
     output_schema: dict[str, Any]
     policy: Policy
+    origin: Origin | None = None
 
     @model_validator(mode="after")
     def _closed_input(self) -> ToolEntry:
@@ -83,8 +104,10 @@ class ToolEntry(BaseModel):
         return frozenset({self.name, self.providerName, *self.aliases})
 
     def public(self) -> dict[str, Any]:
-        """The portos catalog form (JSON-ready, ``async`` spelled as on the wire)."""
-        return self.model_dump(mode="json", by_alias=True)
+        """The portos catalog form (JSON-ready, ``async`` spelled as on the wire); ``origin``
+        only for a tool that has one."""
+        exclude = {"origin"} if self.origin is None else None
+        return self.model_dump(mode="json", by_alias=True, exclude=exclude)
 
 
 @dataclass(frozen=True)
@@ -97,3 +120,12 @@ class Principal:
     permissions: frozenset[tuple[str, str]] = frozenset()
     approvals: frozenset[str] = frozenset()
     authenticated: bool = False
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """Who is calling and under which requestId: what a :data:`ContextAdapter` gets, so a
+    tool that calls other tools (a recipe) calls them as that same caller."""
+
+    principal: Principal
+    request_id: str

@@ -3,7 +3,10 @@
 OpenAI and Anthropic projections use ``providerName``, the form every provider accepts; the
 MCP projection does too, since several MCP clients restrict tool names to that alphabet, and
 carries the standard annotations derived from the policy. A call by any of these names
-resolves to the same entry.
+resolves to the same entry. Provider formats have no field for where a tool comes from, so
+the description of a tool with an ``origin`` (a saved recipe) ends in a bounded suffix
+naming it and its active revision (``" [local recipe, rev 3]"``); the native portos form
+carries the ``origin`` itself.
 """
 
 from __future__ import annotations
@@ -37,6 +40,23 @@ def mcp_annotations(entry: ToolEntry) -> dict[str, bool]:
     }
 
 
+#: The longest origin suffix a provider description gets (a revision of up to 12 digits).
+MAX_ORIGIN_SUFFIX = 32
+
+
+def origin_suffix(entry: ToolEntry) -> str:
+    """The provider descriptions' origin and active-revision suffix; ``""`` for a tool
+    without an origin."""
+    if entry.origin is None:
+        return ""
+    return f" [local recipe, rev {entry.origin.revision}]"[:MAX_ORIGIN_SUFFIX]
+
+
+def provider_description(entry: ToolEntry) -> str:
+    """The description provider formats carry: the purpose, then the origin suffix."""
+    return entry.description + origin_suffix(entry)
+
+
 def _portos(entry: ToolEntry) -> dict[str, Any]:
     return entry.public()
 
@@ -46,7 +66,7 @@ def _openai(entry: ToolEntry) -> dict[str, Any]:
         "type": "function",
         "function": {
             "name": entry.providerName,
-            "description": entry.description,
+            "description": provider_description(entry),
             "parameters": entry.input_schema,
         },
     }
@@ -55,7 +75,7 @@ def _openai(entry: ToolEntry) -> dict[str, Any]:
 def _anthropic(entry: ToolEntry) -> dict[str, Any]:
     return {
         "name": entry.providerName,
-        "description": entry.description,
+        "description": provider_description(entry),
         "input_schema": entry.input_schema,
     }
 
@@ -64,7 +84,7 @@ def _mcp(entry: ToolEntry) -> dict[str, Any]:
     tool: dict[str, Any] = {
         "name": entry.providerName,
         "title": entry.name,
-        "description": entry.description,
+        "description": provider_description(entry),
         "inputSchema": entry.input_schema,
         "annotations": mcp_annotations(entry),
     }

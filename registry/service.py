@@ -23,7 +23,14 @@ from doraforge.registry.catalog import Catalog, RegisteredTool
 from doraforge.registry.envelope import ToolCall, parse_call
 from doraforge.registry.errors import NotFound, RegistryError, ToolFailure
 from doraforge.registry.idempotency import IdempotencyStore, fingerprint
-from doraforge.registry.model import Adapter, Principal, ToolEntry
+from doraforge.registry.model import (
+    Adapter,
+    Admit,
+    CallContext,
+    ContextAdapter,
+    Principal,
+    ToolEntry,
+)
 from doraforge.registry.projections import check_format, etag, project
 from doraforge.registry.repair import Repair
 
@@ -90,11 +97,22 @@ class RegistryService:
             )
         return self._approvals
 
-    def register(self, entry: ToolEntry | Mapping[str, Any], adapter: Adapter) -> ToolEntry:
+    def register(
+        self,
+        entry: ToolEntry | Mapping[str, Any],
+        adapter: Adapter | ContextAdapter,
+        *,
+        wants_context: bool = False,
+        admit: Admit | None = None,
+    ) -> ToolEntry:
         """Register a tool; :class:`Conflict` TOOL_REGISTRATION_CONFLICT on any name
         collision, :class:`InvalidRequest` TOOL_REGISTRATION_INVALID for a malformed entry or
-        schema."""
-        return self._catalog.register(entry, adapter)
+        schema. ``wants_context``: ``adapter`` is a ``ContextAdapter`` and gets each call's
+        :class:`CallContext` (the caller's principal and requestId), so it can call other
+        tools as that caller; ``admit``: the tool's own admission check, run after the
+        standard pre-execution gates and reported as its availability in the native catalog
+        (see ``model.Admit``). Other adapters are untouched by either."""
+        return self._catalog.register(entry, adapter, wants_context=wants_context, admit=admit)
 
     def unregister(self, name: str) -> ToolEntry:
         """Remove a tool; calls already running finish, retained results stay readable."""
@@ -136,14 +154,22 @@ class RegistryService:
         unknown format or an over-long intent."""
         check_format(fmt)
         tools = [
-            project(e, fmt) for e in self.entries(scope=scope, intent=intent, principal=principal)
+            self.project(e, fmt)
+            for e in self.entries(scope=scope, intent=intent, principal=principal)
         ]
         body = {"format": fmt, "tools": tools}
         return body, etag(body)
 
     def project(self, entry: ToolEntry, fmt: str) -> dict[str, Any]:
-        """``entry`` in portos, openai, anthropic or mcp form."""
-        return project(entry, fmt)
+        """``entry`` in portos, openai, anthropic or mcp form; the portos form of a tool
+        with an admission check also says whether it is available now (and why not)."""
+        projected = project(entry, fmt)
+        tool = self._catalog.resolve(entry.name)
+        if fmt == "portos" and tool is not None and tool.entry is entry:
+            status = gates.availability(tool)
+            if status is not None:
+                projected["availability"] = status
+        return projected
 
     def get_call(self, request_id: str) -> ToolResult:
         """The retained result; :class:`NotFound` TOOL_CALL_NOT_FOUND when unknown,
@@ -259,12 +285,14 @@ class RegistryService:
             )
             gates.permissions(entry, principal)
             gates.validate_input(tool, arguments, valid)
+            gates.admit(tool, principal)
             gates.egress(entry, self._egress_allowlist)
             if ask and self._approvals is not None:
                 await self._approvals.clear(_approval_request(call, entry, principal, arguments))
         except gates.Denied as denied:
             return _result(call, tool, "denied", error=denied.to_payload(), repairs=repairs)
-        outcome = await gates.execute(tool, arguments, deadline=self._deadline)
+        context = CallContext(principal=principal, request_id=call.requestId)
+        outcome = await gates.execute(tool, arguments, deadline=self._deadline, context=context)
         if outcome.state != "completed":
             return _result(call, tool, outcome.state, error=outcome.error, repairs=repairs)
         error = gates.validate_output(tool.output_validator, outcome.result)
