@@ -1,0 +1,147 @@
+"""The official MCP TypeScript SDK as a second MCP client, for the tests that use it.
+
+``tests/peers/mcp_typescript/`` holds the client (``client.mjs``), its ``package.json``
+pinning ``@modelcontextprotocol/sdk`` to one exact version and the ``package-lock.json``
+that pins the rest. On first use :func:`client_dir` copies them under ``.peers/`` in the
+checkout (``DORAFORGE_PEERS_DIR`` moves it) and runs ``npm ci`` there, once, bounded and
+under a file lock so concurrent test processes never install over each other; a stamp
+with the lock file's digest says the install is complete and current. So a clean clone
+needs only ``node``/``npm`` on PATH and the npm registry, nothing run beforehand.
+
+:func:`run` drives the client as a subprocess that is always ended: it connects to a URL,
+runs a plan of steps (``list_tools()``, ``call_tool(name, arguments)``) and answers one
+JSON record per step, content blocks kept with their types and image data replaced by its
+length and first bytes (``dataLength``, ``byteLength``, ``headHex``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tests.peers.phyagentos import peer_root
+
+SOURCE = Path(__file__).resolve().parent / "mcp_typescript"
+PACKAGE = "@modelcontextprotocol/sdk"
+INSTALL_TIMEOUT_S = 300.0
+RUN_TIMEOUT_S = 300.0
+#: The variable the client reads its bearer token from.
+TOKEN_VARIABLE = "MCP_BEARER_TOKEN"
+NPM_CI = ("npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error")
+
+type Step = dict[str, Any]
+
+
+def version() -> str:
+    """The exact SDK version ``package.json`` pins (one place names it)."""
+    manifest = json.loads((SOURCE / "package.json").read_text(encoding="utf-8"))
+    pinned: str = manifest["dependencies"][PACKAGE]
+    return pinned
+
+
+def list_tools() -> Step:
+    return {"op": "listTools"}
+
+
+def call_tool(name: str, arguments: Mapping[str, Any] | None = None) -> Step:
+    return {"op": "callTool", "name": name, "arguments": dict(arguments or {})}
+
+
+def client_dir() -> Path:
+    """The installed client's directory, installed on first use (bounded, locked)."""
+    target = peer_root() / f"mcp-ts-{version()}"
+    target.mkdir(parents=True, exist_ok=True)
+    with _locked(target / ".install.lock"):
+        stamp = target / ".doraforge-installed"
+        if not (stamp.exists() and stamp.read_text() == _digest()):
+            _install(target)
+            stamp.write_text(_digest())
+        # The script may change without the lock file changing: it is always current.
+        shutil.copyfile(SOURCE / "client.mjs", target / "client.mjs")
+    return target
+
+
+def run(
+    url: str,
+    plan: Sequence[Step],
+    *,
+    token: str | None = None,
+    timeout: float = RUN_TIMEOUT_S,
+) -> list[dict[str, Any]]:
+    """Run ``plan`` against the MCP endpoint ``url``; the connection record, then one
+    record per step. The client is killed if it outlives ``timeout``; an exit other than 0
+    or a missing record fails the test with its output."""
+    directory = client_dir()
+    env = {key: value for key, value in os.environ.items() if key != TOKEN_VARIABLE}
+    if token is not None:
+        env[TOKEN_VARIABLE] = token
+    process = subprocess.Popen(
+        ["node", str(directory / "client.mjs"), url],
+        cwd=directory,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        out, err = process.communicate(json.dumps(list(plan)), timeout=timeout)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    records = [json.loads(line) for line in out.splitlines() if line.strip()]
+    if process.returncode != 0 or len(records) != len(plan) + 1:
+        raise AssertionError(
+            f"the TypeScript MCP client exited {process.returncode} with "
+            f"{len(records)} of {len(plan) + 1} records:\n{out[-3000:]}\n{err[-3000:]}"
+        )
+    return records
+
+
+def _install(target: Path) -> None:
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        raise AssertionError(
+            "MCP_TS_NODE_MISSING: the TypeScript MCP client needs node (>= 18) and npm on "
+            "PATH; install them (Debian: apt-get install nodejs npm) and run the tests again"
+        )
+    for name in ("package.json", "package-lock.json"):
+        shutil.copyfile(SOURCE / name, target / name)
+    try:
+        subprocess.run(
+            NPM_CI,
+            cwd=target,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=INSTALL_TIMEOUT_S,
+        )
+    except subprocess.CalledProcessError as failed:
+        raise AssertionError(
+            f"MCP_TS_INSTALL_FAILED: `npm ci` in {target} exited {failed.returncode}; check "
+            f"access to the npm registry:\n{failed.stderr[-3000:]}"
+        ) from failed
+
+
+def _digest() -> str:
+    """What an install is current for: the two files ``npm ci`` reads."""
+    hashed = hashlib.sha256()
+    for name in ("package.json", "package-lock.json"):
+        hashed.update((SOURCE / name).read_bytes())
+    return hashed.hexdigest()
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` for the block (released when the file closes)."""
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
