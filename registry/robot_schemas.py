@@ -100,3 +100,123 @@ def _url_arguments(schema: Any) -> set[str]:
         for item in schema:
             found |= _url_arguments(item)
     return found
+
+
+# -- the frame tools (registry.frames): closed inputs, and outputs within the frame budgets
+
+_TEXT_ID = {"type": "string", "minLength": 1, "maxLength": 200}
+_NUMBER_OR_NULL = {"type": ["number", "null"]}
+_STATE_COUNT = {"type": ["integer", "null"], "minimum": 0}
+
+#: ``forge.camera.frame``: a running skill and optionally one of its camera sources.
+CAMERA_FRAME_INPUT: Schema = {
+    **_CLOSED,
+    "required": ["skill"],
+    "properties": {
+        "skill": SKILL,
+        "source": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"},
+    },
+}
+#: ``forge.evidence.frame``: a task's evidence artifact by reference (never a path).
+EVIDENCE_FRAME_INPUT: Schema = {
+    **_CLOSED,
+    "required": ["task_id", "artifact_id"],
+    "properties": {"task_id": _TEXT_ID, "artifact_id": _TEXT_ID},
+}
+
+
+def _frame_image(max_width: int, max_height: int, max_bytes: int) -> Schema:
+    base64_chars = 4 * -(-max_bytes // 3)
+    return {
+        **_CLOSED,
+        "required": ["mediaType", "data", "width", "height", "bytes", "sha256"],
+        "properties": {
+            "mediaType": {"const": "image/jpeg"},
+            "data": {"type": "string", "contentEncoding": "base64", "maxLength": base64_chars},
+            "width": {"type": "integer", "minimum": 1, "maximum": max_width},
+            "height": {"type": "integer", "minimum": 1, "maximum": max_height},
+            "bytes": {"type": "integer", "minimum": 1, "maximum": max_bytes},
+            "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+            "originalWidth": {"type": "integer", "minimum": 1},
+            "originalHeight": {"type": "integer", "minimum": 1},
+        },
+    }
+
+
+_STAMPS: Schema = {
+    "seq": {"type": "integer", "minimum": 0},
+    "capturedAt": {"type": "string", "format": "date-time"},
+    "capturedAtNs": {"type": "string", "pattern": "^[0-9]{1,20}$"},
+}
+_ROBOT_STATE: Schema = {
+    **_CLOSED,
+    "required": ["arm", "gripper"],
+    "properties": {
+        "arm": {
+            **_CLOSED,
+            "properties": {
+                "joints": {"type": "object", "additionalProperties": {"type": "number"}},
+                "position": {
+                    "type": ["array", "null"],
+                    "items": {"type": "number"},
+                    "minItems": 3,
+                    "maxItems": 3,
+                },
+                "yaw": _NUMBER_OR_NULL,
+                "moving": {"type": ["boolean", "null"]},
+                "stale_ms": _STATE_COUNT,
+            },
+        },
+        "gripper": {
+            **_CLOSED,
+            "properties": {
+                "width": _NUMBER_OR_NULL,
+                "holding": {"type": ["boolean", "null"]},
+                "stale_ms": _STATE_COUNT,
+            },
+        },
+    },
+}
+
+
+def camera_frame_output(max_width: int, max_height: int, max_bytes: int) -> Schema:
+    """What ``forge.camera.frame`` returns: the image, its frame stamps, the robot state
+    (``null`` with ``stateError`` when it could not be read)."""
+    return {
+        **_CLOSED,
+        "required": ["image", "source", "seq", "capturedAt", "capturedAtNs", "state"],
+        "properties": {
+            "image": _frame_image(max_width, max_height, max_bytes),
+            "source": {"type": "string"},
+            **_STAMPS,
+            "state": {"oneOf": [{"type": "null"}, _ROBOT_STATE]},
+            "stateError": {
+                **_CLOSED,
+                "required": ["code", "toolId", "message"],
+                "properties": {
+                    "code": {"type": "string"},
+                    "toolId": {"type": "string"},
+                    "message": {"type": "string"},
+                },
+            },
+        },
+    }
+
+
+def evidence_frame_output(max_width: int, max_height: int, max_bytes: int) -> Schema:
+    """What ``forge.evidence.frame`` returns: the image, the artifact's identity and stamps
+    and the SHA-256 of the retained bytes it was re-encoded from (never their path)."""
+    required = ["image", "taskId", "artifactId", "source", "phase", "seq", "capturedAt"]
+    return {
+        **_CLOSED,
+        "required": [*required, "capturedAtNs", "evidenceSha256"],
+        "properties": {
+            "image": _frame_image(max_width, max_height, max_bytes),
+            "taskId": _TEXT_ID,
+            "artifactId": _TEXT_ID,
+            "source": {"type": "string"},
+            "phase": {"enum": ["before", "after"]},
+            **_STAMPS,
+            "evidenceSha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+        },
+    }

@@ -5,7 +5,8 @@ provider name kept, reads under ``robot.read`` and writes under ``robot.write``,
 side effect and risk the tool declares where it is defined (undeclared: a high-risk write);
 anything that moves the robot (starting an Action or a Session) is ``high`` risk and needs
 an explicit approval. Three context reads join them: installed skills, runtime status and a
-running skill's tool contexts. An agent tool's ``{ok: false}`` answer becomes a
+running skill's tool contexts; and two frame reads (:mod:`registry.frames`): a running
+skill's newest camera frame and a task's evidence frame, as bounded JPEG images. An agent tool's ``{ok: false}`` answer becomes a
 :class:`~registry.errors.ToolFailure`; the registry never sees a PAOS exception. Its
 ``data`` is the call's result as it is, PhyAgentOS 1.1.1's answer fields included
 (:mod:`paos.phyagentos_answers`; ``activate_skill`` keeps its top-level ones in ``data``
@@ -27,9 +28,18 @@ from typing import TYPE_CHECKING, Any
 from doraforge.paos.agent_tools import TOOLS, AgentTool, Risk, SideEffect
 from doraforge.paos.errors import PaosError
 from doraforge.paos.home import PaosHome
+from doraforge.registry import frames
 from doraforge.registry.errors import ToolFailure
 from doraforge.registry.model import Adapter
-from doraforge.registry.robot_schemas import SKILL, SKILL_ROUTED, agent_form
+from doraforge.registry.robot_schemas import (
+    CAMERA_FRAME_INPUT,
+    EVIDENCE_FRAME_INPUT,
+    SKILL,
+    SKILL_ROUTED,
+    agent_form,
+    camera_frame_output,
+    evidence_frame_output,
+)
 from doraforge.registry.skill_gateway import SkillGateways, agent_safe
 
 if TYPE_CHECKING:
@@ -51,6 +61,7 @@ def _entry(
     schema: dict[str, Any],
     side_effect: SideEffect | None,
     risk: Risk | None,
+    output_schema: dict[str, Any] = _OUTPUT,
 ) -> dict[str, Any]:
     """A catalog entry; an undeclared side effect is a write and an undeclared risk high,
     so a tool nobody classified can never pass as a harmless read."""
@@ -61,7 +72,7 @@ def _entry(
         "aliases": [],
         "description": description,
         "input_schema": schema,
-        "output_schema": _OUTPUT,
+        "output_schema": output_schema,
         "policy": {
             "scopes": SCOPES,
             "requiredCapabilities": [WRITE if write else READ],
@@ -264,6 +275,42 @@ def _context_entries(tools: RobotTools) -> list[tuple[dict[str, Any], Any]]:
                 "low",
             ),
             tools.tool_contexts,
+        ),
+        *_frame_entries(tools),
+    ]
+
+
+def _frame_entries(tools: RobotTools) -> list[tuple[dict[str, Any], Any]]:
+    """The two frame reads (:mod:`registry.frames`): images a model can see, in budget."""
+    reader = frames.FrameReader(tools.gateways, tools.task_service)
+    budget = (frames.MAX_WIDTH, frames.MAX_HEIGHT, frames.MAX_JPEG_BYTES)
+    return [
+        (
+            _entry(
+                "forge.camera.frame",
+                "forge_camera_frame",
+                "See the newest frame of a running skill's camera (default: its first) as "
+                "a JPEG of at most 320x240 px and 12,000 bytes, with its sequence number, "
+                "capture time and the arm and gripper state read beside it.",
+                CAMERA_FRAME_INPUT,
+                "read",
+                "low",
+                camera_frame_output(*budget),
+            ),
+            reader.camera_frame,
+        ),
+        (
+            _entry(
+                "forge.evidence.frame",
+                "forge_evidence_frame",
+                "See a task's retained evidence frame (task_id, artifact_id from "
+                "forge.task.get) as a JPEG within the same budget, re-hashed first.",
+                EVIDENCE_FRAME_INPUT,
+                "read",
+                "low",
+                evidence_frame_output(*budget),
+            ),
+            reader.evidence_frame,
         ),
     ]
 

@@ -82,7 +82,7 @@ def test_every_agent_tool_is_a_forge_entry_with_its_provider_name(tmp_path: Path
     service = new_service(ServerSettings())
     names = register_robot_tools(service, _robot(tmp_path, FakeTaskService()))
     entries = {e.name: e for e in service.entries()}
-    assert len(names) == len(TOOLS) + 3
+    assert len(names) == len(TOOLS) + 5  # + three context reads and two frame reads
     for provider in TOOLS:
         entry = entries["forge." + provider.removeprefix("forge_")]
         assert entry.providerName == provider
@@ -218,7 +218,7 @@ def test_over_mcp_an_approved_server_runs_motion_and_closes_the_task_service(
             f"{url}/mcp", json={"jsonrpc": "2.0", "id": 0, "method": "tools/list"}, headers=headers
         ).json()
         answer = httpx.post(f"{url}/mcp", json=message, headers=headers, timeout=10).json()
-    assert len(listed["result"]["tools"]) == len(TOOLS) + 3
+    assert len(listed["result"]["tools"]) == len(TOOLS) + 5
     assert answer["result"]["isError"] is False
     content = answer["result"]["structuredContent"]
     assert content["record_id"] == "r1"
