@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from doraforge.cli.context import Context
+from doraforge.registry.context.source import SCOPES
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,6 +37,22 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     serve.add_argument(
         "--mcp", action="store_true", help="enable the MCP endpoint /mcp (off by default)"
+    )
+    serve.add_argument(
+        "--context-profile",
+        choices=("metadata", "summaries"),
+        default=None,
+        help="what the context tools disclose: metadata (default: labels, counts, routes, "
+        "opaque refs) or summaries (adds redacted summaries)",
+    )
+    serve.add_argument(
+        "--context-scope",
+        action="append",
+        default=[],
+        choices=SCOPES,
+        metavar="SCOPE",
+        help="a context scope agents may read (repeatable; replaces the default navigation, "
+        f"skills, tools, runtime); one of {', '.join(SCOPES)}",
     )
     serve.add_argument("--config", type=Path, default=None, help="a YAML or JSON config file")
     serve.add_argument(
@@ -86,6 +103,8 @@ def _serve(ctx: Context, args: argparse.Namespace) -> int:
         operator_token_env=args.operator_token_env,
         operator_token_file=args.operator_token_file,
         insecure=args.insecure,
+        context_profile=args.context_profile,
+        context_scopes=args.context_scope,
     )
     # The registry reaches only running skills' Gateways: their runtime tokens, never the
     # operator's ad-hoc one.

@@ -11,14 +11,19 @@ from __future__ import annotations
 import hmac
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from doraforge.registry.context.source import Scope
 from doraforge.wire import strict_json, strict_yaml
 from doraforge.wire.tokens import TokenError, load_token
 
 ROBOT_GRANTS = frozenset({"robot.read", "robot.write"})
+#: The context scopes enabled unless the operator names others: what an agent needs to
+#: orient itself. Tasks and evidence (what was done, and its records) are opt-in.
+DEFAULT_CONTEXT_SCOPES: frozenset[Scope] = frozenset({"navigation", "skills", "tools", "runtime"})
+type ContextProfile = Literal["metadata", "summaries"]
 _GRANT_PATTERN = r"^[a-z][a-z0-9_.-]{0,63}$"
 
 
@@ -42,6 +47,8 @@ class ServerSettings(BaseModel):
     ``operator_token`` (which needs ``token`` and must differ from it) is the operator's
     own credential: with it set, deciding approvals and the console's routes need it, and
     the agent token there is refused ``OPERATOR_REQUIRED``; it is accepted everywhere else.
+    ``context_profile`` is the context tools' disclosure profile (``metadata`` unless the
+    operator opts in to redacted ``summaries``) and ``context_scopes`` the scopes they read.
     ``server_names`` and ``allowed_origins`` widen the transport guard's Host and Origin
     checks; ``insecure`` lets a non-loopback bind run without a token (lab networks only).
     """
@@ -59,6 +66,8 @@ class ServerSettings(BaseModel):
     allowed_origins: frozenset[str] = frozenset()
     insecure: bool = False
     mcp_enabled: bool = False
+    context_profile: ContextProfile = "metadata"
+    context_scopes: frozenset[Scope] = DEFAULT_CONTEXT_SCOPES
     max_result_chars: int = Field(20_000, ge=256, le=1_000_000)
     max_result_items: int = Field(25, ge=1, le=10_000)
     max_body_bytes: int = Field(1_048_576, ge=1024, le=64 * 1_048_576)
@@ -108,6 +117,8 @@ class _ConfigFile(BaseModel):
     allowed_origins: list[str] | None = None
     insecure: bool | None = None
     mcp_enabled: bool | None = None
+    context_profile: str | None = None
+    context_scopes: list[str] | None = None
     max_result_chars: int | None = None
     max_result_items: int | None = None
     outbound: dict[str, Any] | None = None
@@ -197,9 +208,12 @@ def load_settings(
     operator_token_env: str | None = None,
     operator_token_file: Path | None = None,
     insecure: bool = False,
+    context_profile: str | None = None,
+    context_scopes: list[str] | None = None,
 ) -> ServerSettings:
     """Settings from ``config`` overridden by explicit options (grants and approvals add up;
-    ``mcp`` turns the MCP endpoint on whatever the file says).
+    ``mcp`` turns the MCP endpoint on whatever the file says; ``context_scopes``, when
+    given, replaces the file's or the default set).
 
     Raises :class:`SettingsError` naming the file and field on any problem, including a
     ``token_env`` that names an unset or empty variable.
@@ -237,6 +251,10 @@ def load_settings(
     values["secrets"] = secrets
     if mcp:
         values["mcp_enabled"] = True
+    if context_profile is not None:
+        values["context_profile"] = context_profile
+    if context_scopes:
+        values["context_scopes"] = context_scopes
     if insecure:
         values["insecure"] = True
     values["token"] = _token((token_env, token_file), (file.token_env, file.token_file), env)
