@@ -11,7 +11,7 @@ needs only ``node``/``npm`` on PATH and the npm registry, nothing run beforehand
 :func:`run` drives the client as a subprocess that is always ended: it connects to a URL,
 runs a plan of steps (``list_tools()``, ``call_tool(name, arguments)``) and answers one
 JSON record per step, content blocks kept with their types and image data replaced by its
-length and first bytes (``dataLength``, ``byteLength``, ``headHex``).
+length, first bytes and digest (``dataLength``, ``byteLength``, ``headHex``, ``sha256``).
 """
 
 from __future__ import annotations

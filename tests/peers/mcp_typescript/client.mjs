@@ -8,9 +8,11 @@
 // one JSON line for the connection and one per step, in order, then closes. A step that
 // fails (a JSON-RPC error, a result the SDK refuses against the tool's outputSchema) is
 // printed as {"ok": false, "error": ...} and the plan goes on: the test decides what that
-// means. Image and audio data are replaced by their length and first bytes, so a frame
+// means. Image and audio data are replaced by their length, first bytes and SHA-256, so a frame
 // never floods the test's pipe. Exit 0 when every step was printed, 2 when the connection
 // failed, 64 for a bad command line or plan.
+
+import { createHash } from "node:crypto";
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -45,13 +47,15 @@ async function loadPlan(argument) {
   return plan;
 }
 
-// Binary payloads are summarised: their length and first bytes (hex) are what a test checks.
+// Binary payloads are summarised: their length, first bytes (hex) and SHA-256 are what a
+// test checks.
 function summariseData(data) {
   const bytes = Buffer.from(data ?? "", "base64");
   return {
     dataLength: (data ?? "").length,
     byteLength: bytes.length,
     headHex: bytes.subarray(0, HEAD_BYTES).toString("hex"),
+    sha256: createHash("sha256").update(bytes).digest("hex"),
   };
 }
 
