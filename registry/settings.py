@@ -24,7 +24,7 @@ ROBOT_GRANTS = frozenset({"robot.read", "robot.write"})
 #: orient itself. Tasks and evidence (what was done, and its records) are opt-in.
 DEFAULT_CONTEXT_SCOPES: frozenset[Scope] = frozenset({"navigation", "skills", "tools", "runtime"})
 type ContextProfile = Literal["metadata", "summaries"]
-_GRANT_PATTERN = r"^[a-z][a-z0-9_.-]{0,63}$"
+_GRANT_PATTERN = r"^[a-z][A-Za-z0-9_.-]{0,63}$"
 
 
 class SettingsError(ValueError):
