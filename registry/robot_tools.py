@@ -304,7 +304,7 @@ def _frame_entries(tools: RobotTools) -> list[tuple[dict[str, Any], Any]]:
                 "forge.evidence.frame",
                 "forge_evidence_frame",
                 "See a task's retained evidence frame (task_id, artifact_id from "
-                "forge.task.get) as a JPEG within the same budget, re-hashed first.",
+                "forge.task_get) as a JPEG within the same budget, re-hashed first.",
                 EVIDENCE_FRAME_INPUT,
                 "read",
                 "low",
