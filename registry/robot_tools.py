@@ -6,8 +6,9 @@ side effect and risk the tool declares where it is defined (undeclared: a high-r
 anything that moves the robot (starting an Action or a Session) is ``high`` risk and needs
 an explicit approval. Three context reads join them: installed skills, runtime status and a
 running skill's tool contexts; and two frame reads (:mod:`registry.frames`): a running
-skill's newest camera frame and a task's evidence frame, as bounded JPEG images. An agent tool's ``{ok: false}`` answer becomes a
-:class:`~registry.errors.ToolFailure`; the registry never sees a PAOS exception. Its
+skill's newest camera frame and a task's evidence frame, as bounded JPEG images. An agent
+tool's ``{ok: false}`` answer becomes a :class:`~registry.errors.ToolFailure`; the
+registry never sees a PAOS exception. Its
 ``data`` is the call's result as it is, PhyAgentOS 1.1.1's answer fields included
 (:mod:`paos.phyagentos_answers`; ``activate_skill`` keeps its top-level ones in ``data``
 too), so an agent reads the same fields over MCP as from PhyAgentOS's own tools.
