@@ -8,10 +8,10 @@ an explicit approval. Three context reads join them: installed skills, runtime s
 running skill's tool contexts; and two frame reads (:mod:`registry.frames`): a running
 skill's newest camera frame and a task's evidence frame, as bounded JPEG images. An agent
 tool's ``{ok: false}`` answer becomes a :class:`~registry.errors.ToolFailure`; the
-registry never sees a PAOS exception. Its
-``data`` is the call's result as it is, PhyAgentOS 1.1.1's answer fields included
-(:mod:`paos.phyagentos_answers`; ``activate_skill`` keeps its top-level ones in ``data``
-too), so an agent reads the same fields over MCP as from PhyAgentOS's own tools.
+registry never sees a PAOS exception. Its ``data`` is the call's result as it is,
+PhyAgentOS 1.1.1's answer fields included (:mod:`paos.phyagentos_answers`;
+``activate_skill`` keeps its top-level ones in ``data`` too), so an agent reads the same
+fields over MCP as from PhyAgentOS's own tools.
 
 No tool takes a URL: where PAOS accepts ``gateway_url`` the registry offers ``skill``
 (:mod:`registry.robot_schemas`) and resolves the installed, running skill's Gateway itself
