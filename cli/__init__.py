@@ -23,6 +23,7 @@ from pathlib import Path
 from doraforge.cli import (
     approvals_command,
     doctor_command,
+    eval_command,
     run_command,
     serve_command,
     skill_commands,
@@ -128,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve_command.register(commands)
     doctor_command.register(commands)
     approvals_command.register(commands)
+    eval_command.register(commands)
     _register_completion(commands)
     for child in _subparsers(parser):
         _add_global_options(child, top=False)
