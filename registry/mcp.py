@@ -6,17 +6,23 @@ an ``Accept`` that allows both
 ``application/json`` and ``text/event-stream``, a supported ``MCP-Protocol-Version``.
 Tool failures and bad arguments come back as ``isError`` results; protocol faults as
 JSON-RPC errors; a registry refusal becomes one or the other in one place,
-:func:`refusal_result`, through :data:`MCP_FAULT_FOR_ERROR`. Every call runs through
-:meth:`RegistryService.call` as the ``agent`` principal with the server's grants.
+:func:`refusal_result`, through :data:`MCP_FAULT_FOR_ERROR`. Every semantic call runs
+through :meth:`RegistryService.call` as the ``agent`` principal with the server's grants;
+the five read-only context tools answer from a :class:`ContextService` (audited the same
+way). A JSON-RPC batch is answered only where the negotiated version has batches
+(:data:`BATCH_VERSIONS`), and a result carrying an image becomes an MCP image block.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import ipaddress
 import json
 import re
+import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 import mcp.types as types
@@ -26,6 +32,8 @@ from fastapi.routing import APIRoute
 from pydantic import ValidationError
 from starlette.routing import BaseRoute
 
+from doraforge.registry.context.budgets import MAX_BATCH_MESSAGES, MAX_IMAGE_DATA_CHARS
+from doraforge.registry.context.service import ContextArgumentError, ContextService
 from doraforge.registry.errors import (
     Conflict,
     Forbidden,
@@ -54,6 +62,11 @@ if TYPE_CHECKING:
 
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 LATEST = PROTOCOL_VERSIONS[0]
+#: The versions whose transport carries JSON-RPC batches (2025-06-18 removed them). A
+#: request without ``MCP-Protocol-Version`` is 2025-03-26, as the MCP spec tells servers
+#: to assume.
+BATCH_VERSIONS = ("2025-03-26",)
+IMAGE_TYPES = ("image/jpeg", "image/png")
 SERVER_NAME = "doraforge"
 SERVER_VERSION = "0.1.0"
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,200}$")
@@ -95,8 +108,15 @@ def _accepts(header: str) -> bool:
     return json_ok and sse_ok
 
 
-def _http_fault(status: int, code: str, message: str, **headers: str) -> JSONResponse:
-    error = {"code": -32600, "message": message, "data": {"code": code}}
+def _http_fault(
+    status: int,
+    code: str,
+    message: str,
+    details: Mapping[str, Any] | None = None,
+    **headers: str,
+) -> JSONResponse:
+    data = {"code": code, "retryable": False, "details": dict(details or {})}
+    error = {"code": -32600, "message": message, "data": data}
     body = {"jsonrpc": "2.0", "id": None, "error": error}
     return JSONResponse(body, status, headers=headers or None)
 
@@ -125,7 +145,11 @@ def _transport_fault(request: Request, settings: ServerSettings) -> JSONResponse
     version = request.headers.get("mcp-protocol-version")
     if version is not None and version not in PROTOCOL_VERSIONS:
         return _http_fault(
-            400, "MCP_UNSUPPORTED_VERSION", f"unsupported MCP-Protocol-Version {version!r}"
+            400,
+            "MCP_UNSUPPORTED_VERSION",
+            f"unsupported MCP-Protocol-Version {version!r}; send one of "
+            f"{', '.join(PROTOCOL_VERSIONS)}",
+            {"version": version, "supported": list(PROTOCOL_VERSIONS)},
         )
     return None
 
@@ -146,7 +170,13 @@ def _result(message_id: Any, result: types.Result | dict[str, Any]) -> dict[str,
 
 
 class McpEndpoint:
-    """The JSON-RPC dispatch of one server: initialize, ping, tools/list, tools/call."""
+    """The JSON-RPC dispatch of one server: initialize, ping, tools/list, tools/call, one
+    message or (protocol 2025-03-26) a batch per POST.
+
+    The five context tools answer from :attr:`context` (a :class:`ContextService` over
+    ``context_sources`` with the settings' profile, scopes and grants); every other tool
+    is a registry call. Both pass the same transport rules, and both are audited.
+    """
 
     def __init__(
         self,
@@ -158,35 +188,74 @@ class McpEndpoint:
         self.service = service
         self.settings = settings
         self.context_sources = dict(context_sources or {})
+        self.context = ContextService(
+            self.context_sources,
+            profile=settings.context_profile,
+            scopes=settings.context_scopes,
+            grants=settings.grants,
+        )
 
     async def handle(self, request: Request) -> Response:
         fault = _transport_fault(request, self.settings)
         if fault is not None:
             return fault
-        authenticated = is_authenticated(self.settings)
-        message = read_json_body(request)
-        if not isinstance(message, dict) or "method" not in message:
-            if isinstance(message, dict) and ("result" in message or "error" in message):
+        body = read_json_body(request)
+        if isinstance(body, list):
+            return await self._batch(body, request)
+        if not isinstance(body, dict) or "method" not in body:
+            if isinstance(body, dict) and ("result" in body or "error" in body):
                 return Response(status_code=202)  # a client's response: nothing to answer
             return JSONResponse(_error(None, _Fault(-32600, "not a JSON-RPC request")), 400)
-        if "id" not in message:
+        if "id" not in body:
             return Response(status_code=202)  # notifications are accepted, never answered
+        return await self._answered(request, self._dispatch(body, request), body.get("id"))
+
+    async def _answered(
+        self,
+        request: Request,
+        work: Coroutine[Any, Any, dict[str, Any] | list[dict[str, Any]]],
+        message_id: Any = None,
+    ) -> Response:
         try:
             # A tools/call may wait for an operator: an agent that disconnects meanwhile
             # withdraws its approval request instead of leaving it pending.
-            answer = await unless_client_leaves(
-                request, self._dispatch(message, request, authenticated)
-            )
+            answer = await unless_client_leaves(request, work)
         except ServerStopping:
             # Still connected: the agent learns the call did not run, as an HTTP caller does.
-            return JSONResponse(_error(message.get("id"), _STOPPING), 503)
+            return JSONResponse(_error(message_id, _STOPPING), 503)
         except ClientGone:
             return Response(status_code=CLIENT_CLOSED)
+        if answer == []:
+            return Response(status_code=202)  # a batch of notifications only
         return JSONResponse(answer)
 
-    async def _dispatch(
-        self, message: dict[str, Any], request: Request, authenticated: bool
-    ) -> dict[str, Any]:
+    async def _batch(self, messages: list[Any], request: Request) -> Response:
+        """A JSON-RPC batch: refused unless the protocol version has batches, empty, or
+        over :data:`MAX_BATCH_MESSAGES`; else every request answered in order."""
+        refused = _batch_refusal(messages, request)
+        if refused is not None:
+            return refused
+        return await self._answered(request, self._dispatch_all(messages, request))
+
+    async def _dispatch_all(self, messages: list[Any], request: Request) -> list[dict[str, Any]]:
+        # In order, one after another: a batch of writes runs as the agent wrote it.
+        answers = [await self._dispatch_member(message, request) for message in messages]
+        return [answer for answer in answers if answer is not None]
+
+    async def _dispatch_member(self, message: Any, request: Request) -> dict[str, Any] | None:
+        """One batch member's answer; ``None`` for a notification or a client's response."""
+        if not isinstance(message, dict) or "method" not in message:
+            if isinstance(message, dict) and ("result" in message or "error" in message):
+                return None
+            return _error(None, _Fault(-32600, "not a JSON-RPC request"))
+        if "id" not in message:
+            return None
+        if message.get("method") == "initialize":
+            fault = _Fault(-32600, "initialize must not be part of a batch; send it alone first")
+            return _error(message.get("id"), fault)
+        return await self._dispatch(message, request)
+
+    async def _dispatch(self, message: dict[str, Any], request: Request) -> dict[str, Any]:
         try:
             parsed = types.JSONRPCRequest.model_validate(message)
         except ValidationError:
@@ -198,13 +267,24 @@ class McpEndpoint:
             if parsed.method == "ping":
                 return _result(parsed.id, types.EmptyResult())
             if parsed.method == "tools/list":
-                return _result(parsed.id, {"tools": advertised_tools(self.service, self.settings)})
+                return _result(parsed.id, {"tools": self.tools()})
             if parsed.method == "tools/call":
                 key = request.headers.get("idempotency-key")
-                return _result(parsed.id, await self._call_tool(params, key, authenticated))
+                return _result(parsed.id, await self._call_tool(params, key))
             raise _Fault(-32601, f"method {parsed.method!r} is not supported")
         except _Fault as fault:
             return _error(parsed.id, fault)
+
+    def tools(self) -> list[dict[str, Any]]:
+        """What ``tools/list`` answers: the context tools (while a scope is available)
+        and every semantic tool the server's grants allow."""
+        context = self.context.tool_definitions() if self.context_active else []
+        return [*context, *advertised_tools(self.service, self.settings)]
+
+    @property
+    def context_active(self) -> bool:
+        """Whether the context tools are offered: some enabled scope has a source."""
+        return bool(self.context.available)
 
     def _initialize(self, params: dict[str, Any]) -> types.InitializeResult:
         try:
@@ -216,17 +296,17 @@ class McpEndpoint:
             protocolVersion=asked if asked in PROTOCOL_VERSIONS else LATEST,
             capabilities=types.ServerCapabilities(tools=types.ToolsCapability(listChanged=False)),
             serverInfo=types.Implementation(name=SERVER_NAME, version=SERVER_VERSION),
-            instructions="doraforge semantic tools; robot grants are set by the server.",
+            instructions="doraforge semantic tools; robot grants are set by the server. "
+            "Call context_profile, then search_context and get_context, to orient yourself.",
         )
 
-    def _principal(self, authenticated: bool) -> Principal:
+    def _principal(self) -> Principal:
+        authenticated = is_authenticated(self.settings)
         return server_principal(
             self.service, self.settings, scope="agent", authenticated=authenticated
         )
 
-    async def _call_tool(
-        self, params: dict[str, Any], key: str | None, authenticated: bool
-    ) -> dict[str, Any]:
+    async def _call_tool(self, params: dict[str, Any], key: str | None) -> dict[str, Any]:
         try:
             request = types.CallToolRequestParams.model_validate(params)
         except ValidationError as exc:
@@ -234,19 +314,95 @@ class McpEndpoint:
         if key is not None and not _REQUEST_ID.fullmatch(key.strip()):
             raise _Fault(-32602, "Idempotency-Key must be 1-200 of [A-Za-z0-9._:-]")
         request_id = key.strip() if key is not None else f"mcp-{uuid.uuid4().hex}"
+        arguments = request.arguments or {}
+        if request.name in self.context.names and self.context_active:
+            return await self._call_context(request.name, arguments, request_id)
         body = {
             "type": "portos_tool_call",
             "requestId": request_id,
             "name": request.name,
-            "arguments": request.arguments or {},
+            "arguments": arguments,
         }
         try:
-            outcome = await self.service.call(
-                body, self._principal(authenticated), idempotency_key=request_id
-            )
+            outcome = await self.service.call(body, self._principal(), idempotency_key=request_id)
         except RegistryError as exc:
             return refusal_result(exc, request_id)
         return tool_result(outcome, self.settings)
+
+    async def _call_context(
+        self, name: str, arguments: dict[str, Any], request_id: str
+    ) -> dict[str, Any]:
+        """A context tool's answer as a ``CallToolResult``; a refusal or a source failure
+        is an ``isError`` result. Recorded in the registry's audit log like any call."""
+        started = time.monotonic()
+        try:
+            structured = await self.context.call(name, arguments)
+        except ContextArgumentError as exc:
+            self._audit(request_id, name, arguments, started, error_code=exc.code)
+            return _tool_error(exc.to_payload(), request_id)
+        self._audit(request_id, name, arguments, started)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=_dumps(structured))],
+            structuredContent=structured,
+            isError=False,
+            _meta={
+                "doraforge/requestId": request_id,
+                "doraforge/truncated": bool(structured.get("truncated")),
+            },
+        ).model_dump(by_alias=True, exclude_none=True, mode="json")
+
+    def _audit(
+        self,
+        request_id: str,
+        name: str,
+        arguments: Mapping[str, Any],
+        started: float,
+        *,
+        error_code: str | None = None,
+    ) -> None:
+        self.service.audit.record(
+            request_id=request_id,
+            name=name,
+            principal_id=self._principal().id,
+            scope="agent",
+            state="completed" if error_code is None else "failed",
+            error_code=error_code,
+            duration_s=time.monotonic() - started,
+            argument_keys=[str(key) for key in arguments],
+        )
+
+
+def _batch_refusal(messages: list[Any], request: Request) -> JSONResponse | None:
+    """Why a batch cannot be answered at all (a structured 400), or ``None``."""
+    version = request.headers.get("mcp-protocol-version")
+    if version is not None and version not in BATCH_VERSIONS:
+        return _http_fault(
+            400,
+            "MCP_BATCH_UNSUPPORTED",
+            f"MCP {version} has no JSON-RPC batches; send one message per POST "
+            f"(batches exist in {', '.join(BATCH_VERSIONS)} only)",
+            {"version": version, "batchVersions": list(BATCH_VERSIONS)},
+        )
+    if not messages:
+        return JSONResponse(_error(None, _Fault(-32600, "an empty batch is not a request")), 400)
+    if len(messages) > MAX_BATCH_MESSAGES:
+        return _http_fault(
+            400,
+            "MCP_BATCH_TOO_LARGE",
+            f"a batch holds at most {MAX_BATCH_MESSAGES} messages, this one {len(messages)}; "
+            "split it",
+            {"messages": len(messages), "maxMessages": MAX_BATCH_MESSAGES},
+        )
+    calls = sum(1 for m in messages if isinstance(m, dict) and m.get("method") == "tools/call")
+    if request.headers.get("idempotency-key") is not None and calls > 1:
+        return _http_fault(
+            400,
+            "MCP_BATCH_IDEMPOTENCY",
+            "one Idempotency-Key cannot name several tools/call requests; send each keyed "
+            "call in its own POST",
+            {"calls": calls},
+        )
+    return None
 
 
 #: How each registry refusal reaches an MCP client: a JSON-RPC error code for a protocol
@@ -310,7 +466,8 @@ def _tool_error(error: dict[str, Any], request_id: str) -> dict[str, Any]:
 
 
 def tool_result(outcome: dict[str, Any], settings: ServerSettings) -> dict[str, Any]:
-    """A ``portos_tool_result`` as an MCP ``CallToolResult`` within the result budgets."""
+    """A ``portos_tool_result`` as an MCP ``CallToolResult`` within the result budgets; a
+    result with a top-level ``image`` (:func:`image_of`) becomes an image block too."""
     meta = {
         "doraforge/requestId": outcome.get("requestId"),
         "doraforge/duplicate": bool(outcome.get("duplicate")),
@@ -322,6 +479,9 @@ def tool_result(outcome: dict[str, Any], settings: ServerSettings) -> dict[str, 
         return result
     value = outcome.get("result")
     structured = value if isinstance(value, dict) else {"result": value}
+    image = image_of(structured)
+    if image is not None:
+        return _image_result(structured, image, settings, meta)
     bounded, truncated = apply_budget(
         structured, max_chars=settings.max_result_chars, max_items=settings.max_result_items
     )
@@ -332,6 +492,54 @@ def tool_result(outcome: dict[str, Any], settings: ServerSettings) -> dict[str, 
         isError=False,
         _meta=meta,
     ).model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def image_of(structured: Mapping[str, Any]) -> types.ImageContent | None:
+    """The MCP image block of a result whose top level holds ``image: {"mediaType":
+    "image/jpeg" | "image/png", "data": <base64>, ...}``, or ``None``.
+
+    Data over :data:`MAX_IMAGE_DATA_CHARS` or not base64 is not passed on (the structured
+    part then says why, through the ordinary budget): a model is never handed bytes it
+    cannot decode or more than the result budget allows.
+    """
+    image = structured.get("image")
+    if not isinstance(image, Mapping) or image.get("mediaType") not in IMAGE_TYPES:
+        return None
+    data = image.get("data")
+    if not isinstance(data, str) or not 0 < len(data) <= MAX_IMAGE_DATA_CHARS:
+        return None
+    try:
+        base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return types.ImageContent(type="image", data=data, mimeType=image["mediaType"])
+
+
+def _image_result(
+    structured: dict[str, Any],
+    image: types.ImageContent,
+    settings: ServerSettings,
+    meta: dict[str, Any],
+) -> dict[str, Any]:
+    """The image block (index 0), the structured result without the image's data (which
+    points at that block) and its text; the structured part shrinks until the whole
+    serialized result is within ``max_result_chars`` plus the image data."""
+    described = {k: v for k, v in structured["image"].items() if k != "data"}
+    without = {**structured, "image": {**described, "dataInContent": 0}}
+    limit = settings.max_result_chars // 2
+    while True:
+        bounded, truncated = apply_budget(
+            without, max_chars=limit, max_items=settings.max_result_items
+        )
+        result = types.CallToolResult(
+            content=[image, types.TextContent(type="text", text=_dumps(bounded))],
+            structuredContent=bounded,
+            isError=False,
+            _meta={**meta, "doraforge/truncated": truncated},
+        ).model_dump(by_alias=True, exclude_none=True, mode="json")
+        if len(_dumps(result)) - len(image.data) <= settings.max_result_chars or limit <= 256:
+            return result
+        limit //= 2
 
 
 def _dumps(value: Any) -> str:
@@ -407,12 +615,33 @@ def _elide_largest(value: dict[str, Any], budget: int) -> tuple[dict[str, Any], 
     return kept, elided
 
 
-def manifest(service: RegistryService, settings: ServerSettings) -> dict[str, Any]:
-    """What ``GET /api/agent-context/manifest`` reports (readable while MCP is disabled)."""
-    return {
-        "enabled": settings.mcp_enabled,
+_INACTIVE_NOTE = (
+    "MCP is disabled on this server (serve --mcp enables it): no semantic tool is advertised "
+    "and the context tools below are inactive; grants are shown as configured"
+)
+
+
+def manifest(
+    service: RegistryService, settings: ServerSettings, endpoint: McpEndpoint | None = None
+) -> dict[str, Any]:
+    """What ``GET /api/agent-context/manifest`` reports (readable while MCP is disabled).
+
+    Enabled, profile, scopes, grants, limits (every budget), exclusions and the advertised
+    schemas. While MCP is disabled no semantic tool is advertised (``tools: []``,
+    ``semanticToolsActive: false``): a saved grant must not read as a callable tool. The
+    context tools' schemas stay inspectable, marked ``active: false``.
+    """
+    endpoint = endpoint or McpEndpoint(service, settings)
+    context = endpoint.context
+    enabled = settings.mcp_enabled
+    profile = context.profile()
+    answer: dict[str, Any] = {
+        "enabled": enabled,
         "endpoint": "/mcp",
         "protocolVersions": list(PROTOCOL_VERSIONS),
+        "batchProtocolVersions": list(BATCH_VERSIONS),
+        "profile": profile["profile"],
+        "scopes": profile["scopes"],
         "grants": sorted(settings.grants),
         "approvals": sorted(settings.approvals),
         "authentication": "bearer" if settings.token is not None else "none",
@@ -420,9 +649,21 @@ def manifest(service: RegistryService, settings: ServerSettings) -> dict[str, An
             "maxResultChars": settings.max_result_chars,
             "maxResultItems": settings.max_result_items,
             "maxBodyBytes": settings.max_body_bytes,
+            "maxBatchMessages": MAX_BATCH_MESSAGES,
+            "maxImageDataChars": MAX_IMAGE_DATA_CHARS,
+            "context": profile["limits"],
         },
-        "tools": advertised_tools(service, settings),
+        "exclusions": profile["exclusions"],
+        "semanticToolsActive": enabled,
+        "tools": advertised_tools(service, settings) if enabled else [],
+        "contextTools": [
+            {**tool, "active": enabled and endpoint.context_active}
+            for tool in context.tool_definitions()
+        ],
     }
+    if not enabled:
+        answer["note"] = _INACTIVE_NOTE
+    return answer
 
 
 def endpoint_of(request: Request) -> McpEndpoint:
@@ -446,7 +687,7 @@ async def agent_manifest(request: Request) -> Response:
     denied = guard_caller(request)
     if denied is not None:
         return denied
-    return JSONResponse(manifest(service_of(request), settings_of(request)))
+    return JSONResponse(manifest(service_of(request), settings_of(request), endpoint_of(request)))
 
 
 #: ``/mcp`` (POST only; GET and DELETE answered 405) and ``/api/agent-context/manifest``;

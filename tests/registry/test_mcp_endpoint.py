@@ -244,16 +244,19 @@ def test_mcp_is_off_by_default_and_the_manifest_stays_readable() -> None:
     assert manifest["enabled"] is False
 
 
-def test_the_manifest_is_readable_while_mcp_is_disabled() -> None:
+def test_the_manifest_is_readable_while_mcp_is_disabled_and_advertises_no_tool() -> None:
     settings = ServerSettings(grants=frozenset({"robot.read"}), mcp_enabled=False)
     with running(demo_app(settings)) as url:
         assert _post(url, _rpc("ping")).status_code == 403
         manifest = httpx.get(f"{url}/api/agent-context/manifest", timeout=10).json()
     assert manifest["enabled"] is False
-    assert manifest["grants"] == ["robot.read"]
+    assert manifest["grants"] == ["robot.read"]  # the configured grant stays inspectable
     assert manifest["limits"]["maxResultChars"] == 20_000
     assert manifest["limits"]["maxResultItems"] == 25
-    assert {tool["name"] for tool in manifest["tools"]} == {"demo_echo", "demo_big", "demo_fail"}
+    # ... but no granted tool reads as callable while the endpoint is off (finding 5).
+    assert manifest["tools"] == []
+    assert manifest["semanticToolsActive"] is False
+    assert "disabled" in manifest["note"]
 
 
 @pytest.mark.anyio
