@@ -35,7 +35,7 @@ from tests.support.live_server import LiveServer
 from tests.support.waiting import eventually
 
 SKILL = "pick-place"
-MOCK_TOOLS = ("mock.echo", "mock.move", "mock.stream")
+MOCK_TOOLS = ("mock.echo", "mock.move", "mock.stats", "mock.stream")
 
 
 def install_skill(home: PaosHome, scratch: Path, name: str = SKILL) -> None:
@@ -135,11 +135,18 @@ def tokened_gateway(token: str) -> Iterator[LiveServer]:
         yield server
 
 
+def _new_token(home: PaosHome) -> tuple[Path, str]:
+    """A runtime token file for ``SKILL``, written as a start writes it, and its token."""
+    token_file = create_token_file(home.runtime_dir, SKILL)
+    token = load_token(env=None, file=str(token_file), environ={})
+    assert token is not None
+    return token_file, token
+
+
 @contextmanager
 def running_skill(home: PaosHome) -> Iterator[Running]:
     """``SKILL`` recorded as running behind a live tokened Gateway for the block."""
-    token_file = create_token_file(home.runtime_dir, SKILL)
-    token = load_token(env=None, file=str(token_file), environ={})
+    token_file, token = _new_token(home)
     with tokened_gateway(token) as server:
         state = record_running(home, server.url, token_file, _identity(server, token))
         yield Running(server, token, state)
@@ -147,8 +154,7 @@ def running_skill(home: PaosHome) -> Iterator[Running]:
 
 def running_on_closed_port(home: PaosHome, port: int) -> Running:
     """``SKILL`` recorded as running at ``port``, where nothing listens."""
-    token_file = create_token_file(home.runtime_dir, SKILL)
-    token = load_token(env=None, file=str(token_file), environ={})
+    token_file, token = _new_token(home)
     identity = {"gateway_id": "gone", "instance_id": "gwinst-gone", "catalog_revision": 1}
     state = record_running(home, f"http://127.0.0.1:{port}", token_file, identity)
     return Running(None, token, state)
