@@ -9,7 +9,7 @@ from typing import Any, Literal
 import httpx
 
 from doraforge.registry.context.eval.fakes import FakeSource, build_sources
-from doraforge.registry.context.eval.matchers import brief
+from doraforge.registry.context.eval.matchers import brief_text
 from doraforge.registry.context.eval.schema import Case, Request, SourceSpec, Via, expand
 from doraforge.registry.context.service import ContextArgumentError, ContextService
 from doraforge.registry.context.source import SCOPES, ContextSource, Scope
@@ -28,7 +28,7 @@ class Answer:
             return "a result"
         doc = self.document if isinstance(self.document, dict) else {}
         what = "tool error" if self.kind == "toolError" else "protocol fault"
-        return f"{what} {doc.get('code')}: {brief(doc.get('message'), 120)}"
+        return f"{what} {doc.get('code')}: {brief_text(str(doc.get('message')), 120)}"
 
 
 class _Contract:
@@ -125,7 +125,7 @@ def _http_answer(response: httpx.Response) -> Answer:
         body = None
     if response.status_code != 200 or not isinstance(body, dict):
         code = body.get("error", {}).get("data", {}).get("code") if isinstance(body, dict) else None
-        message = f"HTTP {response.status_code} {brief(response.text, 120)}"
+        message = f"HTTP {response.status_code} {brief_text(response.text, 120)}"
         return Answer("fault", {"code": code or f"HTTP_{response.status_code}", "message": message})
     return Answer("result", body)
 

@@ -54,10 +54,15 @@ def same(left: Any, right: Any) -> bool:
     return dumps(left) == dumps(right)
 
 
-def brief(value: Any, limit: int = 80) -> str:
-    text = value if isinstance(value, str) else dumps(value)
+def brief_text(text: str, limit: int = 80) -> str:
+    """``text`` on one line, cut to ``limit`` characters (a report line stays short)."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def brief(value: Any, limit: int = 80) -> str:
+    """``value`` as compact JSON (strings quoted) for a reason, cut to ``limit``."""
+    return brief_text(dumps(value), limit)
 
 
 def estimate_tokens(value: Any) -> int:
@@ -158,10 +163,14 @@ def collection_problem(expectation: Expectation, values: list[Any]) -> str | Non
     if expectation.set_equals is not None:
         wanted = {dumps(value) for value in expand(expectation.set_equals)}
         if have != wanted:
-            missing, extra = sorted(wanted - have), sorted(have - wanted)
-            return f"selects {brief(sorted(have))}: missing {missing[:3]}, extra {extra[:3]}"
+            missing, extra = _decoded(wanted - have), _decoded(have - wanted)
+            return f"selects {brief(_decoded(have))}: lacks {brief(missing)}, extra {brief(extra)}"
     if expectation.includes is not None:
         missing = [v for v in expand(expectation.includes) if dumps(v) not in have]
         if missing:
-            return f"selects {brief(sorted(have))}, which lacks {brief(missing)}"
+            return f"selects {brief(_decoded(have))}, which lacks {brief(missing)}"
     return None
+
+
+def _decoded(encoded: set[str] | list[str]) -> list[Any]:
+    return [json.loads(text) for text in sorted(encoded)]

@@ -13,6 +13,7 @@ from doraforge.registry.context.eval.loading import LoadedFixture
 from doraforge.registry.context.eval.matchers import (
     MISSING,
     brief,
+    brief_text,
     collection,
     collection_problem,
     dumps,
@@ -109,7 +110,7 @@ class _CaseRun:
         theirs = select(answer.document, other.pointer)
         mine, peer = collection(selected, e.pointer), collection(theirs, other.pointer)
         if other.unordered:
-            mine, peer = sorted(map(dumps, mine)), sorted(map(dumps, peer))
+            mine, peer = sorted(mine, key=dumps), sorted(peer, key=dumps)
         if not same(mine, peer):
             target = f"{other.request.target} {other.pointer or '/'}"
             return f"is {brief(mine)}, but {target} is {brief(peer)}"
@@ -142,7 +143,7 @@ async def run_case(case: Case, loaded: LoadedFixture) -> CaseResult:
     except TimeoutError:
         return _with(line, "error", f"no answer within {CASE_TIMEOUT_S:g} s")
     except Exception as exc:  # the contract crashed: an error outcome, not the eval's crash
-        return _with(line, "error", f"{type(exc).__name__}: {brief(str(exc), 160)}")
+        return _with(line, "error", f"{type(exc).__name__}: {brief_text(str(exc), 160)}")
     if failed is None:
         return line
     return _with(line, "fail", failed[1], pointer=failed[0])
