@@ -51,7 +51,9 @@ def load_fixture(path: Path | None = None) -> LoadedFixture:
         for case in fixture.cases:
             check_macros(case.request.arguments, *(_values_of(e) for e in case.expect))
     except ValidationError as exc:
-        problem = exc.errors()[0]
+        # A misspelt key is also a missing one: name the misspelling, which is at fault.
+        errors = exc.errors()
+        problem = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
         loc = tuple(problem["loc"])
         field_name = ".".join(str(part) for part in loc) or "<root>"
         message = str(problem["msg"]).removeprefix("Value error, ")
