@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -10,7 +12,7 @@ from datetime import UTC, datetime
 from doraforge.paos.errors import PaosError
 from doraforge.paos.home import PaosHome
 from doraforge.paos.store import AgentTaskStore
-from doraforge.registry.context.source import MAX_SCAN_ITEMS, SourceError
+from doraforge.registry.context.source import MAX_SCAN_ITEMS, Scope, Snapshot, SourceError
 
 
 def scan_limit(limit: int) -> int:
@@ -67,3 +69,24 @@ def _store_failure(scope_name: str) -> SourceError:
         f"the {scope_name} scope cannot read the task store; retry, "
         "or check it with `doraforge task list`",
     )
+
+
+class HomeSource(ABC):
+    """A scope of the PAOS home read by one blocking :meth:`read` in a worker thread, so
+    a slow disk or a busy store never stalls the server's event loop."""
+
+    scope_name: Scope
+
+    def __init__(self, home: PaosHome) -> None:
+        self._home = home
+
+    @property
+    def scope(self) -> Scope:
+        return self.scope_name
+
+    async def snapshot(self, limit: int = MAX_SCAN_ITEMS) -> Snapshot:
+        return await asyncio.to_thread(self.read, scan_limit(limit))
+
+    @abstractmethod
+    def read(self, limit: int) -> Snapshot:
+        """At most ``limit`` items of the scope now (blocking)."""

@@ -9,19 +9,16 @@ order; both the tasks walked and the artifacts kept are bounded by the scan cap.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from doraforge.paos.home import PaosHome
 from doraforge.paos.store import AgentTaskStore
-from doraforge.registry.context.scopes._common import bounded, iso_ns, scan_limit, task_store
+from doraforge.registry.context.scopes._common import HomeSource, bounded, iso_ns, task_store
 from doraforge.registry.context.scopes.tasks import ROUTE, task_ref
 from doraforge.registry.context.source import (
-    MAX_SCAN_ITEMS,
     ContextItem,
     Scalar,
-    Scope,
     Snapshot,
     opaque_ref,
 )
@@ -87,16 +84,11 @@ def _read(home: PaosHome, limit: int) -> Snapshot:
     return Snapshot(items, source_truncated=more or len(tasks) > limit)
 
 
-class EvidenceSource:
+class EvidenceSource(HomeSource):
     """The evidence scope of ``home``'s task store; raises :class:`SourceError`
     ``CONTEXT_STORE_UNAVAILABLE`` when the store cannot be read."""
 
-    def __init__(self, home: PaosHome) -> None:
-        self._home = home
+    scope_name = "evidence"
 
-    @property
-    def scope(self) -> Scope:
-        return "evidence"
-
-    async def snapshot(self, limit: int = MAX_SCAN_ITEMS) -> Snapshot:
-        return await asyncio.to_thread(_read, self._home, scan_limit(limit))
+    def read(self, limit: int) -> Snapshot:
+        return _read(self._home, limit)

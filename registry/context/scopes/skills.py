@@ -8,17 +8,14 @@ read through the Skill Runtime's public API and named by nobody.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from pathlib import Path
 
 from doraforge.paos.errors import PaosError
 from doraforge.paos.home import PaosHome
-from doraforge.registry.context.scopes._common import bounded, scan_limit
+from doraforge.registry.context.scopes._common import HomeSource, bounded
 from doraforge.registry.context.source import (
-    MAX_SCAN_ITEMS,
     ContextItem,
-    Scope,
     Snapshot,
     SourceError,
     opaque_ref,
@@ -117,16 +114,11 @@ def _read(home: PaosHome, limit: int) -> Snapshot:
     return Snapshot(tuple(items), source_truncated=more)
 
 
-class SkillsSource:
+class SkillsSource(HomeSource):
     """The skills scope of ``home``; raises :class:`SourceError`
     ``CONTEXT_SKILLS_UNAVAILABLE`` when the skills folder cannot be read."""
 
-    def __init__(self, home: PaosHome) -> None:
-        self._home = home
+    scope_name = "skills"
 
-    @property
-    def scope(self) -> Scope:
-        return "skills"
-
-    async def snapshot(self, limit: int = MAX_SCAN_ITEMS) -> Snapshot:
-        return await asyncio.to_thread(_read, self._home, scan_limit(limit))
+    def read(self, limit: int) -> Snapshot:
+        return _read(self._home, limit)

@@ -10,19 +10,16 @@ are left out too (they may quote measured values). The goal is private matching 
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
 from doraforge.paos.home import PaosHome
 from doraforge.paos.store import AgentTaskStore, TaskRow
-from doraforge.registry.context.scopes._common import iso_ms, scan_limit, task_store
+from doraforge.registry.context.scopes._common import HomeSource, iso_ms, task_store
 from doraforge.registry.context.source import (
-    MAX_SCAN_ITEMS,
     ContextItem,
     Scalar,
-    Scope,
     Snapshot,
     opaque_ref,
 )
@@ -104,17 +101,12 @@ def _read(home: PaosHome, limit: int) -> Snapshot:
     return Snapshot(items, source_truncated=len(rows) > limit)
 
 
-class TasksSource:
+class TasksSource(HomeSource):
     """The tasks scope of ``home``'s task store; raises :class:`SourceError`
     ``CONTEXT_STORE_UNAVAILABLE`` when the store cannot be read. A home with no store
     yet has no tasks (nothing is created by reading)."""
 
-    def __init__(self, home: PaosHome) -> None:
-        self._home = home
+    scope_name = "tasks"
 
-    @property
-    def scope(self) -> Scope:
-        return "tasks"
-
-    async def snapshot(self, limit: int = MAX_SCAN_ITEMS) -> Snapshot:
-        return await asyncio.to_thread(_read, self._home, scan_limit(limit))
+    def read(self, limit: int) -> Snapshot:
+        return _read(self._home, limit)
