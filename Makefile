@@ -56,6 +56,7 @@ bench: $(STAMP)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) bench/paos_store.py
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) bench/install.py
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) bench/registry.py
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) bench/context.py
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format .

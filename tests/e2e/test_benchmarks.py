@@ -20,6 +20,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
 TINY = {
     "gateway_query.py": ["--requests", "30", "--actions", "300"],
     "registry.py": ["--calls", "200", "--rounds", "2"],
+    "context.py": ["--calls", "10", "--rounds", "2"],
     "paos_store.py": [
         "--actions",
         "50",
