@@ -37,6 +37,7 @@ import numpy as np
 from doraforge.paos.errors import PaosError
 from doraforge.paos.evidence import contained
 from doraforge.paos.phyagentos_answers import iso
+from doraforge.registry.context.budgets import MAX_IMAGE_DATA_CHARS
 from doraforge.registry.errors import ToolFailure
 from doraforge.registry.skill_gateway import SkillGateways
 
@@ -44,8 +45,9 @@ MEDIA_TYPE = "image/jpeg"
 #: The pixel budget: a frame is scaled down (aspect kept) to fit inside it.
 MAX_WIDTH = 320
 MAX_HEIGHT = 240
-#: The byte budget of the JPEG; its base64 is then at most :data:`MAX_BASE64_CHARS`.
-MAX_JPEG_BYTES = 12_000
+#: The byte budget of the JPEG: the most bytes whose base64 fits the MCP edge's image data
+#: budget (16,000 characters), so the image block is never refused there.
+MAX_JPEG_BYTES = MAX_IMAGE_DATA_CHARS // 4 * 3
 MAX_BASE64_CHARS = 4 * -(-MAX_JPEG_BYTES // 3)
 #: Qualities tried in order at each size, best first.
 JPEG_QUALITIES = (85, 75, 65, 55, 45, 35, 25)

@@ -102,7 +102,8 @@ def _url_arguments(schema: Any) -> set[str]:
     return found
 
 
-# -- the frame tools (registry.frames): closed inputs, and outputs within the frame budgets
+# -- the frame tools (registry.frames): closed inputs, and outputs within the frame budgets.
+# A result's top level stays open: an edge may add its own budget flags (``truncated``).
 
 _TEXT_ID = {"type": "string", "minLength": 1, "maxLength": 200}
 _NUMBER_OR_NULL = {"type": ["number", "null"]}
@@ -127,12 +128,15 @@ EVIDENCE_FRAME_INPUT: Schema = {
 
 def _frame_image(max_width: int, max_height: int, max_bytes: int) -> Schema:
     base64_chars = 4 * -(-max_bytes // 3)
+    # Over MCP ``data`` moves into the result's image block and ``dataInContent`` names the
+    # block's index; through /api/tools/call it is here.
     return {
         **_CLOSED,
-        "required": ["mediaType", "data", "width", "height", "bytes", "sha256"],
+        "required": ["mediaType", "width", "height", "bytes", "sha256"],
         "properties": {
             "mediaType": {"const": "image/jpeg"},
             "data": {"type": "string", "contentEncoding": "base64", "maxLength": base64_chars},
+            "dataInContent": {"type": "integer", "minimum": 0},
             "width": {"type": "integer", "minimum": 1, "maximum": max_width},
             "height": {"type": "integer", "minimum": 1, "maximum": max_height},
             "bytes": {"type": "integer", "minimum": 1, "maximum": max_bytes},
@@ -183,7 +187,7 @@ def camera_frame_output(max_width: int, max_height: int, max_bytes: int) -> Sche
     """What ``forge.camera.frame`` returns: the image, its frame stamps, the robot state
     (``null`` with ``stateError`` when it could not be read)."""
     return {
-        **_CLOSED,
+        "type": "object",
         "required": ["image", "source", "seq", "capturedAt", "capturedAtNs", "state"],
         "properties": {
             "image": _frame_image(max_width, max_height, max_bytes),
@@ -208,7 +212,7 @@ def evidence_frame_output(max_width: int, max_height: int, max_bytes: int) -> Sc
     and the SHA-256 of the retained bytes it was re-encoded from (never their path)."""
     required = ["image", "taskId", "artifactId", "source", "phase", "seq", "capturedAt"]
     return {
-        **_CLOSED,
+        "type": "object",
         "required": [*required, "capturedAtNs", "evidenceSha256"],
         "properties": {
             "image": _frame_image(max_width, max_height, max_bytes),

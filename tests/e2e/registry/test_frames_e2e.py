@@ -1,10 +1,12 @@
 """End to end: an agent sees the simulated cell. ``forge.camera.frame`` and
 ``forge.evidence.frame`` are called through ``POST /api/tools/call`` of ``doraforge serve``'s
 app on a real socket, over the installed sim skill started by a real ``dora run``; the
-base64 JPEGs decode with OpenCV to real MuJoCo renders within the frame budgets."""
+base64 JPEGs decode with OpenCV to real MuJoCo renders within the frame budgets. The
+official MCP SDK client reads the same frame as an ImageContent block."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import time
@@ -17,6 +19,8 @@ import cv2
 import httpx
 import numpy as np
 import pytest
+from mcp import ClientSession, types
+from mcp.client.streamable_http import streamable_http_client
 
 from doraforge.paos.evidence import BLANK_STDDEV
 from doraforge.registry.frames import MAX_HEIGHT, MAX_JPEG_BYTES, MAX_WIDTH
@@ -39,7 +43,9 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]
     """The registry app with the robot tools over the started sim skill, on a socket."""
     with contextmanager(started_sim)(tmp_path_factory.mktemp("frames")) as (home, runtime):
         settings = ServerSettings(
-            grants=frozenset({"robot.read", "robot.write"}), approvals=frozenset({"*"})
+            grants=frozenset({"robot.read", "robot.write"}),
+            approvals=frozenset({"*"}),
+            mcp_enabled=True,
         )
         robot = RobotTools(home, lambda: task_service(home, runtime), lambda: runtime)
         app = build_app(new_service(settings), settings, robot=robot)
@@ -164,3 +170,29 @@ def test_a_tasks_before_and_after_evidence_frames_are_readable_by_reference(
     assert seen["after"]["seq"] > seen["before"]["seq"]
     missing = call(registry, "forge.evidence.frame", {"task_id": task_id, "artifact_id": "ev-x"})
     assert missing["error"]["code"] == "EVIDENCE_NOT_FOUND"
+
+
+async def _mcp_frame(url: str) -> types.CallToolResult:
+    async with (
+        streamable_http_client(url) as (read, write, _session_id),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        listed = {tool.name: tool for tool in (await session.list_tools()).tools}
+        assert listed["forge_camera_frame"].annotations is not None
+        assert listed["forge_camera_frame"].annotations.readOnlyHint is True
+        return await session.call_tool("forge_camera_frame", {"skill": SKILL})
+
+
+def test_an_mcp_client_gets_the_frame_as_an_image_block(registry: httpx.Client) -> None:
+    first_frame(registry)  # rendered at least once, so the MCP call cannot meet a 503
+    result = asyncio.run(_mcp_frame(str(registry.base_url.join("/mcp"))))
+    assert result.isError is False, result.content
+    blocks = [block for block in result.content if isinstance(block, types.ImageContent)]
+    assert len(blocks) == 1
+    assert blocks[0].mimeType == "image/jpeg"
+    structured = result.structuredContent
+    assert structured is not None
+    assert structured["source"] == "scene"
+    assert structured["state"] is not None
+    rendered({**structured["image"], "data": blocks[0].data})
