@@ -24,6 +24,7 @@ from doraforge.cli import (
     approvals_command,
     doctor_command,
     eval_command,
+    recipes_command,
     run_command,
     serve_command,
     skill_commands,
@@ -129,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve_command.register(commands)
     doctor_command.register(commands)
     approvals_command.register(commands)
+    recipes_command.register(commands)
     eval_command.register(commands)
     _register_completion(commands)
     for child in _subparsers(parser):
