@@ -85,20 +85,24 @@ class McpContract(_Contract):
         if request.method == "manifest":
             return _http_answer(await self.client.get("/api/agent-context/manifest"))
         if not self._initialized:
-            await self._initialize()
+            refused = await self._initialize()
+            if refused is not None:
+                return refused  # a server that refuses the handshake answers every request so
         if request.method == "tools/list":
             return await self._rpc("tools/list", {})
         arguments = expand(request.arguments)
         answer = await self._rpc("tools/call", {"name": request.tool, "arguments": arguments})
         return _tool_answer(answer)
 
-    async def _initialize(self) -> None:
+    async def _initialize(self) -> Answer | None:
+        """The MCP handshake; its answer when that is not a result."""
         client = {"name": "doraforge-eval", "version": "1"}
         params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}
         answer = await self._rpc("initialize", params)
         if answer.kind != "result":
-            raise Crash(f"MCP initialize answered {answer.summary()}")
+            return answer
         self._initialized = True
+        return None
 
     async def _rpc(self, method: str, params: dict[str, Any]) -> Answer:
         body = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
@@ -149,7 +153,7 @@ def _server_settings(case: Case) -> Any:
     # As in process: no scopes named means every scope (of those the case has sources for).
     scopes = SCOPES if case.scopes is None else case.scopes
     return ServerSettings(
-        mcp_enabled=True,
+        mcp_enabled=case.mcp_enabled,
         grants=frozenset(case.grants),
         context_profile=case.profile,
         context_scopes=frozenset(scopes),
@@ -162,7 +166,3 @@ def open_contract(
     sources = build_sources(specs)
     kind = ServiceContract if via == "service" else McpContract
     return kind(case, sources), sources
-
-
-class Crash(Exception):
-    """A case that cannot be judged (reported as ``error`` with this reason)."""

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-from doraforge.registry.context.eval.contract import Answer, Crash, open_contract
+from doraforge.registry.context.eval.contract import Answer, open_contract
 from doraforge.registry.context.eval.fakes import FakeSource
 from doraforge.registry.context.eval.loading import LoadedFixture
 from doraforge.registry.context.eval.matchers import (
@@ -33,6 +33,7 @@ from doraforge.registry.context.source import Scope
 
 type Outcome = Literal["pass", "fail", "error", "skip"]
 
+_ANSWERS = {"result": "a result", "toolError": "a tool error", "fault": "a protocol fault"}
 #: One case may take this long before it is reported as an error.
 CASE_TIMEOUT_S = 10.0
 
@@ -79,8 +80,8 @@ class _CaseRun:
     ) -> str | None:
         if e.inspected is not None:
             return _inspected_problem(e.inspected, sources)
-        if answer.kind == "fault" or e.is_error != (answer.kind == "toolError"):
-            wanted = "a tool error" if e.is_error else "a result"
+        if answer.kind != e.answer:
+            wanted = _ANSWERS[e.answer]
             return f"expected {wanted}; {self.case.request.target} answered {answer.summary()}"
         selected = select(answer.document, e.pointer)
         if e.exists is not None:
@@ -138,8 +139,6 @@ async def run_case(case: Case, loaded: LoadedFixture) -> CaseResult:
     try:
         async with asyncio.timeout(CASE_TIMEOUT_S):
             failed = await _CaseRun(case, loaded.fixture).judge()
-    except Crash as crash:
-        return _with(line, "error", str(crash))
     except TimeoutError:
         return _with(line, "error", f"no answer within {CASE_TIMEOUT_S:g} s")
     except Exception as exc:  # the contract crashed: an error outcome, not the eval's crash

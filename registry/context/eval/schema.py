@@ -112,11 +112,14 @@ class Expectation(_Model):
     """One declarative check of the answer.
 
     ``is_error`` says whether a tool error is expected (then ``pointer`` reads the error
-    object: ``code``, ``message``, ``details``). ``setEquals`` and ``includes`` look at all
+    object: ``code``, ``message``, ``details``), ``fault`` whether a protocol fault is (a
+    JSON-RPC error or an HTTP status other than 200; ``pointer`` reads ``code`` and
+    ``message``). ``setEquals`` and ``includes`` look at all
     the values the pointer selects together; every other matcher must hold for each.
     """
 
     is_error: bool = False
+    fault: bool = False
     pointer: Pointer = ""
     equals: JsonValue = None
     not_equals: JsonValue = None
@@ -138,6 +141,8 @@ class Expectation(_Model):
 
     @model_validator(mode="after")
     def _valid_regex(self) -> Expectation:
+        if self.is_error and self.fault:
+            raise ValueError("an answer is a tool error or a protocol fault, not both")
         if self.matches is not None:
             re.compile(self.matches)
         return self
@@ -146,12 +151,21 @@ class Expectation(_Model):
         return name in self.model_fields_set
 
     @property
+    def answer(self) -> str:
+        """The kind of answer expected (an :class:`~.contract.Answer` kind)."""
+        return "fault" if self.fault else "toolError" if self.is_error else "result"
+
+    @property
     def label(self) -> str:
         return f"source:{self.inspected.scope}" if self.inspected else self.pointer or "/"
 
 
 class Case(_Model):
-    """One case: a fresh contract over ``sources`` (a named set or inline), one request."""
+    """One case: a fresh contract over ``sources`` (a named set or inline), one request.
+
+    ``mcp_enabled`` (``via: mcp`` only) turns the server's MCP endpoint off, to check what
+    the manifest says while it is.
+    """
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,79}$")
     description: str | None = Field(None, max_length=500)
@@ -160,6 +174,7 @@ class Case(_Model):
     profile: Profile = "metadata"
     scopes: list[Scope] | None = None
     grants: list[str] = Field(default_factory=list)
+    mcp_enabled: bool = True
     request: Request
     expect: list[Expectation] = Field(min_length=1)
     skip: str | None = Field(None, min_length=1, max_length=300)
@@ -175,6 +190,8 @@ class Case(_Model):
     def _manifest_over_mcp(self) -> Case:
         if self.request.method == "manifest" and self.via != "mcp":
             raise ValueError("the manifest is read over HTTP: give via: mcp")
+        if not self.mcp_enabled and self.via != "mcp":
+            raise ValueError("mcpEnabled is a setting of the MCP server: give via: mcp")
         return self
 
 

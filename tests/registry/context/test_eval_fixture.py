@@ -68,6 +68,17 @@ def test_the_manifest_is_only_read_over_mcp(tmp_path: Path) -> None:
     assert "via: mcp" in error.message
 
 
+def test_mcp_settings_and_faults_are_refused_where_they_cannot_hold(tmp_path: Path) -> None:
+    in_process = TINY.replace(
+        "    request: {tool: context_profile}",
+        "    mcpEnabled: false\n    request: {tool: context_profile}",
+        1,
+    )
+    assert "give via: mcp" in refusal(tmp_path, in_process).message
+    both = TINY.replace("expect: {pointer", "expect: {isError: true, fault: true, pointer", 1)
+    assert "not both" in refusal(tmp_path, both).message
+
+
 def test_a_malformed_macro_is_refused_before_any_case_runs(tmp_path: Path) -> None:
     text = TINY.replace(
         "{tool: context_profile}", "{tool: get_context, arguments: {ref: {$ref: nowhere/x}}}", 1
