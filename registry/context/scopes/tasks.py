@@ -5,11 +5,14 @@ revision's verdict, how many criteria it carries and how many passed, failed or 
 inconclusive, and its times. The task id is only ever an opaque reference. Never the
 call arguments, raw tool outputs or physical parameters: criteria are counted and named
 by id and kind, never their predicates, targets or values; the verdict's own sentences
-are left out too (they may quote measured values). The goal is private matching text.
+are left out too (they may quote measured values). The goal is private matching text
+with every number in it replaced by ``#``: its words match a search, and a target an
+agent spelled into it ("place it at x=0.42") cannot reach even a redacted summary.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -25,6 +28,7 @@ from doraforge.registry.context.source import (
 )
 
 ROUTE = "/console/#/tasks"
+_NUMBER = re.compile(r"[-+]?(?:\d+(?:[.,]\d*)?|[.,]\d+)(?:[eE][-+]?\d+)?")
 
 
 def task_ref(task_id: str) -> str:
@@ -88,7 +92,7 @@ def _item(store: AgentTaskStore, task: TaskRow) -> ContextItem:
             "evidence": len(store.evidence(task.task_id)),
             **_result_counts(verdict),
         },
-        text=f"{task.goal}\ncriteria: {named}".strip(),
+        text=f"{_NUMBER.sub('#', task.goal)}\ncriteria: {named}".strip(),
     )
 
 

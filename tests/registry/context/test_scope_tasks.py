@@ -56,6 +56,9 @@ async def test_a_finished_task_is_its_skill_state_verdict_criteria_and_times(
     # Criteria by id and kind only; the goal is private text.
     assert "cube_in_zone (state)" in task.text
     assert TARGET not in returned(task)
+    # The goal's words match; its numbers (a target the agent spelled out) are gone.
+    assert "put the red cube at x=#" in task.text
+    assert not leaks(snapshot, TARGET)
     assert not leaks(snapshot, task_id, MEASURED, "less_than", str(tmp_path), "pose")
 
 
