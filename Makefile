@@ -10,7 +10,7 @@ PYTHON ?= $(shell for c in python3.12 $$(ls -d $$HOME/.pyenv/versions/3.12*/bin/
     if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then echo $$c; exit; fi; \
     done)
 
-.PHONY: test test-fast check demo bench lint format clean browser
+.PHONY: test test-fast check demo bench lint format clean browser eval
 
 $(STAMP): pyproject.toml
 	@if [ -z "$(PYTHON)" ]; then echo "doraforge needs Python >= 3.12 (none found on PATH or in ~/.pyenv)"; exit 1; fi
@@ -29,8 +29,15 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 
-test: lint browser
+# The agent-context contract eval (its shipped fixture suite) runs at threshold 0: one
+# failing or erroring case fails the run, and its report is printed.
+test: lint browser eval
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/pytest
+
+eval: $(STAMP)
+	@$(VENV)/bin/doraforge eval agent-context --failure-threshold 0 > $(VENV)/eval-agent-context.json \
+	    || { cat $(VENV)/eval-agent-context.json; exit 1; }
+	@$(PY) -c "import json; r = json.load(open('$(VENV)/eval-agent-context.json')); print('agent-context eval:', r['summary'])"
 
 # The console's browser tests drive Debian's chromium through Playwright's executable_path
 # (Playwright's own browser download is never used): installed here when root, else named.
