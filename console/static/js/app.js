@@ -6,6 +6,7 @@ import * as apiTools from "./pages/api_tools.js";
 import * as approvals from "./pages/approvals.js";
 import * as audit from "./pages/audit.js";
 import * as cell from "./pages/cell.js";
+import * as recipes from "./pages/recipes.js";
 import * as skills from "./pages/skills.js";
 import * as tasks from "./pages/tasks.js";
 import * as tools from "./pages/tools.js";
@@ -17,6 +18,7 @@ const PAGES = {
   tasks,
   approvals,
   "api-tools": apiTools,
+  recipes,
   audit,
 };
 
