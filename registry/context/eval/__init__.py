@@ -11,10 +11,11 @@ against the answer: JSON pointers (``*`` selects every member) with ``equals``,
 its outcome (``pass | fail | error | skip``), fixture source (``file:line``), tool and
 pointers, and a one-line reason when it did not pass.
 
-``fail`` is the contract answering otherwise than the fixture says; ``error`` is a case
-that could not be judged (the contract raised something no caller can catch, hung, or
-answered HTTP other than 200). A fixture that cannot be read or does not fit the schema
-raises :class:`FixtureError` before any case runs.
+``fail`` is the contract answering otherwise than the fixture says (a protocol fault or an
+HTTP status other than 200 included, unless the case expects that fault); ``error`` is a
+case that could not be judged: the contract raised something no caller could catch, or
+did not answer within :data:`~.runner.CASE_TIMEOUT_S`. A fixture that cannot be read or
+does not fit the schema raises :class:`FixtureError` before any case runs.
 """
 
 from doraforge.registry.context.eval.loading import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import httpx
 
@@ -24,6 +24,7 @@ class Answer:
     document: Any
 
     def summary(self) -> str:
+        """``a result``, or the fault or tool error's code and message, for a reason."""
         if self.kind == "result":
             return "a result"
         doc = self.document if isinstance(self.document, dict) else {}
@@ -31,17 +32,16 @@ class Answer:
         return f"{what} {doc.get('code')}: {brief_text(str(doc.get('message')), 120)}"
 
 
-class _Contract:
-    """One fresh contract over one case's fake sources."""
+class Contract(Protocol):
+    """One fresh contract over one case's fake sources: ``ask`` answers one request (never
+    raising for an answer the contract gives), ``aclose`` releases it."""
 
-    async def ask(self, request: Request) -> Answer:
-        raise NotImplementedError
+    async def ask(self, request: Request) -> Answer: ...
 
-    async def aclose(self) -> None:
-        return None
+    async def aclose(self) -> None: ...
 
 
-class ServiceContract(_Contract):
+class ServiceContract:
     """The in-process :class:`~.service.ContextService`."""
 
     def __init__(self, case: Case, sources: Mapping[Scope, ContextSource]) -> None:
@@ -56,9 +56,12 @@ class ServiceContract(_Contract):
         try:
             result = await self.service.call(str(request.tool), expand(request.arguments))
         except ContextArgumentError as exc:  # ContextSourceError included
-            error = {"code": exc.code, "message": exc.message, "details": exc.details}
-            return Answer("toolError", error)
+            # The same error object the MCP edge puts in an isError result.
+            return Answer("toolError", exc.to_payload())
         return Answer("result", result)
+
+    async def aclose(self) -> None:
+        return None
 
 
 _MCP_HEADERS = {
@@ -67,7 +70,7 @@ _MCP_HEADERS = {
 }
 
 
-class McpContract(_Contract):
+class McpContract:
     """The real MCP endpoint and agent manifest of a registry app built in memory over the
     fake sources, reached through httpx's ASGI transport from a loopback address."""
 
@@ -162,7 +165,9 @@ def _server_settings(case: Case) -> Any:
 
 def open_contract(
     case: Case, via: Via, specs: Mapping[Scope, SourceSpec]
-) -> tuple[_Contract, dict[Scope, FakeSource]]:
+) -> tuple[Contract, dict[Scope, FakeSource]]:
+    """A fresh contract of kind ``via`` for ``case`` over new fake sources built from
+    ``specs``, and those sources (to see what was inspected)."""
     sources = build_sources(specs)
     kind = ServiceContract if via == "service" else McpContract
     return kind(case, sources), sources

@@ -48,8 +48,6 @@ def load_fixture(path: Path | None = None) -> LoadedFixture:
     root = yaml.compose(data, Loader=yaml.SafeLoader)
     try:
         fixture = Fixture.model_validate(raw)
-        for case in fixture.cases:
-            check_macros(case.request.arguments, *(_values_of(e) for e in case.expect))
     except ValidationError as exc:
         # A misspelt key is also a missing one: name the misspelling, which is at fault.
         errors = exc.errors()
@@ -58,8 +56,12 @@ def load_fixture(path: Path | None = None) -> LoadedFixture:
         field_name = ".".join(str(part) for part in loc) or "<root>"
         message = str(problem["msg"]).removeprefix("Value error, ")
         raise _invalid(name, _line_at(root, loc), field_name, message) from exc
-    except ValueError as exc:
-        raise _invalid(name, None, "cases", str(exc)) from exc
+    for index, case in enumerate(fixture.cases):
+        try:
+            check_macros(case.request.arguments, *(_values_of(e) for e in case.expect))
+        except ValueError as exc:
+            line = _line_at(root, ("cases", index))
+            raise _invalid(name, line, f"cases.{index}", str(exc)) from exc
     return LoadedFixture(fixture, name, _case_lines(root, fixture))
 
 

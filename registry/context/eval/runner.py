@@ -84,11 +84,12 @@ class _CaseRun:
             wanted = _ANSWERS[e.answer]
             return f"expected {wanted}; {self.case.request.target} answered {answer.summary()}"
         selected = select(answer.document, e.pointer)
-        if e.exists is not None:
-            present = any(value is not MISSING for _, value in selected)
-            if e.exists != present or (e.exists and MISSING in (v for _, v in selected)):
-                return "does not exist" if e.exists else f"exists: {brief(selected[0][1])}"
-        elif not selected:
+        present = [value is not MISSING for _, value in selected]
+        if e.exists is True and not (present and all(present)):
+            return "does not exist"
+        if e.exists is False and any(present):
+            return f"exists: {brief(next(v for _, v in selected if v is not MISSING))}"
+        if e.exists is None and not selected:
             return "selects nothing"
         for where, value in selected:
             if (value is not MISSING or e.exists is None) and (problem := value_problem(e, value)):

@@ -83,7 +83,9 @@ def test_a_malformed_macro_is_refused_before_any_case_runs(tmp_path: Path) -> No
     text = TINY.replace(
         "{tool: context_profile}", "{tool: get_context, arguments: {ref: {$ref: nowhere/x}}}", 1
     )
-    assert "$ref" in refusal(tmp_path, text).message
+    error = refusal(tmp_path, text)
+    assert "$ref" in error.message
+    assert (error.details["line"], error.details["field"]) == (4, "cases.0")
 
 
 def test_yaml_the_strict_reader_refuses_is_an_invalid_fixture(tmp_path: Path) -> None:
