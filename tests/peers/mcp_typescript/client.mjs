@@ -4,13 +4,14 @@
 //
 // The plan is a JSON array of steps: {"op": "listTools"} or
 // {"op": "callTool", "name": "...", "arguments": {...}, "timeoutMs": 120000}. The client
-// connects once (with `Authorization: Bearer $MCP_BEARER_TOKEN` when that is set), prints
-// one JSON line for the connection and one per step, in order, then closes. A step that
-// fails (a JSON-RPC error, a result the SDK refuses against the tool's outputSchema) is
-// printed as {"ok": false, "error": ...} and the plan goes on: the test decides what that
-// means. Image and audio data are replaced by their length, first bytes and SHA-256, so a frame
-// never floods the test's pipe. Exit 0 when every step was printed, 2 when the connection
-// failed, 64 for a bad command line or plan.
+// connects once (with `Authorization: Bearer $MCP_BEARER_TOKEN` when that is set), lists the
+// tools (so every structuredContent is checked against its outputSchema, as the Python SDK
+// does), prints one JSON line for the connection and one per step, in order, then closes.
+// A step that fails (a JSON-RPC error, a result the SDK refuses against the tool's
+// outputSchema) is printed as {"ok": false, "error": ...} and the plan goes on: the test
+// decides what that means. Image and audio data are replaced by their length, first bytes
+// and SHA-256, so a frame never floods the test's pipe. Exit 0 when every step was
+// printed, 2 when the connection failed, 64 for a bad command line or plan.
 
 import { createHash } from "node:crypto";
 
@@ -126,9 +127,18 @@ async function main() {
   } catch (error) {
     fail("MCP_TS_CONNECT_FAILED", `could not connect to ${url}: ${errorRecord(error).message}`, 2);
   }
+  // As the Python SDK does before its first call: the listed outputSchemas are what every
+  // later structuredContent is validated against, so a result off its schema fails here too.
+  let toolCount;
+  try {
+    toolCount = (await listTools(client, {})).tools.length;
+  } catch (error) {
+    fail("MCP_TS_LIST_FAILED", `tools/list failed: ${errorRecord(error).message}`, 2);
+  }
   emit({
     op: "connect",
     ok: true,
+    toolCount,
     protocolVersion: transport.protocolVersion ?? null,
     serverVersion: client.getServerVersion() ?? null,
     capabilities: client.getServerCapabilities() ?? null,
