@@ -284,14 +284,21 @@ class _StateUnread(Exception):
 
 
 async def _outputs(service: Any, gateway_url: str, tool_id: str) -> dict[str, Any]:
+    """The outputs of a succeeded diagnostic Query, else :class:`_StateUnread` with the
+    result's own error code (``STATE_QUERY_FAILED`` when it has none)."""
     data = await service.query(tool_id, {}, gateway_url=gateway_url, timeout_ms=STATE_TIMEOUT_MS)
-    result = data.get("response", {}).get("result", {})
-    if result.get("status") != "succeeded" or not isinstance(result.get("outputs"), dict):
-        error = result.get("error")
-        code = error.get("code") if isinstance(error, dict) else None
+    result = _member(_member(data, "response"), "result")
+    outputs = result.get("outputs")
+    if result.get("status") != "succeeded" or not isinstance(outputs, dict):
+        code = _member(result, "error").get("code")
         raise _StateUnread(code if isinstance(code, str) else "STATE_QUERY_FAILED")
-    outputs: dict[str, Any] = result["outputs"]
     return outputs
+
+
+def _member(value: Any, key: str) -> dict[str, Any]:
+    """``value[key]`` when both are objects, else ``{}`` (a malformed answer reads empty)."""
+    member = value.get(key) if isinstance(value, dict) else None
+    return member if isinstance(member, dict) else {}
 
 
 def bounded_arm(outputs: Mapping[str, Any]) -> dict[str, Any]:

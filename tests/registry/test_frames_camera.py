@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -148,6 +149,22 @@ async def test_the_newest_frame_of_the_first_source_comes_with_the_robot_state(
         "gripper": {"width": 0.08, "holding": False, "stale_ms": 3},
     }
     assert "stateError" not in answer
+
+
+async def test_a_worst_case_frame_and_its_state_fit_the_result_budget(cell: Cell) -> None:
+    # Noise at exactly the pixel budget: no downscale averages it, the encoder must cut.
+    cell.publish(textured(240, 320), seq=1, stamp_ns=time.time_ns(), source="scene")
+    long_names = {f"joint_{i:02d}_{'x' * 50}": float(i) / 3 for i in range(40)}
+    outputs = {**ARM, "joints": long_names}
+    ok = {"status": "succeeded"}
+    answers = {"arm.state": {**ok, "outputs": outputs}, "gripper.state": {**ok, "outputs": GRIPPER}}
+    service = StateService({}, answers)
+    frames, _ = reader(cell, service)
+    answer = await frames.camera_frame({"skill": "pick-place"})
+    await service.client(cell.url).aclose()
+    assert answer["image"]["bytes"] > MAX_JPEG_BYTES * 0.75  # the budget was really pressed
+    assert len(answer["state"]["arm"]["joints"]) == 16
+    assert len(json.dumps(answer, separators=(",", ":"))) <= 20_000
 
 
 async def test_a_named_source_is_read_and_an_unknown_one_lists_the_real_ones(
