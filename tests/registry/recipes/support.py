@@ -137,3 +137,21 @@ def clock_recipe() -> dict[str, Any]:
         "input_schema": {"type": "object", "additionalProperties": False, "properties": {}},
         "steps": [{"tool": "demo.clock", "arguments": {}}],
     }
+
+
+def console_with_recipes(home: Any, settings: Any, directory: Path) -> tuple[Any, RegistryService]:
+    """What ``doraforge serve`` builds, with the demo tools and a recipe library in
+    ``directory``: the registry app, the console mounted on it; and its service."""
+    from doraforge.console import Console, mount
+    from doraforge.registry.robot_tools import RobotTools
+    from doraforge.registry.server import build_app, new_service
+    from doraforge.skill_runtime.gateway_tokens import GatewayTokens
+    from tests.console.support import runtime_of
+
+    runtime = runtime_of(home)
+    robot = RobotTools(home, lambda: None, lambda: runtime)
+    service = new_service(settings)
+    DemoTools().register(service)
+    app = build_app(service, settings, recipes_dir=directory)
+    tokens = GatewayTokens(home.runtime_dir)
+    return mount(app, Console(home, robot, lambda: runtime, tokens)), service
