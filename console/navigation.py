@@ -90,6 +90,15 @@ PAGES: tuple[ConsolePage, ...] = (
         ("Authentication", "Tools", "Probe"),
     ),
     ConsolePage(
+        "recipes",
+        "recipes.js",
+        "Recipes",
+        "The saved read recipes agents call as recipe.* tools: their status and "
+        "availability, a definition and its revisions; save, archive and restore.",
+        ("saved recipes", "read recipes", "recipe library", "recipe revisions"),
+        ("Save a definition", "Active definition", "Revisions"),
+    ),
+    ConsolePage(
         "audit",
         "audit.js",
         "Audit",
