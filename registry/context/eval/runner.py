@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
+import jsonschema
+
 from doraforge.registry.context.eval.contract import Answer, open_contract
 from doraforge.registry.context.eval.fakes import FakeSource
 from doraforge.registry.context.eval.loading import LoadedFixture
@@ -26,6 +28,7 @@ from doraforge.registry.context.eval.schema import (
     Expectation,
     Fixture,
     Inspected,
+    Request,
     SourceSpec,
     Via,
 )
@@ -96,7 +99,29 @@ class _CaseRun:
                 return problem if where == e.pointer else f"({where}) {problem}"
         if problem := collection_problem(e, collection(selected, e.pointer)):
             return problem
+        if e.fits_output_schema:
+            return await self._schema_problem(answer.document)
         return await self._same_as_problem(e, selected)
+
+    async def _schema_problem(self, result: Any) -> str | None:
+        """Why ``result`` breaks the output schema the same kind of contract advertises for
+        the tool called (read from its ``tools/list``), or ``None``."""
+        contract, _ = open_contract(self.case, self.case.via, self.specs)
+        try:
+            listed = await contract.ask(Request(method="tools/list"))
+        finally:
+            await contract.aclose()
+        tools = listed.document.get("tools", []) if isinstance(listed.document, dict) else []
+        tool = next((t for t in tools if t.get("name") == self.case.request.tool), None)
+        if listed.kind != "result" or tool is None or "outputSchema" not in tool:
+            return f"has no advertised output schema for {self.case.request.tool}"
+        problem = jsonschema.exceptions.best_match(
+            jsonschema.Draft202012Validator(tool["outputSchema"]).iter_errors(result)
+        )
+        if problem is None:
+            return None
+        where = "/" + "/".join(str(part) for part in problem.absolute_path)
+        return f"breaks the advertised output schema at {where}: {brief_text(problem.message)}"
 
     async def _same_as_problem(self, e: Expectation, selected: list[tuple[str, Any]]) -> str | None:
         if e.same_as is None:

@@ -138,11 +138,14 @@ class Expectation(_Model):
     includes: list[JsonValue] | None = None
     same_as: SameAs | None = None
     inspected: Inspected | None = None
+    fits_output_schema: bool = False
 
     @model_validator(mode="after")
     def _valid_regex(self) -> Expectation:
         if self.is_error and self.fault:
             raise ValueError("an answer is a tool error or a protocol fault, not both")
+        if self.fits_output_schema and (self.is_error or self.fault or self.pointer):
+            raise ValueError("fitsOutputSchema checks a whole result: no pointer, no error")
         if self.matches is not None:
             re.compile(self.matches)
         return self
@@ -157,7 +160,11 @@ class Expectation(_Model):
 
     @property
     def label(self) -> str:
-        return f"source:{self.inspected.scope}" if self.inspected else self.pointer or "/"
+        """What the report names as checked: a pointer, ``source:<scope>`` or
+        ``outputSchema``."""
+        if self.inspected is not None:
+            return f"source:{self.inspected.scope}"
+        return "outputSchema" if self.fits_output_schema else self.pointer or "/"
 
 
 class Case(_Model):
@@ -192,6 +199,8 @@ class Case(_Model):
             raise ValueError("the manifest is read over HTTP: give via: mcp")
         if not self.mcp_enabled and self.via != "mcp":
             raise ValueError("mcpEnabled is a setting of the MCP server: give via: mcp")
+        if self.request.tool is None and any(e.fits_output_schema for e in self.expect):
+            raise ValueError("fitsOutputSchema needs a tool request (a tool has the schema)")
         return self
 
 

@@ -66,6 +66,13 @@ class HidesTruncation(ContextService):
         return {**result, "truncated": False, "sourceTruncated": False}
 
 
+class AddsAField(ContextService):
+    """Answers with a member its advertised output schema does not have."""
+
+    async def call(self, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        return {**await super().call(name, arguments), "debugPath": "/srv/cell"}
+
+
 def outcomes(monkeypatch: pytest.MonkeyPatch, service: type[ContextService]) -> dict[str, str]:
     monkeypatch.setattr(contract, "ContextService", service)
     shipped = load_fixture()
@@ -127,4 +134,15 @@ def test_a_service_that_hides_truncation_fails_the_budget_cases(
         "scan-stops-at-1000-items-on-list",
         "scan-stops-at-1000-items-on-search",
         "scan-cap-on-get",
+    }
+
+
+def test_a_service_whose_results_break_their_schema_fails_the_schema_cases(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert failed(outcomes(monkeypatch, AddsAField)) == {
+        "profile-fits-its-output-schema",
+        "search-fits-its-output-schema",
+        "get-fits-its-output-schema",
+        "list-cut-to-budget-fits-its-output-schema",
     }
