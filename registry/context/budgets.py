@@ -15,7 +15,6 @@ token budget and then says so (``truncated: true``): a cut answer never looks co
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -60,7 +59,7 @@ TOKEN_ESTIMATOR = (
     "ASCII character 1, every non-ASCII character its UTF-8 byte count"
 )
 
-_WORD = re.compile(r"[A-Za-z0-9]+")
+_CHUNK = re.compile(r"[A-Za-z0-9]{1,3}")
 
 
 def dumps(value: Any) -> str:
@@ -80,9 +79,10 @@ def estimate_tokens(text: str) -> int:
     tokenizer never needs more). Real tokenizers merge pairs like ``":"`` and ``","``, so
     the true count is usually lower: a result inside this estimate is inside the budget.
     """
-    words = sum(math.ceil(len(word) / 3) for word in _WORD.findall(text))
-    rest = _WORD.sub("", text)
-    return words + sum(1 if ch.isascii() else len(ch.encode()) for ch in rest)
+    # A run of n letters/digits splits into ceil(n/3) chunks of at most three; what is left
+    # costs one token per UTF-8 byte (one per ASCII character).
+    chunks = len(_CHUNK.findall(text))
+    return chunks + len(_CHUNK.sub("", text).encode())
 
 
 def within(

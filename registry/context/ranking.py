@@ -92,7 +92,8 @@ def navigation_match(
         return None, None
     by_label = [i for i in items if " ".join(words(i.label)) == asked]
     by_alias = [i for i in items if any(" ".join(words(a)) == asked for a in i.aliases)]
-    by_route = [i for i in items if i.route is not None and _route_words(i.route) == asked]
+    route = _route_words(query)
+    by_route = [i for i in items if i.route is not None and _route_words(i.route) == route]
     for found, how in ((by_label, "label"), (by_alias, "alias"), (by_route, "route")):
         if found:
             return min(found, key=_order), how
