@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-import httpx
 import pytest
-from playwright.sync_api import BrowserContext, Locator, Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 from doraforge.paos.home import PaosHome
 from doraforge.registry.settings import ServerSettings
+from tests.console.support import runtime_of
+from tests.e2e.console.conftest import Cell
 from tests.registry.recipes.support import GRANTS, big_count, console_with_recipes, echo_twice
 from tests.registry.server_support import TOKEN, running
 
@@ -22,40 +23,18 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def cell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cell]:
+    """This module's cell: the registry and console with the demo tools and one saved
+    recipe, no skill (the shared signed-in ``page`` fixture opens it)."""
     tmp = tmp_path_factory.mktemp("recipes-console")
+    home = PaosHome(tmp / "home")
     settings = ServerSettings(grants=GRANTS, token=TOKEN)
-    app, _service = console_with_recipes(PaosHome(tmp / "home"), settings, tmp / "recipes")
+    app, _service = console_with_recipes(home, settings, tmp / "recipes")
     with running(app) as url:
-        saved = httpx.post(
-            f"{url}/api/recipes",
-            json=echo_twice(),
-            headers={"Authorization": f"Bearer {TOKEN}"},
-            timeout=10,
-        )
-        assert saved.status_code == 201
-        yield url
-
-
-@pytest.fixture(scope="module")
-def page(browser: BrowserContext, base: str) -> Iterator[Page]:
-    """One signed-in tab; fails the module on any CSP violation or script error."""
-    tab = browser.new_page()
-    problems: list[str] = []
-    tab.on("pageerror", lambda error: problems.append(f"page error: {error}"))
-    tab.on(
-        "console",
-        lambda message: (
-            problems.append(message.text) if "Content Security Policy" in message.text else None
-        ),
-    )
-    tab.goto(f"{base}/console/#/recipes")
-    tab.fill("#token", TOKEN)
-    tab.click("#login button[type=submit]")
-    tab.wait_for_selector("#nav:not([hidden])")
-    yield tab
-    tab.close()
-    assert problems == []
+        served = Cell(url, home, runtime_of(home))
+        with served.http() as http:
+            assert http.post("/api/recipes", json=echo_twice()).status_code == 201
+        yield served
 
 
 def _row(page: Page, name: str) -> Locator:

@@ -20,31 +20,27 @@ def agent(grants: frozenset[str] = GRANTS) -> Principal:
     return Principal(id="doraforge-agent", scope="agent", grants=grants)
 
 
-def call(name: str, arguments: dict[str, Any], request_id: str = "rc-1") -> dict[str, Any]:
+def read_tool(name: str, grant: str, scopes: list[str], description: str) -> dict[str, Any]:
+    """A low-risk read tool entry without arguments."""
     return {
-        "type": "portos_tool_call",
-        "requestId": request_id,
         "name": name,
-        "arguments": arguments,
-    }
-
-
-def ui_only_tool() -> dict[str, Any]:
-    """A read tool offered to the ui scope only (never to agents)."""
-    return {
-        "name": "demo.panel",
-        "providerName": "demo_panel",
-        "description": "A read the operator's ui may make, agents not.",
+        "providerName": name.replace(".", "_"),
+        "description": description,
         "input_schema": {"type": "object", "additionalProperties": False, "properties": {}},
         "output_schema": {"type": "object"},
         "policy": {
-            "scopes": ["ui"],
-            "requiredCapabilities": [READ],
+            "scopes": scopes,
+            "requiredCapabilities": [grant],
             "sideEffect": "read",
             "idempotent": True,
             "risk": "low",
         },
     }
+
+
+def ui_only_tool() -> dict[str, Any]:
+    """A read tool offered to the ui scope only (never to agents)."""
+    return read_tool("demo.panel", READ, ["ui"], "A read the operator's ui may make, agents not.")
 
 
 async def _panel(_arguments: dict[str, Any]) -> dict[str, Any]:
@@ -110,20 +106,7 @@ CLOCK = "clock.read"
 def clock_tool() -> dict[str, Any]:
     """A read tool behind a grant of its own (``clock.read``), for recipes that keep
     working when ``robot.read`` is revoked."""
-    return {
-        "name": "demo.clock",
-        "providerName": "demo_clock",
-        "description": "The demo clock.",
-        "input_schema": {"type": "object", "additionalProperties": False, "properties": {}},
-        "output_schema": {"type": "object"},
-        "policy": {
-            "scopes": ["agent", "ui"],
-            "requiredCapabilities": [CLOCK],
-            "sideEffect": "read",
-            "idempotent": True,
-            "risk": "low",
-        },
-    }
+    return read_tool("demo.clock", CLOCK, ["agent", "ui"], "The demo clock.")
 
 
 async def clock(_arguments: dict[str, Any]) -> dict[str, Any]:

@@ -20,13 +20,13 @@ from tests.registry.recipes.support import (
     READ,
     agent,
     big_count,
-    call,
     child_names,
     clock_recipe,
     demo_service,
     echo_twice,
     open_library,
 )
+from tests.registry.server_support import call_body
 
 pytestmark = pytest.mark.anyio
 ALL = GRANTS | {CLOCK}
@@ -53,7 +53,7 @@ async def _run(
     grants: frozenset[str] = ALL,
     request_id: str = "rc-1",
 ) -> dict[str, Any]:
-    return await service.call(call(name, arguments, request_id), agent(grants))
+    return await service.call(call_body(name, arguments, request_id), agent(grants))
 
 
 async def _others_still_work(service: RegistryService, *names: str) -> None:
