@@ -6,9 +6,11 @@ and the official TypeScript SDK (``tests/peers/mcp_typescript``, installed by
 :mod:`tests.peers.mcp_ts`). Both run the same plan and the same assertions: the five
 context tools are listed read-only and idempotent, each answers (profile, then a search
 for the skill, then one of the returned references, a scope's page and a console page),
-the newest camera frame arrives as an image block, and the operator's saved recipe runs,
-each structured result within the 20,000-character budget. A JSON-RPC batch over raw
-HTTP (protocol 2025-03-26) is answered as an array.
+the newest camera frame arrives as a JPEG image block described (never repeated) in the
+structured result, and the operator's saved recipe runs; every structured result is within
+the 20,000-character budget, a context tool's also within about 5,000 tokens by the
+documented estimator. A JSON-RPC batch over raw HTTP is answered as an array on protocol
+2025-03-26 and refused on 2025-06-18, which has no batches.
 """
 
 from __future__ import annotations
@@ -33,9 +35,17 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from doraforge.registry.context.budgets import (
+    MAX_RESULT_CHARS,
+    MAX_RESULT_TOKENS,
+    TOKEN_ESTIMATOR,
+    dumps,
+    estimate_tokens,
+)
 from doraforge.registry.context.source import SCOPES
 from doraforge.registry.frames import MAX_HEIGHT, MAX_JPEG_BYTES, MAX_WIDTH
 from tests.e2e.sim_skill import SKILL, started_sim
+from tests.paths import PROJECT_ROOT
 from tests.peers import mcp_ts
 from tests.support.live_server import ServeProcess, serve_process
 
@@ -56,8 +66,6 @@ READ_ONLY = {
     "destructiveHint": False,
     "openWorldHint": False,
 }
-#: The serialized budget of one structured result (the spec's 20,000 characters).
-MAX_RESULT_CHARS = 20_000
 CALL_TIMEOUT_S = 120.0
 SEARCH_LIMIT = 10
 FRAME_TOOL = "forge_camera_frame"
@@ -136,7 +144,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         serve_process(tmp, *options, token=TOKEN, env=env) as serve,
     ):
         yield Served(serve, tmp / "home")
-        assert "Traceback" not in serve.errors(), serve.errors()
+    # Stopped by SIGTERM as an operator stops it: quietly, with nothing to show for a run.
+    assert "Traceback" not in serve.errors(), serve.errors()
 
 
 def _author(served: Served, token: str) -> httpx.Response:
@@ -240,8 +249,15 @@ def _structured(record: Record) -> dict[str, Any]:
     assert result["isError"] is False, result["content"]
     structured = result["structuredContent"]
     assert isinstance(structured, dict), result
-    serialized = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
-    assert len(serialized) <= MAX_RESULT_CHARS, (record["name"], len(serialized))
+    assert len(dumps(structured)) <= MAX_RESULT_CHARS, (record["name"], len(dumps(structured)))
+    return structured
+
+
+def _context(record: Record) -> dict[str, Any]:
+    """:func:`_structured` of a context tool, also within its token budget (by the
+    estimator ``context_profile`` documents)."""
+    structured = _structured(record)
+    assert estimate_tokens(dumps(structured)) <= MAX_RESULT_TOKENS, record["name"]
     return structured
 
 
@@ -370,36 +386,40 @@ def test_both_clients_orient_themselves_from_profile_to_search_to_get(
             mcp_ts.call_tool("resolve_navigation", {"query": "approvals"}),
         ],
     )
-    profile = _structured(profiled)
+    profile = _context(profiled)
     assert profile["profile"] == "metadata"
     assert set(profile["enabledScopes"]) == set(SCOPES)
     assert all(scope["available"] for scope in profile["scopes"]), profile["scopes"]
-    assert profile["limits"]["maxResultChars"] == MAX_RESULT_CHARS
+    assert profile["limits"]["maxResultChars"] == MAX_RESULT_CHARS == 20_000
+    assert profile["limits"]["maxResultTokens"] == MAX_RESULT_TOKENS
+    assert profile["limits"]["tokenEstimator"] == TOKEN_ESTIMATOR
     assert profile["exclusions"], profile
-    search = _structured(searched)
+    search = _context(searched)
     assert search["sourceStatus"] == "fresh"
     # Cut to the limit, and saying so; the small home is inspected whole.
     assert len(search["items"]) <= SEARCH_LIMIT
     assert search["truncated"] is (search["total"] > len(search["items"])), search
     assert search["sourceTruncated"] is False
     ref = _skill_item(search)["ref"]
-    page = _structured(listed)
+    page = _context(listed)
     assert page["scope"] == "skills"
     assert page["total"] >= 1
     assert ref in {item["ref"] for item in page["items"]}, page
     assert page["nextCursor"] is None  # one installed skill: one page
-    navigation = _structured(navigated)
+    navigation = _context(navigated)
     assert navigation["item"] is not None, navigation
     assert navigation["item"]["route"] == "/console/#/approvals", navigation
     assert navigation["matchedBy"] is not None
     _connected, got = client(served.url, [mcp_ts.call_tool("get_context", {"ref": ref})])
-    item = _structured(got)["item"]
+    item = _context(got)["item"]
     assert item is not None
     assert item["ref"] == ref
     assert SKILL in item["label"]
-    # Opaque references and metadata only: the operator's home never reaches the agent.
+    # Opaque references and metadata only: neither the operator's home nor the checkout
+    # the skill was packed from reaches the agent.
     answered = json.dumps([profiled, searched, listed, navigated, got])
     assert str(served.home) not in answered
+    assert str(PROJECT_ROOT) not in answered
 
 
 def _only_image(record: Record) -> Record:
@@ -436,6 +456,12 @@ def test_both_clients_see_the_newest_scene_frame_as_a_jpeg_image_block(
     assert set(structured["state"]) == {"arm", "gripper"}
 
 
+def _decoded_frame(block: Record) -> np.ndarray[Any, Any]:
+    image = cv2.imdecode(np.frombuffer(block["bytes"], dtype=np.uint8), cv2.IMREAD_COLOR)
+    assert image is not None, "the frame's bytes do not decode as an image"
+    return image
+
+
 def test_the_python_client_decodes_the_frame_as_a_non_blank_picture(served: Served) -> None:
     _connected, framed = python_sdk(served.url, [mcp_ts.call_tool(FRAME_TOOL, FRAME_ARGUMENTS)])
     picture = _decoded_frame(_only_image(framed))
@@ -464,9 +490,3 @@ def test_both_clients_run_the_saved_read_recipe(
     assert [skill["name"] for skill in installed["result"]["skills"]] == [SKILL]
     assert (status["step"], status["tool"]) == (2, "forge.runtime.status")
     assert status["result"]["runtimes"][0]["state"] == "running"
-
-
-def _decoded_frame(block: Record) -> np.ndarray[Any, Any]:
-    image = cv2.imdecode(np.frombuffer(block["bytes"], dtype=np.uint8), cv2.IMREAD_COLOR)
-    assert image is not None, "the frame's bytes do not decode as an image"
-    return image
