@@ -25,19 +25,25 @@ def select(document: Any, pointer: str) -> list[tuple[str, Any]]:
 
 
 def tokens(pointer: str) -> list[str]:
+    """The unescaped reference tokens of an RFC 6901 pointer (``*`` is the wildcard, so a
+    member literally named ``*`` cannot be addressed)."""
     return [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
 
 
+def _escaped(token: object) -> str:
+    return str(token).replace("~", "~0").replace("/", "~1")
+
+
 def _step(where: str, value: Any, token: str) -> Iterator[tuple[str, Any]]:
-    escaped = token.replace("~", "~0").replace("/", "~1")
     if token == "*":
-        members = enumerate(value) if isinstance(value, list) else None
-        if isinstance(value, dict):
-            members = iter(value.items())  # type: ignore[assignment]
-        for key, member in members or ():
-            yield f"{where}/{key}", member
+        members: list[tuple[object, Any]] = []
+        if isinstance(value, list):
+            members = list(enumerate(value))
+        elif isinstance(value, dict):
+            members = list(value.items())
+        yield from ((f"{where}/{_escaped(key)}", member) for key, member in members)
         return
-    here = f"{where}/{escaped}"
+    here = f"{where}/{_escaped(token)}"
     if isinstance(value, dict):
         yield here, value.get(token, MISSING)
     elif isinstance(value, list) and token.isdigit() and int(token) < len(value):
@@ -47,10 +53,12 @@ def _step(where: str, value: Any, token: str) -> Iterator[tuple[str, Any]]:
 
 
 def dumps(value: Any) -> str:
+    """Canonical compact JSON (sorted keys): what values are compared and measured as."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
 def same(left: Any, right: Any) -> bool:
+    """JSON equality that tells ``true`` from ``1`` and ``1`` from ``1.0``."""
     return dumps(left) == dumps(right)
 
 
