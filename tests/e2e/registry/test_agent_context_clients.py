@@ -53,6 +53,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
 
 TOKEN = "agent-context-e2e-token-0123456789"
 OPERATOR_TOKEN = "agent-context-e2e-operator-0123456789"
+#: The spec's five names, spelled out rather than imported: the contract is what is checked.
 CONTEXT_TOOLS = {
     "context_profile",
     "search_context",
