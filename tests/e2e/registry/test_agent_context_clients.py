@@ -69,6 +69,8 @@ READ_ONLY = {
 }
 CALL_TIMEOUT_S = 120.0
 SEARCH_LIMIT = 10
+#: Well-formed, but no item has it.
+UNKNOWN_REF = "skills:" + "0" * 24
 FRAME_TOOL = "forge_camera_frame"
 FRAME_ARGUMENTS = {"skill": SKILL, "source": "scene"}
 #: The operator's 2-step read recipe: the installed skills, then the runtime of the first
@@ -411,11 +413,18 @@ def test_both_clients_orient_themselves_from_profile_to_search_to_get(
     assert navigation["item"] is not None, navigation
     assert navigation["item"]["route"] == "/console/#/approvals", navigation
     assert navigation["matchedBy"] is not None
-    _connected, got = client(served.url, [mcp_ts.call_tool("get_context", {"ref": ref})])
+    _connected, got, unknown = client(
+        served.url,
+        [
+            mcp_ts.call_tool("get_context", {"ref": ref}),
+            mcp_ts.call_tool("get_context", {"ref": UNKNOWN_REF}),
+        ],
+    )
     item = _context(got)["item"]
     assert item is not None
     assert item["ref"] == ref
     assert SKILL in item["label"]
+    assert _context(unknown)["item"] is None  # an answer, not an error
     # Opaque references and metadata only: neither the operator's home nor the checkout
     # the skill was packed from reaches the agent.
     answered = json.dumps([profiled, searched, listed, navigated, got])
