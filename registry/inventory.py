@@ -196,7 +196,7 @@ def _modeled(route: BaseRoute | None, described: bool) -> bool:
 
 
 def _operation_id(declared: Declared, taken: set[str]) -> str:
-    base = re.sub(r"\W", "_", f"{declared.summary.split()[0]}{declared.path}")
+    base = re.sub(r"\W", "_", declared.path.strip("/")) or "root"
     candidate = f"{base}_{declared.method.lower()}"
     suffix = 2
     while candidate in taken:
@@ -238,8 +238,20 @@ def internal_openapi(app: FastAPI, declared: Sequence[Declared]) -> Document:
         operation["x-doraforge-side-effect"] = side_effect_of(entry.method)
         modeled = _modeled(entry.route, described)
         operation["x-doraforge-contract"] = "modeled" if modeled else "generated"
-    document.setdefault("components", {}).setdefault("schemas", {})["Error"] = _ERROR_SCHEMA
+    document["paths"] = _declared_only(paths)
+    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    schemas["Error"] = copy.deepcopy(_ERROR_SCHEMA)
     return document
+
+
+def _declared_only(paths: dict[str, dict[str, Document]]) -> dict[str, dict[str, Document]]:
+    """The operations the route table declares (FastAPI keeps its document until its own
+    route counter moves, so a route removed by hand could linger there)."""
+    kept = {
+        path: {method: op for method, op in item.items() if "x-doraforge-access" in op}
+        for path, item in paths.items()
+    }
+    return {path: item for path, item in kept.items() if item}
 
 
 def side_effect_of(method: str) -> Literal["read", "write"]:
