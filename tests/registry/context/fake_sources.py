@@ -1,20 +1,28 @@
 """Small in-memory context sources for the unit tests of the context service and the MCP
-edge: they implement :class:`~doraforge.registry.context.source.ContextSource` exactly."""
+edge: they implement :class:`~doraforge.registry.context.source.ContextSource` exactly.
+:func:`context_app` is the registry app over them and the demo tools."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from fastapi import FastAPI
 
 from doraforge.registry.context.source import (
     MAX_SCAN_ITEMS,
     ContextItem,
+    ContextSource,
     Scope,
     Snapshot,
     SourceError,
     SourceStatus,
     opaque_ref,
 )
+from doraforge.registry.server import build_app, new_service
+from doraforge.registry.settings import ServerSettings
+from tests.registry.server_support import DemoTools
 
 #: A secret in private text: it may match a search but must never be returned.
 SECRET = "ghp_Zq8rT2vLx9Kw3mNp7Yb4Hc6Jd1Fs5Ga0Qe"
@@ -147,3 +155,14 @@ def cell() -> dict[Scope, FakeSource]:
 def failing(scope: Scope) -> FakeSource:
     """A source whose read fails with a :class:`SourceError`."""
     return FakeSource(scope, error=SourceError("SKILLS_UNREADABLE", "the skill index is locked"))
+
+
+def context_app(
+    settings: ServerSettings,
+    sources: Mapping[Scope, ContextSource] | None = None,
+    tools: DemoTools | None = None,
+) -> FastAPI:
+    """The server app over the demo tools and ``sources`` (by default :func:`cell`)."""
+    service = new_service(settings)
+    (tools or DemoTools()).register(service)
+    return build_app(service, settings, context_sources=cell() if sources is None else sources)
