@@ -10,6 +10,7 @@ an agent's ``callToolRecipes`` grant runs recipes, it never authors them.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Callable
@@ -17,14 +18,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from doraforge.registry.errors import Conflict, NotFound
+from doraforge.registry.errors import Conflict, NotFound, RegistryError
 from doraforge.registry.recipes.definition import NAME_PATTERN, Definition, parse_definition
 from doraforge.registry.recipes.run import OUTPUT_SCHEMA, Active, RecipeRunner
-from doraforge.registry.recipes.store import RecipeStore, Record, Revision
+from doraforge.registry.recipes.store import RecipeStore, Record, Revision, Skipped
 from doraforge.registry.recipes.validate import validate
 
 if TYPE_CHECKING:
     from doraforge.registry.service import RegistryService
+
+logger = logging.getLogger(__name__)
 
 GRANT = "callToolRecipes"
 MAX_RECIPES = 200
@@ -52,10 +55,22 @@ class RecipeLibrary:
         self.service, self._clock = service, clock
         self.store = RecipeStore(store_dir)
         loaded, self.skipped = self.store.load_all()
-        self.records: dict[str, Record] = {record.name: record for record in loaded}
+        self.records: dict[str, Record] = {}
         self._active: dict[str, Active] = {}
         for record in loaded:
+            self._load(record)
+
+    def _load(self, record: Record) -> None:
+        """Offer a stored record; one the registry refuses now (its name taken by a tool
+        registered since, a schema no longer accepted) is skipped and reported."""
+        try:
             self._install(record)
+        except RegistryError as exc:
+            file = self.store.path(record.name).name
+            logger.warning("recipe file %s skipped: %s", file, exc.message)
+            self.skipped.append(Skipped(file, exc.code, exc.message[:200]))
+            return
+        self.records[record.name] = record
 
     def skipped_files(self) -> list[dict[str, str]]:
         return [problem.public() for problem in self.skipped]
@@ -176,7 +191,6 @@ class RecipeLibrary:
             return
         current = record.current()
         definition = current.parsed()
-        self._active[record.name] = Active(current.revision, definition, dict(current.fingerprints))
         runner = RecipeRunner(record.name, lambda: self._active.get(record.name), self.service)
         self.service.register(
             self._entry(definition, current.revision),
@@ -184,6 +198,7 @@ class RecipeLibrary:
             wants_context=True,
             admit=runner.admit,
         )
+        self._active[record.name] = Active(current.revision, definition, dict(current.fingerprints))
 
     def _entry(self, definition: Definition, revision: int) -> dict[str, Any]:
         return {

@@ -344,3 +344,35 @@ def test_a_built_in_tool_has_no_origin_or_availability_in_the_native_catalog(
     assert "origin" not in portos
     assert "availability" not in portos
     assert service.project(echo, "openai")["function"]["description"] == echo.description
+
+
+def test_a_stored_recipe_whose_name_a_tool_took_since_is_skipped_not_fatal(
+    tmp_path: Path,
+) -> None:
+    first = open_library(demo_service(), tmp_path)
+    first.save(echo_twice())
+    first.save(big_count())
+    service = demo_service()
+    service.register(
+        {
+            "name": "recipe.big-count",
+            "providerName": "built_in_big",
+            "description": "A built-in registered before the library opens.",
+            "input_schema": OPEN,
+            "output_schema": {"type": "object"},
+            "policy": {"scopes": ["agent"], "sideEffect": "read", "idempotent": True},
+        },
+        _answer,
+    )
+    library = open_library(service, tmp_path)
+    assert library.skipped_files() == [
+        {
+            "file": "big-count.json",
+            "code": "TOOL_REGISTRATION_CONFLICT",
+            "message": library.skipped[0].message,
+        }
+    ]
+    assert list(library.records) == ["recipe.echo-twice"]
+    entry = service.resolve("recipe.big-count")
+    assert entry is not None
+    assert entry.origin is None
