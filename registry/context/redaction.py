@@ -38,6 +38,8 @@ import re
 from collections import Counter
 from collections.abc import Callable
 
+from doraforge.wire.guard import is_loopback
+
 SECRET = "[secret]"
 EMAIL = "[email]"
 IP = "[ip]"
@@ -216,16 +218,15 @@ _IPV6 = re.compile(
 
 
 def _identifies_no_host(text: str) -> bool:
-    """Loopback and unspecified addresses (``127.0.0.1``, ``::1``, ``0.0.0.0``, and their
-    IPv4-mapped forms) name no machine, like ``localhost``; ``False`` for anything else,
-    an address ``ipaddress`` refuses included (it is redacted)."""
+    """Loopback and unspecified addresses (``127.0.0.1``, ``::1`` and its IPv4-mapped
+    forms, ``0.0.0.0``, ``::``) name no machine, like ``localhost``; ``False`` for anything
+    else, an address ``ipaddress`` refuses included (it is redacted)."""
+    if is_loopback(text):
+        return True
     try:
-        address = ipaddress.ip_address(text)
+        return ipaddress.ip_address(text).is_unspecified
     except ValueError:
         return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return address.is_loopback or address.is_unspecified
 
 
 _PREFIX_LENGTH = re.compile(r"/(\d{1,3})(?!\d)")
