@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import binascii
 import ipaddress
-import json
 import re
 import time
 import uuid
@@ -32,7 +31,7 @@ from fastapi.routing import APIRoute
 from pydantic import ValidationError
 from starlette.routing import BaseRoute
 
-from doraforge.registry.context.budgets import MAX_BATCH_MESSAGES, MAX_IMAGE_DATA_CHARS
+from doraforge.registry.context.budgets import MAX_BATCH_MESSAGES, MAX_IMAGE_DATA_CHARS, dumps
 from doraforge.registry.context.service import ContextArgumentError, ContextService
 from doraforge.registry.errors import (
     Conflict,
@@ -342,7 +341,7 @@ class McpEndpoint:
             return _tool_error(exc.to_payload(), request_id)
         self._audit(request_id, name, arguments, started)
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=_dumps(structured))],
+            content=[types.TextContent(type="text", text=dumps(structured))],
             structuredContent=structured,
             isError=False,
             _meta={
@@ -487,7 +486,7 @@ def tool_result(outcome: dict[str, Any], settings: ServerSettings) -> dict[str, 
     )
     meta["doraforge/truncated"] = truncated
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=_dumps(bounded))],
+        content=[types.TextContent(type="text", text=dumps(bounded))],
         structuredContent=bounded,
         isError=False,
         _meta=meta,
@@ -532,18 +531,14 @@ def _image_result(
             without, max_chars=limit, max_items=settings.max_result_items
         )
         result = types.CallToolResult(
-            content=[image, types.TextContent(type="text", text=_dumps(bounded))],
+            content=[image, types.TextContent(type="text", text=dumps(bounded))],
             structuredContent=bounded,
             isError=False,
             _meta={**meta, "doraforge/truncated": truncated},
         ).model_dump(by_alias=True, exclude_none=True, mode="json")
-        if len(_dumps(result)) - len(image.data) <= settings.max_result_chars or limit <= 256:
+        if len(dumps(result)) - len(image.data) <= settings.max_result_chars or limit <= 256:
             return result
         limit //= 2
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def _cap_items(value: Any, max_items: int) -> tuple[Any, bool]:
@@ -575,16 +570,16 @@ def apply_budget(
     were cut) so partial data never looks complete.
     """
     capped, truncated = _cap_items(structured, max_items)
-    original = len(_dumps(structured))
+    original = len(dumps(structured))
     capped, elided = _elide_largest(capped, max_chars - 256)
     truncated = truncated or bool(elided)
     limit = max_chars
-    while len(_dumps(capped)) > max_chars - 64 and limit > 16:
+    while len(dumps(capped)) > max_chars - 64 and limit > 16:
         limit //= 2
         capped = _cap_strings(capped, limit)
         truncated = True
-    if len(_dumps(capped)) > max_chars - 64:
-        preview = _dumps(structured)[: max_chars // 3]  # re-escaping at most doubles it
+    if len(dumps(capped)) > max_chars - 64:
+        preview = dumps(structured)[: max_chars // 3]  # re-escaping at most doubles it
         capped = {"preview": preview}
         truncated = True
     if truncated:
@@ -602,8 +597,8 @@ def _elide_largest(value: dict[str, Any], budget: int) -> tuple[dict[str, Any], 
     whole answer reduced to a preview; the keys left out are named so the agent knows what
     it did not get. Nothing is left out of an answer that already fits.
     """
-    sizes = {key: len(_dumps(member)) for key, member in value.items()}
-    total = len(_dumps(value))
+    sizes = {key: len(dumps(member)) for key, member in value.items()}
+    total = len(dumps(value))
     kept = dict(value)
     elided: list[str] = []
     for key in sorted(sizes, key=lambda k: -sizes[k]):
@@ -611,7 +606,7 @@ def _elide_largest(value: dict[str, Any], budget: int) -> tuple[dict[str, Any], 
             break
         del kept[key]
         elided.append(key)
-        total -= sizes[key] + len(_dumps(key)) + 2
+        total -= sizes[key] + len(dumps(key)) + 2
     return kept, elided
 
 

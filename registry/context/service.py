@@ -60,6 +60,7 @@ from doraforge.registry.context.source import (
     SourceError,
     SourceStatus,
 )
+from doraforge.wire.errors import StructuredError
 
 __all__ = [
     "EXCLUSIONS",
@@ -94,30 +95,19 @@ _ANNOTATIONS = {
 }
 
 
-class ContextArgumentError(Exception):
-    """Arguments a context tool refuses (``code``, ``message``, ``details``): fix the call."""
-
-    retryable = False
+class ContextArgumentError(StructuredError):
+    """Arguments a context tool refuses (``code``, ``message``, ``details``): fix the call.
+    Its wire form is :meth:`~doraforge.wire.errors.StructuredError.to_payload`."""
 
     def __init__(self, code: str, message: str, details: Mapping[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.code, self.message, self.details = code, message, dict(details or {})
-
-    def to_payload(self) -> dict[str, Any]:
-        """The structured error an MCP ``isError`` result carries."""
-        return {
-            "code": self.code,
-            "message": self.message,
-            "retryable": self.retryable,
-            "details": self.details,
-        }
+        super().__init__(code, message, details=details)
 
 
 class ContextSourceError(ContextArgumentError):
     """A source failed while answering (a tool error, never an empty result); retryable,
     since a source that could not be read now may be readable later."""
 
-    retryable = True
+    retryable_default = True
 
 
 _DESCRIPTIONS = {
