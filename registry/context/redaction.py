@@ -48,7 +48,8 @@ PHONE = "[phone]"
 COORDINATES = "[coordinates]"
 #: Every marker :func:`redact` writes.
 MARKERS = (SECRET, EMAIL, IP, PATH, PHONE, COORDINATES)
-#: What :func:`redact_bounded` appends when it cuts (one character).
+_LONGEST = max(map(len, MARKERS))
+#: What :func:`bounded` appends when it cuts (one character).
 ELLIPSIS = "…"
 DEFAULT_LIMIT = 320
 _MAX_PASSES = 16
@@ -393,16 +394,22 @@ def _one_pass(text: str) -> str:
 
 
 def redact_bounded(text: str, limit: int = DEFAULT_LIMIT) -> str:
-    """:func:`redact`, then cut to at most ``limit`` characters, ending in ``…`` when
-    cut; a marker is never split (the cut moves before it). Raises ``ValueError`` for a
-    ``limit`` below 1."""
+    """:func:`redact`, then :func:`bounded` to at most ``limit`` characters (ending in
+    ``…`` when cut). Raises ``ValueError`` for a ``limit`` below 1."""
+    return bounded(redact(text), limit)
+
+
+def bounded(redacted: str, limit: int = DEFAULT_LIMIT) -> str:
+    """``redacted`` (text :func:`redact` returned, perhaps reformatted since) cut to at
+    most ``limit`` characters, ending in ``…`` when cut; a marker is never split (the cut
+    moves before it, so ``[coordinates]`` never reads as ``[coor…``). Raises
+    ``ValueError`` for a ``limit`` below 1."""
     if limit < 1:
         raise ValueError(f"limit must be at least 1, not {limit}")
-    redacted = redact(text)
     if len(redacted) <= limit:
         return redacted
     cut = limit - len(ELLIPSIS)
-    for marker in _MARKER.finditer(redacted, max(0, cut - 16), cut + 16):
+    for marker in _MARKER.finditer(redacted, max(0, cut - _LONGEST), cut + _LONGEST):
         if marker.start() < cut < marker.end():
             cut = marker.start()
             break

@@ -20,6 +20,7 @@ from doraforge.registry.context.redaction import (
     PATH,
     PHONE,
     SECRET,
+    bounded,
     redact,
     redact_bounded,
 )
@@ -211,6 +212,14 @@ def test_a_cut_never_splits_a_marker(limit: int) -> None:
     body = bounded.removesuffix(ELLIPSIS)
     opened, closed = body.count("["), body.count("]")
     assert opened == closed
+
+
+def test_redacted_text_reformatted_afterwards_is_cut_without_splitting_a_marker() -> None:
+    collapsed = " ".join(redact("pose:\n  x=0.42 y=-0.1\n  next").split())
+    assert collapsed == f"pose: {COORDINATES} next"
+    assert bounded(collapsed, 12) == f"pose:{ELLIPSIS}"
+    assert bounded(collapsed, 19) == f"pose:{ELLIPSIS}"  # the marker would end at 19
+    assert bounded(collapsed, 20) == f"pose: {COORDINATES}{ELLIPSIS}"
 
 
 def test_a_bound_below_one_is_refused() -> None:
