@@ -72,11 +72,31 @@ def validate(definition: Definition, service: RegistryService) -> dict[str, str]
     return prints
 
 
+#: Keywords that point a schema elsewhere: a recipe's own schema must be whole in itself,
+#: so checking an agent's arguments never looks anything up.
+REFERENCES = frozenset({"$ref", "$dynamicRef", "$recursiveRef", "$id", "$anchor", "$dynamicAnchor"})
+
+
 def _check_input_schema(schema: dict[str, Any]) -> None:
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
         raise invalid(f"input_schema is not a valid JSON Schema: {exc.message[:200]}") from exc
+    used = sorted(_references(schema))
+    if used:
+        raise invalid(f"input_schema may not use {used[0]}: write the schema out in full")
+
+
+def _references(value: Any) -> set[str]:
+    """Every reference keyword used anywhere in ``value``."""
+    found: set[str] = set()
+    if isinstance(value, dict):
+        found = {key for key in value if key in REFERENCES}
+        value = list(value.values())
+    if isinstance(value, list):
+        for item in value:
+            found |= _references(item)
+    return found
 
 
 def _refuse(code: str, message: str, number: int, tool: str) -> Unprocessable:

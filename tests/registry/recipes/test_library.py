@@ -181,6 +181,14 @@ def test_malformed_bindings_are_refused_as_invalid(
     [
         {"input_schema": {"type": "object"}},  # open
         {"input_schema": {"type": "object", "additionalProperties": False, "properties": 3}},
+        {
+            "input_schema": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {"text": {"$ref": "https://schemas.example/text.json"}},
+            }
+        },
+        {"input_schema": {"type": "object", "additionalProperties": False, "$id": "urn:x"}},
         {"name": "recipe.Has.Dots"},
         {"name": "tool.not-a-recipe"},
         {"description": ""},
