@@ -66,6 +66,7 @@ REQUIRED_DATA = (
     "doraforge/skills/pick-place/profiles/sim/dataflow.yml",
     "doraforge/skills/pick-place/profiles/sim/gateway.yml",
     "doraforge/paos/store/schema.sql",
+    "doraforge/registry/context/fixtures/agent_context.yml",
     "doraforge/sim/assets/cell.xml",
     "doraforge/sim/assets/arm.xml",
     "doraforge/nodes/robot/profiles/sim_arm.yml",
