@@ -16,6 +16,7 @@ from typing import Any
 
 from doraforge.registry.context import budgets
 from doraforge.registry.context.budgets import clip
+from doraforge.registry.context.redaction import bounded
 from doraforge.registry.context.source import ContextItem
 
 type Redact = Callable[[str], str]
@@ -53,11 +54,13 @@ def item_out(item: ContextItem, *, redact: Redact | None = None) -> tuple[dict[s
 
 
 def summary(text: str, redact: Redact) -> tuple[str, bool]:
-    """``text`` redacted, whitespace collapsed, then cut to :data:`~.budgets.MAX_SUMMARY_CHARS`.
+    """``text`` redacted, whitespace collapsed, then cut to :data:`~.budgets.MAX_SUMMARY_CHARS`
+    (and whether it was cut).
 
     Redaction runs on the whole text before the cut, so a secret straddling the limit is
-    replaced as a whole rather than half-shown."""
-    return clip(_SPACE.sub(" ", redact(text)).strip(), budgets.MAX_SUMMARY_CHARS)
+    replaced as a whole rather than half-shown, and the cut never splits a marker."""
+    collapsed = _SPACE.sub(" ", redact(text)).strip()
+    return bounded(collapsed, budgets.MAX_SUMMARY_CHARS), len(collapsed) > budgets.MAX_SUMMARY_CHARS
 
 
 def _entries(

@@ -50,6 +50,7 @@ from doraforge.registry.context.models import (
     closed_schema,
 )
 from doraforge.registry.context.ranking import navigation_match, ranked
+from doraforge.registry.context.redaction import redact
 from doraforge.registry.context.source import (
     MAX_SCAN_ITEMS,
     SCOPES,
@@ -163,7 +164,7 @@ class ContextService:
         self._handlers = handlers
         # Private text is matched only as redacted: a search must not be an oracle that
         # confirms a token or an address prefix by prefix.
-        self._private = functools.lru_cache(maxsize=4096)(_redactor())
+        self._private: Redact = functools.lru_cache(maxsize=4096)(redact)
         self._redact = self._private if profile == "summaries" else None
 
     @property
@@ -373,14 +374,6 @@ class ContextService:
         """Items as returned under the profile, and whether any was cut to its budget."""
         shown = [item_out(item, redact=self._redact) for item in items]
         return [out for out, _ in shown], any(cut for _, cut in shown)
-
-
-def _redactor() -> Redact:
-    """The redaction function (imported on first use of the service, so the module can be
-    read without it)."""
-    from doraforge.registry.context.redaction import redact
-
-    return redact
 
 
 def limits() -> dict[str, Any]:

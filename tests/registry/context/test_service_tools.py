@@ -121,7 +121,7 @@ async def test_the_summaries_profile_adds_a_redacted_summary_of_at_most_320_char
     assert SECRET not in summary
     runtime = await service.call("list_context", {"scope": "runtime"})
     cut = runtime["items"][0]["summary"]
-    assert len(cut) == budgets.MAX_SUMMARY_CHARS
+    assert budgets.MAX_SUMMARY_CHARS - 2 <= len(cut) <= budgets.MAX_SUMMARY_CHARS
     assert cut.endswith("…")
     assert "ops@example.org" not in cut
     assert "[email]" in cut
@@ -362,6 +362,17 @@ def _assert_closed(schema: Any) -> None:
     elif isinstance(schema, list):
         for value in schema:
             _assert_closed(value)
+
+
+async def test_a_summary_cut_never_splits_a_redaction_marker() -> None:
+    # The e-mail's marker would straddle the 320-character cut.
+    text = "w" * 314 + " ops@example.org and more words after it"
+    sources = {"runtime": FakeSource("runtime", (item("runtime", "runtime", text=text),))}
+    service = _service(sources, scopes=None, profile="summaries")
+    page = await service.call("list_context", {"scope": "runtime"})
+    summary = page["items"][0]["summary"]
+    assert summary == "w" * 314 + "…"
+    assert page["truncated"] is True
 
 
 async def test_the_ranking_does_not_depend_on_the_order_sources_were_given() -> None:
