@@ -497,9 +497,10 @@ def image_of(structured: Mapping[str, Any]) -> types.ImageContent | None:
     """The MCP image block of a result whose top level holds ``image: {"mediaType":
     "image/jpeg" | "image/png", "data": <base64>, ...}``, or ``None``.
 
-    Data over :data:`MAX_IMAGE_DATA_CHARS` or not base64 is not passed on (the structured
-    part then says why, through the ordinary budget): a model is never handed bytes it
-    cannot decode or more than the result budget allows.
+    Data over :data:`MAX_IMAGE_DATA_CHARS` or not base64 is not passed on as an image: the
+    result stays structured only (where the ordinary budget leaves an oversized image out
+    and names it in ``elided``), so a model is never handed bytes it cannot decode or more
+    than the result budget allows.
     """
     image = structured.get("image")
     if not isinstance(image, Mapping) or image.get("mediaType") not in IMAGE_TYPES:
