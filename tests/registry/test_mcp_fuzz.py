@@ -12,9 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from doraforge.registry.settings import ServerSettings
-from tests.registry.server_support import demo_app
+from tests.registry.context.fake_sources import context_app
 
-APP = demo_app(ServerSettings(grants=frozenset({"robot.read", "robot.write"}), mcp_enabled=True))
+# The demo tools and the five context tools over small fake sources.
+APP = context_app(ServerSettings(grants=frozenset({"robot.read", "robot.write"}), mcp_enabled=True))
 # The ASGI transport reports this client address; the MCP edge requires a loopback peer.
 TRANSPORT = httpx.ASGITransport(app=APP, client=("127.0.0.1", 50000))
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
@@ -27,7 +28,11 @@ values = st.recursive(
     ),
     max_leaves=12,
 )
-names = st.sampled_from(["demo_echo", "demo.write", "demo_big", "demo_fail", "x", ""]) | st.text()
+names = (
+    st.sampled_from(["demo_echo", "demo.write", "demo_big", "demo_fail", "x", ""])
+    | st.sampled_from(["search_context", "get_context", "list_context", "resolve_navigation"])
+    | st.text()
+)
 methods = st.sampled_from(["initialize", "ping", "tools/list", "tools/call", "nope"]) | st.text()
 rpc = st.fixed_dictionaries(
     {"jsonrpc": st.sampled_from(["2.0", "1.0"]) | values},
