@@ -122,7 +122,7 @@ def _serve(ctx: Context, args: argparse.Namespace) -> int:
         robot=robot,
         api_tools_dir=ctx.home.root / "api-tools",
         recipes_dir=ctx.home.root / "recipes",
-        context_sources=context_sources(ctx),
+        context_sources=context_sources(ctx, robot),
     )
     # The operator's console on the same server, under the same guard and token.
     mount(app, Console(ctx.home, robot, ctx.runtime, tokens))

@@ -74,6 +74,8 @@ FORGE_TOOLS = (
     ("forge.skills.installed", "forge_skills_installed"),
     ("forge.runtime.status", "forge_runtime_status"),
     ("forge.tool_contexts", "forge_tool_contexts"),
+    ("forge.camera.frame", "forge_camera_frame"),
+    ("forge.evidence.frame", "forge_evidence_frame"),
 )
 
 
