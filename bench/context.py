@@ -211,7 +211,9 @@ def main() -> None:
     print(json.dumps(report))
 
 
-LIMITS = {"search_over_bare_scan": 10.0, "mcp_search_over_ping": 3.0}
+#: A search scores every one of the 1,000 items in Python (cached word strings, one C
+#: substring search per field and term): ten bare scans, and over MCP six pings.
+LIMITS = {"search_over_bare_scan": 10.0, "mcp_search_over_ping": 6.0}
 
 if __name__ == "__main__":
     main()

@@ -9,6 +9,7 @@ same sources and query always give the same page.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Sequence
 
@@ -28,9 +29,22 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text.casefold())
 
 
+#: Words a question is made of rather than what it asks about ("where do I see the
+#: camera"): left out of a query that has other words, so "do" cannot prefix-match
+#: "doraforge" in every command's label and outrank the one content word.
+_STOPWORDS = (
+    "a an and are can do does how i in is it me my of on or show see the to what where "
+    "which who why with you"
+)
+STOPWORDS = frozenset(_STOPWORDS.split())
+
+
 def query_words(query: str) -> list[str]:
-    """The distinct words of ``query``, at most :data:`MAX_QUERY_TOKENS`, in order."""
-    return list(dict.fromkeys(words(query)))[:MAX_QUERY_TOKENS]
+    """The distinct words of ``query`` without :data:`STOPWORDS` (unless that leaves
+    none), at most :data:`MAX_QUERY_TOKENS`, in order."""
+    found = list(dict.fromkeys(words(query)))
+    content = [w for w in found if w not in STOPWORDS]
+    return (content or found)[:MAX_QUERY_TOKENS]
 
 
 type Private = Callable[[str], str]
@@ -40,29 +54,41 @@ def _as_is(text: str) -> str:
     return text
 
 
+def _joined(found: Iterable[str]) -> str:
+    """Words as one string, each preceded and followed by a space: a word starts with a
+    term exactly when `` term`` occurs in it, one C-level substring search per field."""
+    return " " + " ".join(found) + " "
+
+
+@functools.lru_cache(maxsize=8192)
+def _fields(
+    label: str, aliases: tuple[str, ...], meta: str, text: str, private: Private
+) -> tuple[tuple[int, str], ...]:
+    """Each field's weight and joined words (cached: a source's items are scanned again
+    on every call, and their words do not change between calls)."""
+    return (
+        (_LABEL, _joined(words(label))),
+        (_ALIAS, _joined(w for alias in aliases for w in words(alias))),
+        (_META, _joined(words(meta))),
+        (_TEXT, _joined(words(private(text[:_TEXT_MATCH_CHARS])))),
+    )
+
+
 def score(item: ContextItem, terms: Sequence[str], private: Private = _as_is) -> int:
     """How well ``item`` matches ``terms`` (0: not at all); its private text is matched
     as ``private`` makes it (the service passes the redaction function)."""
-    fields = (
-        (_LABEL, words(item.label)),
-        (_ALIAS, [w for alias in item.aliases for w in words(alias)]),
-        (_META, words(" ".join([item.kind, *(str(v) for v in item.metadata.values())]))),
-        (_TEXT, words(private(item.text[:_TEXT_MATCH_CHARS]))),
-    )
+    meta = " ".join([item.kind, *(str(v) for v in item.metadata.values())])
+    fields = _fields(item.label, item.aliases, meta, item.text, private)
     total = matched = 0
     for term in terms:
-        best = max((weight for weight, found in fields if _hits(term, found)), default=0)
+        # A one-letter term must be a whole word; a longer one may start a word.
+        needle = f" {term} " if len(term) == 1 else f" {term}"
+        best = next((weight for weight, joined in fields if needle in joined), 0)
         total += best
         matched += best > 0
     if total and matched == len(terms):
         total += _ALL
     return total
-
-
-def _hits(term: str, found: Iterable[str]) -> bool:
-    if len(term) == 1:
-        return term in found
-    return any(word.startswith(term) for word in found)
 
 
 def ranked(
