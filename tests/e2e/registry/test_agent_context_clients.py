@@ -5,7 +5,8 @@ The clients are the official Python SDK (``streamable_http_client`` + ``ClientSe
 and the official TypeScript SDK (``tests/peers/mcp_typescript``, installed by
 :mod:`tests.peers.mcp_ts`). Both run the same plan and the same assertions: the five
 context tools are listed read-only and idempotent, each answers (profile, then a search
-for the skill, then one of the returned references, a scope's page and a console page),
+for the skill, then one of the returned references, a console page, and every scope of
+the live cell page by page),
 the newest camera frame arrives as a JPEG image block described (never repeated) in the
 structured result, and the operator's saved recipe runs; every structured result is within
 the 20,000-character budget, a context tool's also within about 5,000 tokens by the
@@ -430,6 +431,45 @@ def test_both_clients_orient_themselves_from_profile_to_search_to_get(
     answered = json.dumps([profiled, searched, listed, navigated, got])
     assert str(served.home) not in answered
     assert str(PROJECT_ROOT) not in answered
+
+
+def _labels(page: dict[str, Any]) -> list[str]:
+    return [item["label"] for item in page["items"]]
+
+
+def test_both_clients_page_every_scope_of_the_live_cell(served: Served, client: Client) -> None:
+    _connected, *pages = client(
+        served.url,
+        [mcp_ts.call_tool("list_context", {"scope": scope, "limit": 25}) for scope in SCOPES],
+    )
+    listed = {scope: _context(page) for scope, page in zip(SCOPES, pages, strict=True)}
+    for scope, page in listed.items():
+        assert page["scope"] == scope
+        assert page["sourceStatus"] == "fresh", scope
+        # A page is not a cut answer: what it leaves out, nextCursor continues from.
+        assert page["truncated"] is False, page
+        rest = page["total"] - len(page["items"])
+        assert page["nextCursor"] == (len(page["items"]) if rest else None), page
+    # The running cell, read live: its Gateway's tools ready, its runtime running.
+    assert "world.scene_state (Query): ready" in _labels(listed["tools"]), listed["tools"]
+    assert any(
+        label.startswith(SKILL) and label.endswith("runtime: running")
+        for label in _labels(listed["runtime"])
+    ), listed["runtime"]
+    navigation = listed["navigation"]
+    assert navigation["nextCursor"] is not None, "the console and CLI have over 25 entries"
+    _connected, following = client(
+        served.url,
+        [mcp_ts.call_tool("list_context", {"scope": "navigation", "cursor": 25, "limit": 25})],
+    )
+    second = _context(following)
+    first_refs = {item["ref"] for item in navigation["items"]}
+    assert first_refs.isdisjoint(item["ref"] for item in second["items"])
+    assert second["total"] == navigation["total"]
+    assert len(second["items"]) == min(25, navigation["total"] - 25)
+    # Nothing has been asked of the cell yet: no tasks, so no evidence.
+    assert listed["tasks"]["total"] == 0
+    assert listed["evidence"]["total"] == 0
 
 
 def _only_image(record: Record) -> Record:
