@@ -437,7 +437,7 @@ async def deny(approval_id: str, request: Request) -> JSONResponse:
     return JSONResponse(store.deny(_approval_id(approval_id), reason, by=_operator(request)))
 
 
-_ERROR_SCHEMA: dict[str, Any] = {
+ERROR_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["ok", "error"],
     "properties": {
@@ -476,15 +476,16 @@ _APPROVAL_SCHEMA = {
 }
 
 
-def _json(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+def json_response_doc(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAPI response object: ``description`` and a JSON body of ``schema``."""
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
 type Responses = dict[int | str, dict[str, Any]]
 
 _REFUSED: Responses = {
-    "401": _json("no or a wrong bearer token (when one is configured)", _ERROR_SCHEMA),
-    "404": _json("APPROVAL_NOT_FOUND: no such approval", _ERROR_SCHEMA),
+    "401": json_response_doc("no or a wrong bearer token (when one is configured)", ERROR_SCHEMA),
+    "404": json_response_doc("APPROVAL_NOT_FOUND: no such approval", ERROR_SCHEMA),
 }
 _DECISION = {
     "requestBody": {
@@ -502,18 +503,20 @@ _DECISION = {
     }
 }
 _OPERATOR_REFUSED: Responses = {
-    "403": _json(
+    "403": json_response_doc(
         "OPERATOR_REQUIRED: the agent token was presented where an operator token is "
         "configured; or the guard refused Host/Origin",
-        _ERROR_SCHEMA,
+        ERROR_SCHEMA,
     )
 }
 _DECIDED: Responses = {
-    "200": _json("the updated approval", _APPROVAL_SCHEMA),
-    "400": _json("APPROVAL_REASON_REQUIRED or APPROVAL_DECISION_INVALID", _ERROR_SCHEMA),
+    "200": json_response_doc("the updated approval", _APPROVAL_SCHEMA),
+    "400": json_response_doc("APPROVAL_REASON_REQUIRED or APPROVAL_DECISION_INVALID", ERROR_SCHEMA),
     **_REFUSED,
     **_OPERATOR_REFUSED,
-    "409": _json("APPROVAL_NOT_PENDING: already decided, expired or withdrawn", _ERROR_SCHEMA),
+    "409": json_response_doc(
+        "APPROVAL_NOT_PENDING: already decided, expired or withdrawn", ERROR_SCHEMA
+    ),
 }
 _STATE_PARAMETER = {
     "name": "state",
@@ -530,11 +533,11 @@ APPROVAL_ROUTES: list[BaseRoute] = [
         methods=["GET"],
         summary="List approvals (pending first, then decided), optionally of one state",
         responses={
-            "200": _json(
+            "200": json_response_doc(
                 "the approvals",
                 {"type": "object", "properties": {"approvals": {"items": _APPROVAL_SCHEMA}}},
             ),
-            "400": _json("INVALID_QUERY", _ERROR_SCHEMA),
+            "400": json_response_doc("INVALID_QUERY", ERROR_SCHEMA),
             "401": _REFUSED["401"],
         },
         openapi_extra={"parameters": [_STATE_PARAMETER]},
@@ -544,7 +547,7 @@ APPROVAL_ROUTES: list[BaseRoute] = [
         get_approval,
         methods=["GET"],
         summary="Read one approval",
-        responses={"200": _json("the approval", _APPROVAL_SCHEMA), **_REFUSED},
+        responses={"200": json_response_doc("the approval", _APPROVAL_SCHEMA), **_REFUSED},
     ),
     APIRoute(
         "/api/approvals/{approval_id}/approve",
@@ -569,26 +572,32 @@ APPROVAL_ROUTES: list[BaseRoute] = [
 _OBJECT = {"type": "object"}
 _UNAUTHORISED = _REFUSED["401"]
 _CATALOG_RESPONSES: Responses = {
-    "200": _json("the catalog in the asked format (ETag for revalidation)", _OBJECT),
+    "200": json_response_doc("the catalog in the asked format (ETag for revalidation)", _OBJECT),
     "304": {"description": "If-None-Match names the current catalog"},
-    "400": _json("INVALID_QUERY: an unknown or repeated parameter, scope or format", _ERROR_SCHEMA),
+    "400": json_response_doc(
+        "INVALID_QUERY: an unknown or repeated parameter, scope or format", ERROR_SCHEMA
+    ),
     "401": _UNAUTHORISED,
 }
 _CALL_RESPONSES: Responses = {
-    "200": _json("the portos_tool_result (ok, error or unknown)", _OBJECT),
-    "400": _json("INVALID_CALL or a strict-JSON refusal of the body", _ERROR_SCHEMA),
+    "200": json_response_doc("the portos_tool_result (ok, error or unknown)", _OBJECT),
+    "400": json_response_doc("INVALID_CALL or a strict-JSON refusal of the body", ERROR_SCHEMA),
     "401": _UNAUTHORISED,
-    "403": _json(
+    "403": json_response_doc(
         "the portos_tool_result with state denied (a gate or an operator refused it)", _OBJECT
     ),
-    "413": _json("BODY_TOO_LARGE", _ERROR_SCHEMA),
-    "503": _json("REGISTRY_STOPPING: serve stopped while the call waited", _ERROR_SCHEMA),
-    "415": _json("UNSUPPORTED_MEDIA_TYPE: the body must be application/json", _ERROR_SCHEMA),
+    "413": json_response_doc("BODY_TOO_LARGE", ERROR_SCHEMA),
+    "503": json_response_doc(
+        "REGISTRY_STOPPING: serve stopped while the call waited", ERROR_SCHEMA
+    ),
+    "415": json_response_doc(
+        "UNSUPPORTED_MEDIA_TYPE: the body must be application/json", ERROR_SCHEMA
+    ),
 }
 _RETAINED_RESPONSES: Responses = {
-    "200": _json("the retained portos_tool_result of that requestId", _OBJECT),
+    "200": json_response_doc("the retained portos_tool_result of that requestId", _OBJECT),
     "401": _UNAUTHORISED,
-    "404": _json("TOOL_CALL_NOT_FOUND: no such call retained", _ERROR_SCHEMA),
+    "404": json_response_doc("TOOL_CALL_NOT_FOUND: no such call retained", ERROR_SCHEMA),
 }
 
 #: The catalog, call and retained-result routes under ``/api/tools``, and the approvals.

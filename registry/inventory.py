@@ -40,7 +40,12 @@ from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 
 from doraforge.registry.errors import InvalidRequest
 from doraforge.registry.gates import needs_approval
-from doraforge.registry.http import _ERROR_SCHEMA, OPERATOR_ONLY, _json, require_operator
+from doraforge.registry.http import (
+    ERROR_SCHEMA,
+    OPERATOR_ONLY,
+    json_response_doc,
+    require_operator,
+)
 from doraforge.registry.model import ToolEntry
 
 if TYPE_CHECKING:
@@ -240,7 +245,7 @@ def internal_openapi(app: FastAPI, declared: Sequence[Declared]) -> Document:
         operation["x-doraforge-contract"] = "modeled" if modeled else "generated"
     document["paths"] = _declared_only(paths)
     schemas = document.setdefault("components", {}).setdefault("schemas", {})
-    schemas["Error"] = copy.deepcopy(_ERROR_SCHEMA)
+    schemas["Error"] = copy.deepcopy(ERROR_SCHEMA)
     return document
 
 
@@ -475,15 +480,17 @@ async def tools_document(request: Request) -> Response:
 
 
 _RESPONSES: dict[int | str, Document] = {
-    "200": _json("the document, derived from the running app", {"type": "object"}),
-    "400": _json("INVALID_QUERY: these documents take no query parameters", _ERROR_SCHEMA),
-    "401": _json("no or a wrong bearer token (when one is configured)", _ERROR_SCHEMA),
-    "405": _json("METHOD_NOT_ALLOWED: the documents are read with GET", _ERROR_SCHEMA),
+    "200": json_response_doc("the document, derived from the running app", {"type": "object"}),
+    "400": json_response_doc(
+        "INVALID_QUERY: these documents take no query parameters", ERROR_SCHEMA
+    ),
+    "401": json_response_doc("no or a wrong bearer token (when one is configured)", ERROR_SCHEMA),
+    "405": json_response_doc("METHOD_NOT_ALLOWED: the documents are read with GET", ERROR_SCHEMA),
 }
 _OPERATOR_RESPONSES: dict[int | str, Document] = {
     **_RESPONSES,
-    "403": _json(
-        "OPERATOR_REQUIRED: the agent token where an operator token is set", _ERROR_SCHEMA
+    "403": json_response_doc(
+        "OPERATOR_REQUIRED: the agent token where an operator token is set", ERROR_SCHEMA
     ),
 }
 

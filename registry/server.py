@@ -105,11 +105,24 @@ def _operator_writes(route: BaseRoute) -> BaseRoute:
     methods = set(route.methods or ()) if isinstance(route, APIRoute) else set()
     if not isinstance(route, APIRoute) or methods <= {"GET", "HEAD"}:
         return route
+    if all(dependency in route.dependencies for dependency in OPERATOR_ONLY):
+        return route  # already the operator's
+    # Rebuilt with everything its OpenAPI operation says (summary, responses, extras).
     return APIRoute(
         route.path,
         route.endpoint,
         methods=sorted(methods),
         dependencies=[*route.dependencies, *OPERATOR_ONLY],
+        summary=route.summary,
+        description=route.description,
+        response_description=route.response_description,
+        responses=route.responses,
+        status_code=route.status_code,
+        tags=route.tags,
+        name=route.name,
+        operation_id=route.operation_id,
+        include_in_schema=route.include_in_schema,
+        openapi_extra=route.openapi_extra,
     )
 
 

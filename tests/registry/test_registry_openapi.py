@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -79,3 +80,12 @@ def test_the_approvals_routes_are_described_with_their_errors(document: dict[str
         responses = paths[f"/api/approvals/{{approval_id}}/{decision}"]["post"]["responses"]
         assert {"200", "400", "401", "403", "404", "409"} <= set(responses)
         assert "OPERATOR_REQUIRED" in responses["403"]["description"]
+
+
+def test_operator_writes_keep_their_documented_operation(tmp_path: Path) -> None:
+    from doraforge.registry.server import build_app, new_service
+
+    settings = ServerSettings(token=TOKEN, operator_token=OPERATOR_TOKEN)
+    app = build_app(new_service(settings), settings, recipes_dir=tmp_path / "recipes")
+    operation = app.openapi()["paths"]["/api/recipes"]["post"]
+    assert operation["summary"] == "Save a recipe (a new active revision)"
