@@ -15,12 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
-import tempfile
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
@@ -30,6 +27,7 @@ import numpy as np
 
 from doraforge.paos.client import ForgeToolClient, ImageBytes, ImageFormat
 from doraforge.paos.errors import ForgeHttpError, PaosError
+from doraforge.wire.files import atomic_write_bytes
 
 type Phase = Literal["before", "after"]
 type Problem = dict[str, str]
@@ -138,27 +136,6 @@ def evidence_path(task_id: str, artifact_id: str, media_type: str) -> str:
     task = _safe_component(task_id, "task_id")
     name = _safe_component(artifact_id, "artifact_id")
     return f"{EVIDENCE_DIR}/{task}/{name}.{_EXTENSION[media_type]}"
-
-
-def _write_atomic(target: Path, data: bytes) -> None:
-    """Write via a temporary file in the same directory, fsync, then ``os.replace``."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        with suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
-    directory = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)  # the rename itself survives a crash only once the directory is
-    finally:
-        os.close(directory)
 
 
 # ---------------------------------------------------------------- capture
@@ -296,7 +273,7 @@ def _retain(base: EvidenceArtifact, image: ImageBytes, workspace: Path) -> Evide
         return _failed(base, image, _error("EVIDENCE_UNDECODABLE", message))
     relative = evidence_path(base.task_id, base.artifact_id, media_type)
     try:
-        _write_atomic(contained(workspace, relative), image.data)
+        atomic_write_bytes(contained(workspace, relative), image.data)
     except (OSError, ValueError) as exc:
         return _failed(base, image, _error("EVIDENCE_WRITE_FAILED", str(exc)))
     return _with(

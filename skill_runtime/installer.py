@@ -67,6 +67,7 @@ from doraforge.skill_runtime.download import (
 from doraforge.skill_runtime.errors import InstallError
 from doraforge.skill_runtime.manifest import SkillManifest, load_manifest
 from doraforge.skill_runtime.sources import PackageIndex, Registry, classify, load_index, resolve
+from doraforge.wire.files import atomic_write_text
 
 ACTIVE_RUNTIME_STATES = frozenset({"starting", "running", "stopping"})
 INSTALL_RECORD = "install.json"
@@ -584,9 +585,4 @@ def bundled_artifact_name(lock: NodeLock) -> str:
 
 
 def _write_atomic(path: Path, document: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
-    with tmp.open("w", encoding="utf-8") as handle:
-        json.dump(document, handle, indent=2, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(document, indent=2, sort_keys=True))

@@ -73,13 +73,13 @@ from doraforge.skill_runtime.runtime_state import (
     RuntimeState,
     all_states,
     append_audit,
-    atomic_write,
     home_lock,
     read_state,
     skill_lock,
     utc_now,
     write_state,
 )
+from doraforge.wire.files import atomic_write_text
 
 __all__ = ["RuntimeManager", "RuntimeState"]
 
@@ -606,7 +606,7 @@ class RuntimeManager:
             return _Services.model_validate_json(self._services_path.read_text(encoding="utf-8"))
         except (FileNotFoundError, ValidationError):
             services = _Services(coordinator_port=free_port(), daemon_listen_port=free_port())
-            atomic_write(self._services_path, services.model_dump_json(indent=2) + "\n")
+            atomic_write_text(self._services_path, services.model_dump_json(indent=2) + "\n")
             return services
 
     def _control(self, port: int) -> DoraControl:
@@ -626,7 +626,7 @@ class RuntimeManager:
             if port_in_use(dora.port) or port_in_use(services.daemon_listen_port):
                 # Someone else took a port since it was chosen: choose again, for good.
                 services = _Services(coordinator_port=free_port(), daemon_listen_port=free_port())
-                atomic_write(self._services_path, services.model_dump_json(indent=2) + "\n")
+                atomic_write_text(self._services_path, services.model_dump_json(indent=2) + "\n")
                 dora = self._control(services.coordinator_port)
             self.progress("starting this home's Dora coordinator", 0.0)
             daemon_env = {**self._project_env(), "DORA_COORDINATOR_PORT": str(dora.port)}

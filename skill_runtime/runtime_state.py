@@ -12,7 +12,6 @@ import contextlib
 import fcntl
 import json
 import os
-import tempfile
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from doraforge.skill_runtime.errors import RuntimeStateError
+from doraforge.wire.files import atomic_write_text
 
 STATE_VERSION: Final = 1
 #: Lifecycle states that mean "this runtime may own live Dora processes".
@@ -114,7 +114,7 @@ def read_state(runtime_dir: Path, name: str) -> RuntimeState | None:
 
 def write_state(runtime_dir: Path, state: RuntimeState) -> RuntimeState:
     """Persist ``state`` atomically and return it."""
-    atomic_write(state_path(runtime_dir, state.name), state.model_dump_json(indent=2) + "\n")
+    atomic_write_text(state_path(runtime_dir, state.name), state.model_dump_json(indent=2) + "\n")
     return state
 
 
@@ -127,22 +127,6 @@ def all_states(runtime_dir: Path) -> list[RuntimeState]:
             if state is not None and state.name == path.stem:
                 found.append(state)
     return found
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so readers see the whole old or the whole new file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
 
 
 @contextlib.contextmanager

@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from doraforge.registry.errors import RegistryError
 from doraforge.registry.recipes.definition import NAME_PATTERN, PREFIX, Definition, parse_definition
-from doraforge.skill_runtime.runtime_state import atomic_write
 from doraforge.wire import strict_json
+from doraforge.wire.files import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class RecipeStore:
     def save(self, record: Record) -> None:
         """Write ``record`` so a reader sees the whole old or the whole new file."""
         text = json.dumps(record.model_dump(mode="json"), indent=2, ensure_ascii=False)
-        atomic_write(self.path(record.name), text + "\n")
+        atomic_write_text(self.path(record.name), text + "\n")
 
     def load_all(self) -> tuple[list[Record], list[Skipped]]:
         """Every valid record, and every file skipped with its reason."""
