@@ -73,6 +73,13 @@ class ShellMiddleware:
     """Serves the static shell in front of ``app`` (see the module text); ``policy`` is
     the registry's transport policy, applied here without its token."""
 
+    #: What it serves, for the registry's inventory documents (a middleware is not a route).
+    inventory_routes = (
+        ("GET", PREFIX, "Redirect to the console"),
+        ("GET", f"{PREFIX}/", "The console's page shell"),
+        ("GET", f"{STATIC}{{file}}", "A static file of the console"),
+    )
+
     def __init__(self, app: ASGIApp, *, policy: TransportPolicy) -> None:
         self.app = app
         self.files = static_files()

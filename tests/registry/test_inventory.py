@@ -168,6 +168,8 @@ def test_every_route_of_the_app_is_in_the_internal_document_and_the_catalog(
     assert ("PUT", "/api/api-tools/{name}") in routes
     assert ("POST", "/api/recipes") in routes
     assert routes <= set(_operations(internal))
+    # The console's page shell is served by a middleware, not a route, and still listed.
+    assert {("GET", "/console/"), ("GET", "/console/static/{file}")} <= set(_operations(internal))
     listed = {(op["method"], op["path"]) for op in catalog["operations"]}
     assert listed == set(_operations(internal))
     assert catalog["stats"]["operations"] == len(listed)
