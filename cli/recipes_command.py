@@ -19,11 +19,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import httpx
-
-from doraforge.cli.approvals_command import TIMEOUT_S, ApprovalsFailure, token
-from doraforge.cli.approvals_command import _connection_options as connection_options
 from doraforge.cli.context import Context
+from doraforge.cli.registry_client import (
+    TOKEN_HINT,
+    RegistryFailure,
+    connection_options,
+    request,
+    token,
+)
 from doraforge.wire import strict_json
 
 #: The largest definition file ``save`` reads (the server's body limit is 1 MiB).
@@ -61,39 +64,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def send(url: str, method: str, path: str, *, bearer: str | None, body: Any = None) -> Any:
-    """One call to the recipe routes: the JSON answer, or :class:`RecipesFailure`
+    """One call to the recipe routes: the JSON answer, or :class:`RegistryFailure`
     naming the registry's code (or why nobody answered)."""
-    headers = {} if bearer is None else {"Authorization": f"Bearer {bearer}"}
-    try:
-        with httpx.Client(base_url=url, headers=headers, timeout=TIMEOUT_S) as client:
-            answer = client.request(method, path, json=body)
-    except httpx.InvalidURL as exc:
-        raise RecipesFailure(f"REGISTRY_URL_INVALID: {url!r} is not an http(s) URL") from exc
-    except httpx.HTTPError as exc:
-        raise RecipesFailure(
-            f"REGISTRY_UNREACHABLE: no registry answers at {url} ({type(exc).__name__}); "
-            "start `doraforge serve` or pass --url"
-        ) from exc
-    try:
-        document = answer.json()
-    except ValueError:
-        document = None
-    if answer.is_success and isinstance(document, dict):
-        return document
-    error = document.get("error") if isinstance(document, dict) else None
-    if not isinstance(error, dict):
-        raise RecipesFailure(
-            f"REGISTRY_BAD_ANSWER: {url} answered HTTP {answer.status_code} without a "
-            "registry error; is it a `doraforge serve`?"
-        )
-    hint = _HINT if answer.status_code in (401, 403) else ""
-    raise RecipesFailure(f"{error.get('code')}: {error.get('message')}{hint}")
-
-
-_HINT = (
-    " (give the operator's token: $DORAFORGE_OPERATOR_TOKEN, --token-env or --token-file; "
-    "$DORAFORGE_REGISTRY_TOKEN when serve has no operator token)"
-)
+    return request(url, method, path, bearer=bearer, body=body, hints={403: TOKEN_HINT})
 
 
 def read_definition(path: Path) -> Any:
@@ -143,7 +116,7 @@ def _guarded(work: Handler) -> Handler:
     def handler(ctx: Context, args: argparse.Namespace) -> int:
         try:
             return work(ctx, args)
-        except (RecipesFailure, ApprovalsFailure) as failure:
+        except (RecipesFailure, RegistryFailure) as failure:
             ctx.out.fail(str(failure))
             return 1
 
