@@ -15,7 +15,7 @@ from playwright.sync_api import Locator, Page, expect
 from doraforge.paos.home import PaosHome
 from doraforge.registry.settings import ServerSettings
 from tests.console.support import runtime_of
-from tests.e2e.console.conftest import Cell
+from tests.e2e.console.conftest import Cell, shot
 from tests.registry.recipes.support import GRANTS, big_count, console_with_recipes, echo_twice
 from tests.registry.server_support import TOKEN, running
 
@@ -88,3 +88,4 @@ def test_the_detail_shows_the_definition_and_makes_an_older_revision_active(page
     detail.locator('tr[data-revision="1"] button.restore-revision').click()
     expect(detail.locator(".recipe-status")).to_have_text("available · rev 1 of 2")
     expect(detail.locator("#recipe-definition")).not_to_contain_text("Second revision.")
+    shot(page, "recipes")

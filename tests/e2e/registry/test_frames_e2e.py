@@ -28,6 +28,7 @@ from doraforge.registry.robot_tools import RobotTools
 from doraforge.registry.server import build_app, new_service
 from doraforge.registry.settings import ServerSettings
 from tests.e2e.sim_skill import SKILL, started_sim, task_service
+from tests.paths import PROJECT_ROOT
 from tests.registry.server_support import call_body, running
 from tests.support.waiting import eventually
 
@@ -35,6 +36,7 @@ pytestmark = pytest.mark.e2e
 
 ARM_JOINTS = {"shoulder_pan", "shoulder_lift", "elbow", "forearm_roll", "wrist_pitch", "wrist_roll"}
 FIRST_FRAME_S = 60.0
+SCREENSHOTS = PROJECT_ROOT / "docs" / "screenshots"
 ACTION_S = 90.0
 
 
@@ -114,7 +116,10 @@ def test_an_agent_sees_the_newest_scene_frame_with_the_arm_and_gripper_state(
 ) -> None:
     first = first_frame(registry)
     assert first["source"] == "scene"  # the skill's first camera
-    rendered(first["image"])
+    pixels = rendered(first["image"])
+    # What the agent saw, as the README shows it (written afresh on every run).
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    assert cv2.imwrite(str(SCREENSHOTS / "agent-frame.png"), pixels)
     assert abs(time.time_ns() - stamp_agrees(first)) < 30e9
     state = first["state"]
     assert state is not None, first.get("stateError")
