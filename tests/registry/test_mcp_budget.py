@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from doraforge.registry.mcp import apply_budget, tool_result
+from doraforge.registry.mcp_results import apply_budget, tool_result
 from doraforge.registry.settings import ServerSettings
 
 json_values = st.recursive(

@@ -17,7 +17,7 @@ import pytest
 from doraforge.paos.errors import RecordIndeterminate
 from doraforge.paos.home import PaosHome
 from doraforge.paos.store import StoreUnavailable
-from doraforge.registry.mcp import tool_result
+from doraforge.registry.mcp_results import tool_result
 from doraforge.registry.model import Principal
 from doraforge.registry.robot_tools import RobotTools, register_robot_tools
 from doraforge.registry.server import build_app, new_service

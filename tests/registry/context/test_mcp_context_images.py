@@ -16,7 +16,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from doraforge.registry.context.budgets import MAX_IMAGE_DATA_CHARS
-from doraforge.registry.mcp import tool_result
+from doraforge.registry.mcp_results import tool_result
 from doraforge.registry.server import build_app, new_service
 from doraforge.registry.settings import ServerSettings
 from tests.registry.server_support import OBJECT, running
