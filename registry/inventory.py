@@ -39,13 +39,13 @@ from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 
 from doraforge.registry.errors import InvalidRequest
-from doraforge.registry.gates import needs_approval
 from doraforge.registry.http import (
     ERROR_SCHEMA,
     OPERATOR_ONLY,
     json_response_doc,
     require_operator,
 )
+from doraforge.registry.inventory_tools import tools_min
 from doraforge.registry.model import ToolEntry
 
 if TYPE_CHECKING:
@@ -55,7 +55,6 @@ type Access = Literal["public", "agent", "operator"]
 type Document = dict[str, Any]
 
 API_DOCS = "/api/api-docs"
-CALL_PATH = "/api/tools/call"
 #: Who each route is meant for, by path prefix (first match, whole segments). A route no
 #: entry names is the operator's: nothing reaches the public document unless listed here.
 ACCESS: tuple[tuple[str, Access], ...] = (
@@ -75,52 +74,12 @@ PUBLIC_ACCESS: frozenset[Access] = frozenset({"public", "agent"})
 #: routes that only sometimes write (``/mcp``, ``/api/tools/call``): a caller deciding
 #: whether a route is safe to retry or to expose needs the worst case.
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-MAX_DESCRIPTION = 240
 _PARAMETER = re.compile(r"{([^}:]+)(?::[^}]*)?}")
 _ERROR_REF = {"$ref": "#/components/schemas/Error"}
 _DEFAULT = {
     "description": "a structured error",
     "content": {"application/json": {"schema": _ERROR_REF}},
 }
-
-#: Codes any ``POST /api/tools/call`` may answer, whatever the tool (envelope,
-#: idempotency, lookup, grants, arguments, execution), as raised in ``registry.envelope``,
-#: ``registry.idempotency``, ``registry.gates``, ``registry.service`` and ``registry.http``.
-COMMON_FAILURE_CODES = (
-    "INVALID_CALL",
-    "TOOL_INVALID_CALL",
-    "TOOL_IDEMPOTENCY_KEY_MISMATCH",
-    "TOOL_IDEMPOTENCY_CONFLICT",
-    "TOOL_IDEMPOTENCY_EXPIRED",
-    "TOOL_NOT_FOUND",
-    "TOOL_VERSION_MISMATCH",
-    "TOOL_CAPABILITY_DENIED",
-    "TOOL_INVALID_ARGUMENTS",
-    "TOOL_TIMEOUT",
-    "TOOL_ADAPTER_ERROR",
-    "TOOL_OUTPUT_INVALID",
-    "TOOL_INTERNAL_ERROR",
-    "TOOL_CALL_INTERRUPTED",
-    "REGISTRY_STOPPING",
-)
-#: Codes of the gates only some tools pass through (``registry.gates``,
-#: ``registry.approvals``), each with the policy that puts a tool through that gate.
-CONDITIONAL_FAILURE_CODES: tuple[tuple[Callable[[ToolEntry], bool], tuple[str, ...]], ...] = (
-    (
-        needs_approval,
-        (
-            "TOOL_APPROVAL_REQUIRED",
-            "TOOL_APPROVAL_DENIED",
-            "TOOL_APPROVAL_TIMEOUT",
-            "TOOL_APPROVAL_WITHDRAWN",
-            "TOOL_APPROVAL_MISMATCH",
-            "TOOL_APPROVAL_QUEUE_FULL",
-        ),
-    ),
-    (lambda entry: entry.policy.sideEffect == "write", ("TOOL_AUTH_REQUIRED",)),
-    (lambda entry: bool(entry.policy.permissions), ("TOOL_PERMISSION_DENIED",)),
-    (lambda entry: bool(entry.policy.egressHosts), ("TOOL_EGRESS_DENIED",)),
-)
 
 
 @dataclass(frozen=True)
@@ -337,55 +296,6 @@ def route_catalog(internal: Document, routes: int) -> Document:
         },
     }
     return {"operations": operations, "stats": stats}
-
-
-def _bounded(text: str, limit: int = MAX_DESCRIPTION) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def failure_codes(entry: ToolEntry) -> list[str]:
-    """The codes a call of ``entry`` may answer beyond :data:`COMMON_FAILURE_CODES`."""
-    return [
-        code for applies, codes in CONDITIONAL_FAILURE_CODES if applies(entry) for code in codes
-    ]
-
-
-def tool_record(entry: ToolEntry) -> Document:
-    """``entry`` minimized: what a caller needs to call it over HTTP, nothing else."""
-    policy = entry.policy
-    return {
-        "name": entry.name,
-        "providerName": entry.providerName,
-        "description": _bounded(entry.description),
-        "inputSchema": entry.input_schema,
-        "sideEffect": policy.sideEffect,
-        "risk": policy.risk,
-        "requiredCapabilities": policy.requiredCapabilities,
-        "http": {"method": "POST", "path": CALL_PATH},
-        "failureCodes": failure_codes(entry),
-    }
-
-
-def tools_min(entries: Sequence[ToolEntry]) -> Document:
-    """The ``tools.min.json`` document of ``entries``: the call's body template once
-    (``<name>`` is a record's ``name``, ``<arguments>`` an object its ``inputSchema``
-    accepts, ``<requestId>`` unique per call and also its ``Idempotency-Key``), then one
-    record per tool with its binding."""
-    return {
-        "call": {
-            "method": "POST",
-            "path": CALL_PATH,
-            "headers": {"Idempotency-Key": "<requestId>"},
-            "body": {
-                "type": "portos_tool_call",
-                "requestId": "<requestId>",
-                "name": "<name>",
-                "arguments": "<arguments>",
-            },
-        },
-        "commonFailureCodes": list(COMMON_FAILURE_CODES),
-        "tools": [tool_record(entry) for entry in entries],
-    }
 
 
 def _same(held: Sequence[object], now: Sequence[object]) -> bool:
