@@ -10,7 +10,7 @@ PYTHON ?= $(shell for c in python3.12 $$(ls -d $$HOME/.pyenv/versions/3.12*/bin/
     if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then echo $$c; exit; fi; \
     done)
 
-.PHONY: test test-fast check demo bench lint format clean browser eval node
+.PHONY: test test-fast check demo bench lint format clean browser eval node sandbox
 
 $(STAMP): pyproject.toml
 	@if [ -z "$(PYTHON)" ]; then echo "doraforge needs Python >= 3.12 (none found on PATH or in ~/.pyenv)"; exit 1; fi
@@ -31,13 +31,20 @@ lint: $(STAMP)
 
 # The agent-context contract eval (its shipped fixture suite) runs at threshold 0: one
 # failing or erroring case fails the run, and its report is printed.
-test: lint browser node eval
+test: lint browser node sandbox eval
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/pytest
 
 eval: $(STAMP)
 	@$(VENV)/bin/doraforge eval agent-context --failure-threshold 0 > $(VENV)/eval-agent-context.json \
 	    || { cat $(VENV)/eval-agent-context.json; exit 1; }
 	@$(PY) -c "import json; r = json.load(open('$(VENV)/eval-agent-context.json')); print('agent-context eval:', r['summary'])"
+
+# Tier 2 of the tool executors runs untrusted MCP servers under Debian's bubblewrap.
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	    if [ "$$(id -u)" = 0 ]; then export DEBIAN_FRONTEND=noninteractive; \
+	        apt-get install -y -q bubblewrap || { apt-get update -q && apt-get install -y -q bubblewrap; }; \
+	    else echo "tier-2 tool sandboxes need bubblewrap: sudo apt-get install bubblewrap"; exit 1; fi; }
 
 # The second MCP client of the tests is the official TypeScript SDK (installed by the tests
 # with `npm ci` from tests/peers/mcp_typescript/): it needs node >= 20 and npm, installed

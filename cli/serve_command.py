@@ -122,6 +122,7 @@ def _serve(ctx: Context, args: argparse.Namespace) -> int:
         robot=robot,
         api_tools_dir=ctx.home.root / "api-tools",
         recipes_dir=ctx.home.root / "recipes",
+        sources_dir=ctx.home.root / "sources",
         context_sources=context_sources(ctx, robot),
     )
     # The operator's console on the same server, under the same guard and token.

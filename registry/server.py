@@ -68,6 +68,7 @@ def build_app(
     api_tools_dir: Path | None = None,
     recipes_dir: Path | None = None,
     context_sources: Mapping[Scope, ContextSource] | None = None,
+    sources_dir: Path | None = None,
 ) -> FastAPI:
     """The whole server app; ``robot`` tools (when given) are registered and closed with it;
     API-tool bundles persisted in ``api_tools_dir`` (when given) are registered and their
@@ -95,6 +96,14 @@ def build_app(
         from doraforge.registry.recipes.routes import attach
 
         attach(app, service, recipes_dir)
+    # Started with the app and stopped with it (MCP servers as tool sources, say): each
+    # adds its coroutine functions here while the app is built.
+    app.state.on_start = []
+    app.state.on_stop = []
+    if sources_dir is not None:
+        from doraforge.registry.sources import attach as attach_sources
+
+        attach_sources(app, service, settings, sources_dir)
     app.router.lifespan_context = _closing(robot)
     return app
 
@@ -132,10 +141,14 @@ def _closing(robot: RobotTools | None) -> Callable[[FastAPI], Any]:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        for start in app.state.on_start:
+            await start()
         try:
             yield
         finally:
             await settle_in_flight(app, SETTLE_S)
+            for stop in reversed(app.state.on_stop):
+                await stop()
             if robot is not None:
                 await robot.aclose()
 

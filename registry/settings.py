@@ -73,6 +73,12 @@ class ServerSettings(BaseModel):
     max_body_bytes: int = Field(1_048_576, ge=1024, le=64 * 1_048_576)
     outbound: dict[str, Any] = Field(default_factory=lambda: {"default": "deny"})
     secrets: dict[str, str] = Field(default_factory=dict, repr=False)
+    # Tool sources and their governance; each section is validated by the module that owns
+    # it (registry.egress, registry.sources.mcp_servers, registry.builtins).
+    egress: dict[str, Any] = Field(default_factory=dict)
+    permissions: dict[str, list[str]] = Field(default_factory=dict)
+    mcp_servers: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    builtins: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("grants")
     @classmethod
@@ -123,6 +129,10 @@ class _ConfigFile(BaseModel):
     max_result_items: int | None = None
     outbound: dict[str, Any] | None = None
     secret_env: dict[str, str] | None = None
+    egress: dict[str, Any] | None = None
+    permissions: dict[str, list[str]] | None = None
+    mcp_servers: dict[str, dict[str, Any]] | None = None
+    builtins: dict[str, Any] | None = None
 
 
 def _read_config(path: Path) -> _ConfigFile:
