@@ -1,0 +1,381 @@
+"""Execution tiers for stdio tool servers: how a third-party MCP server's process is started.
+
+A tier turns a :class:`LaunchSpec` (what the operator declared) into a :class:`Launch` (what
+``mcp.StdioServerParameters`` takes); the MCP-source manager spawns it, and adding a tier is
+one more adapter here, nothing else changes.
+
+* Tier 1, :class:`SubprocessTier`: the server runs under :mod:`.launcher` (resource limits,
+  a new session, exec) with a clean environment and its working directory as cwd.
+* Tier 2, :class:`SandboxTier`: the same launcher inside bubblewrap: a read-only view of the
+  system and the interpreter, the workdir read-only, only the scratch directory writable,
+  every namespace unshared, all capabilities dropped, and no network unless the egress policy
+  allows at least one declared host (then the host's network is shared: bwrap cannot filter
+  by host, so the registry's egress policy is the control).
+
+Errors: :class:`TierUnavailable` (the tier cannot run here; the message says how to fix it)
+and :class:`InvalidLaunch` (the declaration asks for something a tier refuses).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Literal, Protocol
+
+from doraforge.registry.errors import Conflict, InvalidRequest
+from doraforge.registry.sources import launcher
+
+NAME_PATTERN = r"[a-z0-9_-]{1,40}"
+RESERVED_ENV_PREFIX = "DORAFORGE_"
+SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin")
+LAUNCHER_MODULE = "doraforge.registry.sources.launcher"
+# Where the launcher script appears inside the sandbox (bound alone, read-only).
+SANDBOX_LAUNCHER = "/run/doraforge/launcher.py"
+PROBE_TIMEOUT_S = 10.0
+MIB = 1024 * 1024
+
+
+class TierUnavailable(Conflict):
+    """The tier cannot run on this machine (bubblewrap missing, namespaces refused)."""
+
+    retryable_default = False
+
+
+class InvalidLaunch(InvalidRequest):
+    """The server's declaration asks for something the tier refuses (a reserved variable)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-server resource limits, all enforced by the launcher (soft = hard).
+
+    ``memory_mb`` is address space (RLIMIT_AS: runtimes that reserve large virtual ranges,
+    such as node, need more than their resident size), ``cpu_s`` CPU seconds (SIGXCPU, then
+    SIGKILL a second later), ``open_files`` descriptors, ``processes`` the real user's process
+    count (RLIMIT_NPROC; the kernel does not apply it to root)."""
+
+    memory_mb: int = 512
+    cpu_s: int = 60
+    open_files: int = 256
+    processes: int = 64
+
+    def __post_init__(self) -> None:
+        for name in ("memory_mb", "cpu_s", "open_files", "processes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"limits.{name} must be a positive integer, got {value!r}")
+
+    def launcher_args(self) -> list[str]:
+        """The launcher's command-line options for these limits."""
+        return [
+            f"--memory-mb={self.memory_mb}",
+            f"--cpu-s={self.cpu_s}",
+            f"--files={self.open_files}",
+            f"--procs={self.processes}",
+        ]
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """One declared server, with credentials already resolved into ``env`` by name.
+
+    ``env`` holds only what was declared; ``workdir`` and ``scratch`` are created by the tier
+    (:meth:`under` derives them from the sources home)."""
+
+    name: str
+    command: str
+    args: tuple[str, ...]
+    env: Mapping[str, str]
+    workdir: Path
+    scratch: Path
+    limits: Limits = field(default_factory=Limits)
+    egress_hosts: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(NAME_PATTERN, self.name):
+            raise ValueError(f"server name {self.name!r} must match {NAME_PATTERN}")
+        if not self.command:
+            raise ValueError(f"server {self.name!r}: command must not be empty")
+        object.__setattr__(self, "args", tuple(self.args))
+        object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
+        object.__setattr__(self, "egress_hosts", tuple(self.egress_hosts))
+
+    @classmethod
+    def under(
+        cls,
+        sources_dir: Path,
+        name: str,
+        command: str,
+        args: tuple[str, ...] = (),
+        env: Mapping[str, str] | None = None,
+        limits: Limits | None = None,
+        egress_hosts: tuple[str, ...] = (),
+    ) -> LaunchSpec:
+        """A spec whose directories are ``<sources_dir>/<name>/work`` and ``…/scratch``."""
+        home = sources_dir / name
+        return cls(
+            name=name,
+            command=command,
+            args=args,
+            env=env or {},
+            workdir=home / "work",
+            scratch=home / "scratch",
+            limits=limits or Limits(),
+            egress_hosts=egress_hosts,
+        )
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What ``mcp.StdioServerParameters(command=, args=, env=, cwd=)`` takes."""
+
+    command: str
+    args: list[str]
+    env: dict[str, str]
+    cwd: Path
+
+
+class Tier(Protocol):
+    """An execution tier: ``launch`` builds the process, ``available`` says if it can run."""
+
+    name: Literal["subprocess", "sandbox"]
+
+    def launch(self, spec: LaunchSpec) -> Launch:
+        """The process to spawn for ``spec``; creates its directories.
+
+        Raises :class:`TierUnavailable` or :class:`InvalidLaunch`."""
+        ...
+
+    def available(self) -> str | None:
+        """``None`` when the tier can run here, else a one-line reason saying what to do."""
+        ...
+
+
+def clean_env(spec: LaunchSpec, *, home: Path, tmpdir: Path) -> dict[str, str]:
+    """The server's whole environment: a minimal PATH, a UTF-8 locale, HOME and TMPDIR, and
+    the declared variables. Nothing is inherited from the registry (tokens, DORAFORGE_*).
+
+    Raises :class:`InvalidLaunch` when a declared variable uses the reserved prefix."""
+    reserved = sorted(key for key in spec.env if key.upper().startswith(RESERVED_ENV_PREFIX))
+    if reserved:
+        raise InvalidLaunch(
+            "MCP_SERVER_ENV_RESERVED",
+            f"server {spec.name!r} declares {', '.join(reserved)}: {RESERVED_ENV_PREFIX}* "
+            "variables are the registry's own; rename them in the server's env",
+            details={"server": spec.name, "variables": reserved},
+        )
+    env = {
+        "PATH": os.pathsep.join((str(Path(sys.executable).parent), *SYSTEM_PATH)),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "HOME": str(home),
+        "TMPDIR": str(tmpdir),
+    }
+    env.update(spec.env)
+    return env
+
+
+def prepare_dirs(spec: LaunchSpec) -> None:
+    """Create the workdir and scratch directory (owner-only) if they are missing."""
+    for directory in (spec.workdir, spec.scratch):
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+
+def launcher_argv(spec: LaunchSpec, launcher_script: str | None = None) -> list[str]:
+    """Interpreter arguments that run the launcher then ``spec.command``.
+
+    ``-I`` keeps the workdir off ``sys.path`` (a server's files cannot shadow the launcher)
+    and ignores PYTHON* variables."""
+    entry = ["-m", LAUNCHER_MODULE] if launcher_script is None else [launcher_script]
+    return ["-I", *entry, *spec.limits.launcher_args(), "--", spec.command, *spec.args]
+
+
+class SubprocessTier:
+    """Tier 1: a plain child process under the launcher, in the server's workdir."""
+
+    name: Literal["subprocess", "sandbox"] = "subprocess"
+
+    def available(self) -> str | None:
+        """Always available where the registry runs (a POSIX system with ``resource``)."""
+        return None
+
+    def launch(self, spec: LaunchSpec) -> Launch:
+        """The launcher under this interpreter; HOME is the workdir, TMPDIR the scratch."""
+        prepare_dirs(spec)
+        env = clean_env(spec, home=spec.workdir, tmpdir=spec.scratch)
+        return Launch(sys.executable, launcher_argv(spec), env, spec.workdir)
+
+
+# The parts of /etc a runtime needs (loader, users, name resolution, TLS roots, time zone,
+# alternatives); the rest (shadow files, ssh keys, service configs) stays out of the sandbox.
+ETC_ENTRIES = (
+    "alternatives",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "debian_version",
+    "gai.conf",
+    "group",
+    "host.conf",
+    "hostname",
+    "hosts",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "mime.types",
+    "nsswitch.conf",
+    "os-release",
+    "passwd",
+    "protocols",
+    "resolv.conf",
+    "services",
+    "ssl",
+    "timezone",
+)
+SYSTEM_ROOTS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+
+def _mirror(path: str) -> list[str]:
+    """Make ``path`` appear in the sandbox as on the host: a symlink as the same symlink
+    (tzlocal reads /etc/localtime's target), anything else as a read-only bind."""
+    if os.path.islink(path):
+        return ["--symlink", os.readlink(path), path]
+    return ["--ro-bind-try", path, path] if os.path.exists(path) else []
+
+
+def interpreter_roots() -> list[str]:
+    """The venv and the base interpreter this registry runs on (the launcher needs them,
+    and Python servers installed in the venv do too), outside the system roots."""
+    roots: list[str] = []
+    for prefix in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix):
+        real = os.path.realpath(prefix)
+        inside_system = any(Path(real).is_relative_to(root) for root in SYSTEM_ROOTS)
+        if not inside_system and real not in roots:
+            roots.append(real)
+    return roots
+
+
+def declared_files(spec: LaunchSpec, path: str, visible: list[str]) -> list[str]:
+    """The command and any absolute file arguments outside the ``visible`` roots, as the
+    operator declared them: each is bound read-only (files only, never a directory), so
+    ``python /srv/server.py`` works without exposing /srv."""
+    candidates = [shutil.which(spec.command, path=path) or spec.command, *spec.args]
+    files: list[str] = []
+    for candidate in candidates:
+        if not (os.path.isabs(candidate) and os.path.isfile(candidate)):
+            continue
+        real = os.path.realpath(candidate)
+        covered = any(Path(real).is_relative_to(root) for root in visible)
+        if not covered and real not in files:
+            files.append(real)
+    return files
+
+
+def bwrap_options(spec: LaunchSpec, env: Mapping[str, str]) -> list[str]:
+    """The bubblewrap options for ``spec`` (order matters: /tmp before binds under it)."""
+    options = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    if spec.egress_hosts:
+        options.append("--share-net")
+    options += ["--dev", "/dev", "--proc", "/proc"]
+    options += ["--size", str(spec.limits.memory_mb * MIB), "--tmpfs", "/tmp"]
+    for root in SYSTEM_ROOTS:
+        options += _mirror(root)
+    for entry in ETC_ENTRIES:
+        options += _mirror(f"/etc/{entry}")
+    roots = interpreter_roots()
+    for root in roots:
+        options += ["--ro-bind", root, root]
+    visible = [*SYSTEM_ROOTS, *roots, str(spec.workdir), str(spec.scratch)]
+    for path in declared_files(spec, env["PATH"], visible):
+        options += ["--ro-bind", path, path]
+    options += ["--ro-bind", os.path.realpath(launcher.__file__), SANDBOX_LAUNCHER]
+    options += ["--ro-bind", str(spec.workdir), str(spec.workdir)]
+    options += ["--bind", str(spec.scratch), str(spec.scratch)]
+    return [*options, "--chdir", str(spec.workdir)]
+
+
+class SandboxTier:
+    """Tier 2: the launcher inside bubblewrap (``bwrap``, Debian package ``bubblewrap``).
+
+    HOME and TMPDIR are the scratch directory, the only writable place that outlives a call;
+    /tmp is a private tmpfs capped at the memory limit."""
+
+    name: Literal["subprocess", "sandbox"] = "sandbox"
+
+    def __init__(self, bwrap: str = "bwrap") -> None:
+        self._bwrap = bwrap
+        self._probe_lock = threading.Lock()
+        self._probed: tuple[str | None, str | None] | None = None
+
+    def available(self) -> str | None:
+        """``None`` once bwrap is found and a probe sandbox ran; cached after the first call."""
+        return self._probe()[1]
+
+    def launch(self, spec: LaunchSpec) -> Launch:
+        """``bwrap <options> -- python -I /run/doraforge/launcher.py <limits> -- command``."""
+        bwrap, reason = self._probe()
+        if bwrap is None:
+            raise TierUnavailable(
+                "MCP_TIER_UNAVAILABLE",
+                f"server {spec.name!r} needs tier 2 (sandbox): {reason}",
+                details={"server": spec.name, "tier": 2},
+            )
+        prepare_dirs(spec)
+        env = clean_env(spec, home=spec.scratch, tmpdir=spec.scratch)
+        argv = [*bwrap_options(spec, env), "--", sys.executable]
+        return Launch(bwrap, [*argv, *launcher_argv(spec, SANDBOX_LAUNCHER)], env, spec.workdir)
+
+    def _probe(self) -> tuple[str | None, str | None]:
+        with self._probe_lock:
+            if self._probed is None:
+                self._probed = _probe_bwrap(self._bwrap)
+            return self._probed
+
+
+def _probe_bwrap(bwrap: str) -> tuple[str | None, str | None]:
+    """(absolute bwrap path, None) when a minimal sandbox starts, else (None, reason)."""
+    found = shutil.which(bwrap)
+    if found is None:
+        return None, "bwrap (bubblewrap) is not installed: run `make sandbox`"
+    probe = [found, "--unshare-all", "--cap-drop", "ALL", "--die-with-parent"]
+    probe += [*(arg for root in SYSTEM_ROOTS for arg in _mirror(root)), "--", "true"]
+    try:
+        done = subprocess.run(probe, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"bwrap did not start a sandbox ({exc}); check `{found} --version`"
+    if done.returncode != 0:
+        line = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        return None, f"bwrap cannot create namespaces here ({line}); enable user namespaces"
+    return found, None
+
+
+def exit_reason(returncode: int | None, limits: Limits) -> str:
+    """One line saying how a server's process ended, naming the limit a signal points to."""
+    if returncode is None:
+        return "still running"
+    if returncode >= 0:
+        return f"exited with status {returncode}"
+    number = -returncode
+    if number not in signal.valid_signals():
+        return f"killed by signal {number}"
+    sig = signal.Signals(number)
+    hints = {
+        signal.SIGXCPU: f"the CPU time limit of {limits.cpu_s} s",
+        signal.SIGKILL: f"the CPU limit of {limits.cpu_s} s, the memory limit or the manager",
+        signal.SIGSEGV: f"likely the memory limit of {limits.memory_mb} MiB",
+        signal.SIGXFSZ: "the file size limit",
+    }
+    hint = hints.get(sig)
+    return f"killed by {sig.name}" + (f" ({hint})" if hint else "")
+
+
+TIERS: dict[int, Tier] = {1: SubprocessTier(), 2: SandboxTier()}
