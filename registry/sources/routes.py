@@ -1,0 +1,82 @@
+"""Operator routes of the MCP sources: list them, add or replace one live, remove one live.
+
+``GET /api/sources/mcp`` lists every server with its state; ``PUT /api/sources/mcp/{name}``
+takes a server config (the ``mcp_servers.<name>`` shape of the serve config), starts it and
+answers once its tools are listed (or its start failed: the row says why);
+``DELETE /api/sources/mcp/{name}`` stops it, unregisters its tools and retracts its egress
+hosts. All three are the operator's (:data:`registry.http.OPERATOR_ONLY`); errors map
+through the registry's one table (422 ``MCP_SOURCE_INVALID``, 404 ``MCP_SOURCE_NOT_FOUND``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from starlette.routing import BaseRoute
+
+from doraforge.registry.errors import InvalidRequest, NotFound, Unprocessable
+from doraforge.registry.http import OPERATOR_ONLY, read_json_body
+from doraforge.registry.sources.config import check_name, parse_server
+
+if TYPE_CHECKING:
+    from doraforge.registry.sources import McpSources
+
+
+def _sources(request: Request) -> McpSources:
+    sources: McpSources = request.app.state.mcp_sources
+    return sources
+
+
+def _known(sources: McpSources, name: str) -> None:
+    if name not in sources.sources:
+        raise NotFound(
+            "MCP_SOURCE_NOT_FOUND",
+            f"no MCP server {name!r}; GET /api/sources/mcp lists them",
+            details={"server": name},
+        )
+
+
+async def list_sources(request: Request) -> Any:
+    return {"ok": True, "servers": _sources(request).rows()}
+
+
+async def put_source(name: str, request: Request) -> Any:
+    check_name(name)
+    body = read_json_body(request)
+    if not isinstance(body, dict):
+        raise InvalidRequest("MCP_SOURCE_BODY_INVALID", "the body must be a server config object")
+    config = parse_server(name, body)
+    sources = _sources(request)
+    missing = sources.missing_credentials(config)
+    if missing:
+        raise Unprocessable(
+            "MCP_SOURCE_CREDENTIAL_MISSING",
+            f"mcp_servers.{name}.env: credential(s) {', '.join(missing)} not in the credential "
+            "store; add them first",
+            details={"server": name, "credentials": missing},
+        )
+    source, created = await sources.put(name, config)
+    return JSONResponse(
+        {"ok": True, "server": source.status()}, status_code=201 if created else 200
+    )
+
+
+async def delete_source(name: str, request: Request) -> Any:
+    sources = _sources(request)
+    _known(sources, name)
+    removed = sorted(sources.sources[name].tools)
+    source = await sources.remove(name)
+    return {"ok": True, "server": {**source.status(), "removedTools": removed}}
+
+
+#: The operator's routes over ``app.state.mcp_sources``.
+ROUTES: list[BaseRoute] = [
+    APIRoute("/api/sources/mcp", list_sources, methods=["GET"], dependencies=OPERATOR_ONLY),
+    APIRoute("/api/sources/mcp/{name}", put_source, methods=["PUT"], dependencies=OPERATOR_ONLY),
+    APIRoute(
+        "/api/sources/mcp/{name}", delete_source, methods=["DELETE"], dependencies=OPERATOR_ONLY
+    ),
+]
