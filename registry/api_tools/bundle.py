@@ -195,7 +195,20 @@ def _canonical_netloc(parts: SplitResult) -> str:
 
 
 def _field(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(part) for part in loc) or "<root>"
+    """A field path as a reader writes it: ``tools[0].params[1].in``."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else str(part)
+    return text or "<root>"
+
+
+def compact_errors(error: Unprocessable) -> list[str]:
+    """A validation refusal as short ``field: message`` lines, the form an assistant fixes
+    verbatim (``tools[0].path: String should match pattern '^/'``)."""
+    errors = error.details.get("errors") if isinstance(error.details, dict) else None
+    if not isinstance(errors, list):
+        return [error.message]
+    return [f"{e['field']}: {e['message']}" for e in errors]
 
 
 def parse_bundle(data: Any) -> Bundle:
