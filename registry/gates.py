@@ -2,11 +2,12 @@
 
 lookup + version pin -> risk approval -> capabilities (scope, grants, authentication for
 writes) -> permissions -> input validation with repair -> the tool's own admission check
-(a recipe's availability and its children's grants) -> egress allowlist -> execution with
-a deadline -> output validation. Each pre-execution gate either passes or raises
-``Denied``; the first failing gate decides. Where an operator can be asked, a call the risk
-gate holds for approval waits for the decision after the egress gate
-(``registry.approvals``), so an operator only ever decides a call that would otherwise run.
+(a recipe's availability and its children's grants) -> egress policy (per principal,
+``registry.egress``) -> execution with a deadline -> output validation. Each
+pre-execution gate either passes or raises ``Denied``; the first failing gate decides.
+Where an operator can be asked, a call the risk gate holds for approval waits for the
+decision after the egress gate (``registry.approvals``), so an operator only ever decides
+a call that would otherwise run.
 Execution and output validation produce the ``timeout`` and ``failed`` outcomes.
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from doraforge.registry.catalog import Catalog, RegisteredTool
+from doraforge.registry.egress import EgressPolicy
 from doraforge.registry.errors import Forbidden, ToolFailure
 from doraforge.registry.model import CallContext, Principal, ToolEntry
 from doraforge.registry.repair import Repair, repair
@@ -77,12 +79,15 @@ def approval(entry: ToolEntry, principal: Principal, *, attended: bool = False) 
     """Whether an operator must still decide this call.
 
     ``False`` when the tool needs no approval or a standing rule (``principal.approvals``,
-    ``--approve TOOL``) covers it. Otherwise, where an operator can be asked (``attended``),
+    ``--approve TOOL``) covers it; no standing rule covers a tool with ``confirmation:
+    "required"`` (a meta tool such as ``api_tools_save``): each of its calls is a fresh
+    operator decision. Otherwise, where an operator can be asked (``attended``),
     ``True``: the caller asks after the remaining pre-execution gates passed, so nobody is
     asked about a call that would be refused anyway (``registry.approvals``). Unattended,
     raises :class:`Denied` ``TOOL_APPROVAL_REQUIRED`` at once.
     """
-    if not needs_approval(entry) or entry.name in principal.approvals:
+    standing = entry.name in principal.approvals and entry.policy.confirmation != "required"
+    if not needs_approval(entry) or standing:
         return False
     if attended:
         return True
@@ -205,16 +210,15 @@ def availability(tool: RegisteredTool) -> dict[str, Any] | None:
     return {"available": True, "code": None, "reason": None}
 
 
-def egress(entry: ToolEntry, allowlist: Iterable[str]) -> None:
-    """Every declared host must be allow-listed; an empty allowlist denies every host."""
-    allowed = {host.lower() for host in allowlist}
-    denied = [host for host in entry.policy.egressHosts if host.lower() not in allowed]
-    if denied:
-        raise Denied(
-            "TOOL_EGRESS_DENIED",
-            f"{entry.name} declares host(s) outside the egress allowlist",
-            details={"hosts": denied},
-        )
+def egress(entry: ToolEntry, policy: EgressPolicy, principal: Principal) -> None:
+    """Every declared host must pass the egress policy for the caller's principal (off by
+    default; an enabled, empty allowlist denies every host). The denial names the first
+    refused host, the principal and the operator route that allows it from now on."""
+    refused = policy.refused(entry.policy.egressHosts, principal)
+    if refused:
+        denial = policy.denial(refused[0], principal, what=entry.name)
+        details = {**denial["details"], "hosts": refused}
+        raise Denied(denial["code"], denial["message"], details=details)
 
 
 async def execute(

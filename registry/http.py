@@ -142,7 +142,8 @@ def is_authenticated(settings: ServerSettings) -> bool:
 def server_principal(
     service: RegistryService, settings: ServerSettings, *, scope: str, authenticated: bool
 ) -> Principal:
-    """The principal of a caller on this server: its scope plus the server's grants."""
+    """The principal of a caller on this server: its scope plus the server's grants and
+    the permissions the settings grant that scope (``permissions: {agent: [network:*]}``)."""
     approvals = settings.approvals
     if "*" in approvals:
         approvals = frozenset(entry.name for entry in service.entries())
@@ -150,6 +151,7 @@ def server_principal(
         id=f"doraforge-{scope}",
         scope=scope,
         grants=settings.grants,
+        permissions=settings.permissions_of(scope),
         approvals=approvals,
         authenticated=authenticated,
     )

@@ -21,6 +21,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 
+from doraforge.registry.egress_routes import ROUTES as EGRESS_ROUTES
 from doraforge.registry.http import OPERATOR_ONLY, create_app, settle_in_flight
 from doraforge.registry.http import ROUTES as CALL_ROUTES
 from doraforge.registry.inventory import ROUTES as INVENTORY_ROUTES
@@ -69,6 +70,7 @@ def build_app(
     recipes_dir: Path | None = None,
     context_sources: Mapping[Scope, ContextSource] | None = None,
     sources_dir: Path | None = None,
+    egress_file: Path | None = None,
 ) -> FastAPI:
     """The whole server app; ``robot`` tools (when given) are registered and closed with it;
     API-tool bundles persisted in ``api_tools_dir`` (when given) are registered and their
@@ -79,7 +81,7 @@ def build_app(
     guard requires it on those routes as on every other."""
     if robot is not None:
         register_robot_tools(service, robot)
-    routes = [*CALL_ROUTES, *MCP_ROUTES, *INVENTORY_ROUTES]
+    routes = [*CALL_ROUTES, *MCP_ROUTES, *INVENTORY_ROUTES, *EGRESS_ROUTES]  # egress: operator's
     if api_tools_dir is not None:
         from doraforge.registry.api_tools.routes import ROUTES as API_TOOLS_ROUTES
 
@@ -89,6 +91,9 @@ def build_app(
 
         routes += [_operator_writes(route) for route in RECIPE_ROUTES]
     app = create_app(service, settings, routes=routes)
+    # The egress policy starts from the config (or the operator's saved changes beside it).
+    saved = egress_file or (api_tools_dir.parent / "egress.json" if api_tools_dir else None)
+    service.egress.configure(settings.egress, path=saved)
     app.state.mcp = McpEndpoint(service, settings, context_sources=context_sources or {})
     if api_tools_dir is not None:
         app.state.api_tools = _api_tools(service, settings, api_tools_dir)

@@ -20,6 +20,7 @@ from doraforge.registry import gates
 from doraforge.registry.approvals import ApprovalRequest, ApprovalStore
 from doraforge.registry.audit import AuditLog
 from doraforge.registry.catalog import Catalog, RegisteredTool
+from doraforge.registry.egress import EgressPolicy, EgressSettings
 from doraforge.registry.envelope import ToolCall, parse_call
 from doraforge.registry.errors import NotFound, RegistryError, ToolFailure
 from doraforge.registry.idempotency import IdempotencyStore, fingerprint
@@ -37,6 +38,8 @@ from doraforge.registry.repair import Repair
 logger = logging.getLogger(__name__)
 
 type ToolResult = dict[str, Any]
+#: Where hosts given the pre-policy way (``egress_allowlist``, ``allow_egress``) live.
+LEGACY_SOURCE = "registry:legacy-allowlist"
 
 
 class RegistryService:
@@ -60,6 +63,7 @@ class RegistryService:
         max_results: int = 10_000,
         require_auth_for_writes: bool = False,
         egress_allowlist: frozenset[str] = frozenset(),
+        egress: EgressSettings | None = None,
         deadline: gates.Deadline = asyncio.timeout,
         approvals: ApprovalStore | None = None,
     ) -> None:
@@ -69,7 +73,9 @@ class RegistryService:
             clock=clock, result_ttl_s=result_ttl_s, max_results=max_results
         )
         self._require_auth_for_writes = require_auth_for_writes
-        self._egress_allowlist = frozenset(host.lower() for host in egress_allowlist)
+        self._egress = EgressPolicy(egress, audit=self._audit)
+        if egress_allowlist:  # the pre-policy spelling: hosts the constructing code vetted
+            self._egress.declare(LEGACY_SOURCE, egress_allowlist)
         self._running: set[asyncio.Task[ToolResult]] = set()
         self._deadline = deadline
         self._clock = clock
@@ -81,6 +87,12 @@ class RegistryService:
     def audit(self) -> AuditLog:
         """The audit log every outcome is recorded in."""
         return self._audit
+
+    @property
+    def egress(self) -> EgressPolicy:
+        """The live egress policy the egress gate asks (sources declare their hosts here,
+        the operator's routes change it)."""
+        return self._egress
 
     @property
     def approvals(self) -> ApprovalStore | None:
@@ -119,9 +131,11 @@ class RegistryService:
         return self._catalog.unregister(name)
 
     def allow_egress(self, hosts: Iterable[str]) -> None:
-        """Add hosts an operator vetted (e.g. a saved API bundle's base host) to the egress
-        allowlist; the allowlist only grows while the service lives."""
-        self._egress_allowlist |= {host.lower() for host in hosts}
+        """Deprecated: declare hosts under a source id instead (``egress.declare``), so
+        they go when the source goes. Adds ``hosts`` to one legacy source that is never
+        retracted."""
+        legacy = self._egress.declared().get(LEGACY_SOURCE, [])
+        self._egress.declare(LEGACY_SOURCE, [*legacy, *hosts])
 
     def resolve(self, name: str) -> ToolEntry | None:
         """The entry a canonical, provider or alias name refers to."""
@@ -286,7 +300,7 @@ class RegistryService:
             gates.permissions(entry, principal)
             gates.validate_input(tool, arguments, valid)
             gates.admit(tool, principal)
-            gates.egress(entry, self._egress_allowlist)
+            gates.egress(entry, self._egress, principal)
             if ask and self._approvals is not None:
                 await self._approvals.clear(_approval_request(call, entry, principal, arguments))
         except gates.Denied as denied:

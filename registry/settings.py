@@ -9,6 +9,7 @@ name of the environment variable that holds it.
 from __future__ import annotations
 
 import hmac
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -16,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from doraforge.registry.context.source import Scope
+from doraforge.registry.egress import EgressSettings, PrincipalKey
 from doraforge.wire import strict_json, strict_yaml
 from doraforge.wire.tokens import TokenError, load_token
 
@@ -25,6 +27,8 @@ ROBOT_GRANTS = frozenset({"robot.read", "robot.write"})
 DEFAULT_CONTEXT_SCOPES: frozenset[Scope] = frozenset({"navigation", "skills", "tools", "runtime"})
 type ContextProfile = Literal["metadata", "summaries"]
 _GRANT_PATTERN = r"^[a-z][A-Za-z0-9_.-]{0,63}$"
+_PERMISSION_TYPE = r"[a-z][a-z0-9_.-]{0,63}"
+_PERMISSION_SCOPE = r"[!-~]{1,200}"
 
 
 class SettingsError(ValueError):
@@ -51,6 +55,10 @@ class ServerSettings(BaseModel):
     operator opts in to redacted ``summaries``) and ``context_scopes`` the scopes they read.
     ``server_names`` and ``allowed_origins`` widen the transport guard's Host and Origin
     checks; ``insecure`` lets a non-loopback bind run without a token (lab networks only).
+    ``egress`` is the operator's part of the egress policy at start (``registry.egress``:
+    off by default, an allowlist, ``allow_any``, per-principal overlays);
+    ``permissions`` the ``(type, scope)`` permissions each principal holds, written
+    ``"type:scope"`` in the file (``network:*``; a ``*`` scope covers any).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -75,20 +83,31 @@ class ServerSettings(BaseModel):
     secrets: dict[str, str] = Field(default_factory=dict, repr=False)
     # Tool sources and their governance; each section is validated by the module that owns
     # it (registry.egress, registry.sources.mcp_servers, registry.builtins).
-    egress: dict[str, Any] = Field(default_factory=dict)
-    permissions: dict[str, list[str]] = Field(default_factory=dict)
+    egress: EgressSettings = Field(default_factory=EgressSettings)
+    permissions: dict[PrincipalKey, frozenset[tuple[str, str]]] = Field(default_factory=dict)
     mcp_servers: dict[str, dict[str, Any]] = Field(default_factory=dict)
     builtins: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("grants")
     @classmethod
     def _grant_names(cls, grants: frozenset[str]) -> frozenset[str]:
-        import re
-
         for grant in grants:
             if not re.fullmatch(_GRANT_PATTERN, grant):
                 raise ValueError(f"grant {grant!r} is not a capability name")
         return grants
+
+    @field_validator("permissions", mode="before")
+    @classmethod
+    def _permission_grants(cls, permissions: Any) -> Any:
+        """``{principal: ["type:scope", …]}`` as held ``(type, scope)`` pairs."""
+        if not isinstance(permissions, Mapping):
+            return permissions
+        return {key: _permission_pairs(key, value) for key, value in permissions.items()}
+
+    def permissions_of(self, scope: str) -> frozenset[tuple[str, str]]:
+        """The permissions the caller of ``scope`` holds (none unless granted)."""
+        held = {str(key): pairs for key, pairs in self.permissions.items()}
+        return held.get(scope, frozenset())
 
     @model_validator(mode="after")
     def _separate_operator(self) -> ServerSettings:
@@ -103,6 +122,24 @@ class ServerSettings(BaseModel):
         if hmac.compare_digest(self.token.encode(), self.operator_token.encode()):
             raise ValueError("operator_token must differ from the agent token; make a new one")
         return self
+
+
+def _permission_pairs(key: Any, values: Any) -> Any:
+    """One principal's ``"type:scope"`` strings as pairs; ``ValueError`` naming the entry."""
+    if not isinstance(values, list | tuple | frozenset | set):
+        raise ValueError(f"{key}: a list of type:scope strings, such as network:*")
+    pairs = set()
+    for index, value in enumerate(values):
+        if isinstance(value, tuple) and len(value) == 2:
+            value = f"{value[0]}:{value[1]}"
+        kind, _, scope = value.partition(":") if isinstance(value, str) else ("", "", "")
+        if not re.fullmatch(_PERMISSION_TYPE, kind) or not re.fullmatch(_PERMISSION_SCOPE, scope):
+            raise ValueError(
+                f"{key}[{index}]: {str(value)[:80]!r} is not type:scope "
+                "(a lower-case type, a colon, a scope or *; e.g. network:* or fs.read:/data)"
+            )
+        pairs.add((kind, scope))
+    return frozenset(pairs)
 
 
 class _ConfigFile(BaseModel):

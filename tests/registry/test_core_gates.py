@@ -97,7 +97,7 @@ async def test_egress_gate_follows_input_validation() -> None:
     result = await service.call(call("e", "robot.move", query="q"), FULL)
     assert result["state"] == "denied"
     assert result["error"]["code"] == "TOOL_EGRESS_DENIED"
-    assert result["error"]["details"] == {"hosts": ["robot.local"]}
+    assert result["error"]["details"]["hosts"] == ["robot.local"]
     assert adapter.calls == []
 
 
