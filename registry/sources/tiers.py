@@ -359,14 +359,26 @@ def _probe_bwrap(bwrap: str) -> tuple[str | None, str | None]:
 
 
 def exit_reason(returncode: int | None, limits: Limits) -> str:
-    """One line saying how a server's process ended, naming the limit a signal points to."""
+    """One line saying how a server's process ended, naming the limit a signal points to.
+
+    A negative status is the signal that killed the process (tier 1); bubblewrap reports a
+    sandboxed child killed by signal N as status 128 + N (tier 2), decoded the same way."""
     if returncode is None:
         return "still running"
-    if returncode >= 0:
-        return f"exited with status {returncode}"
-    number = -returncode
+    if returncode < 0:
+        return f"killed by {_signal_reason(-returncode, limits)}"
+    if returncode > SHELL_SIGNAL_BASE and returncode - SHELL_SIGNAL_BASE in signal.valid_signals():
+        signalled = _signal_reason(returncode - SHELL_SIGNAL_BASE, limits)
+        return f"exited with status {returncode} (killed by {signalled})"
+    return f"exited with status {returncode}"
+
+
+SHELL_SIGNAL_BASE = 128
+
+
+def _signal_reason(number: int, limits: Limits) -> str:
     if number not in signal.valid_signals():
-        return f"killed by signal {number}"
+        return f"signal {number}"
     sig = signal.Signals(number)
     hints = {
         signal.SIGXCPU: f"the CPU time limit of {limits.cpu_s} s",
@@ -375,7 +387,7 @@ def exit_reason(returncode: int | None, limits: Limits) -> str:
         signal.SIGXFSZ: "the file size limit",
     }
     hint = hints.get(sig)
-    return f"killed by {sig.name}" + (f" ({hint})" if hint else "")
+    return sig.name + (f": {hint}" if hint else "")
 
 
 TIERS: dict[int, Tier] = {1: SubprocessTier(), 2: SandboxTier()}
