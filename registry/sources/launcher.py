@@ -1,8 +1,9 @@
 """The launcher every tier-1 and tier-2 tool server starts under: limits, a new session, exec.
 
 ``python -I -m doraforge.registry.sources.launcher --memory-mb M --cpu-s S --files F
---procs P -- command [args...]`` sets the resource limits, makes itself a session leader
-(so the manager can kill the server's whole process group) and replaces itself with the
+--procs P [--env-names A,B] -- command [args...]`` sets the resource limits, keeps only the
+named environment variables, makes itself a session leader (so the manager can kill the
+server's whole process group) and replaces itself with the
 command (``os.execvpe``, environment as given), so the exit status the manager sees is the
 server's own: a memory limit shows as ``MemoryError`` (exit 1) or ``SIGKILL``/``SIGSEGV``,
 the CPU limit as ``SIGXCPU`` (then ``SIGKILL`` one second later).
@@ -37,6 +38,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--cpu-s", type=int, required=True, help="CPU time (seconds)")
     parser.add_argument("--files", type=int, required=True, help="open file descriptors")
     parser.add_argument("--procs", type=int, required=True, help="processes of this user")
+    parser.add_argument(
+        "--env-names",
+        default=None,
+        help="comma-separated variables the command keeps (every other one is removed)",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- command [args...]")
     return parser
 
@@ -71,6 +77,17 @@ def new_session() -> None:
     os.setsid()
 
 
+def keep_only(names: str | None) -> None:
+    """Remove every environment variable not named: the MCP SDK merges the parent's HOME,
+    USER, SHELL, TERM and LOGNAME into a server's declared environment, and a tier's
+    environment is exactly what it built. Names travel on the command line, never values."""
+    if names is None:
+        return
+    kept = set(filter(None, names.split(",")))
+    for name in [name for name in os.environ if name not in kept]:
+        del os.environ[name]
+
+
 def _fail(code: str, message: str, status: int) -> int:
     print(f"doraforge-launcher: {code}: {message}", file=sys.stderr, flush=True)
     return status
@@ -85,6 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not command:
         return _fail("LAUNCHER_NO_COMMAND", "give the server command after --", EXIT_BAD_USAGE)
     new_session()
+    keep_only(args.env_names)
     try:
         apply_limits(args.memory_mb, args.cpu_s, args.files, args.procs)
     except (ValueError, OSError) as exc:

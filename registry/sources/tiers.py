@@ -36,6 +36,7 @@ from doraforge.registry.sources import launcher
 
 NAME_PATTERN = r"[a-z0-9_-]{1,40}"
 RESERVED_ENV_PREFIX = "DORAFORGE_"
+ENV_NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*"
 SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin")
 LAUNCHER_MODULE = "doraforge.registry.sources.launcher"
 # Where the launcher script appears inside the sandbox (bound alone, read-only).
@@ -165,6 +166,14 @@ def clean_env(spec: LaunchSpec, *, home: Path, tmpdir: Path) -> dict[str, str]:
     the declared variables. Nothing is inherited from the registry (tokens, DORAFORGE_*).
 
     Raises :class:`InvalidLaunch` when a declared variable uses the reserved prefix."""
+    malformed = sorted(key for key in spec.env if not re.fullmatch(ENV_NAME_PATTERN, key))
+    if malformed:
+        raise InvalidLaunch(
+            "MCP_SERVER_ENV_NAME",
+            f"server {spec.name!r} declares variables that are not names ({', '.join(malformed)})"
+            f": use {ENV_NAME_PATTERN}",
+            details={"server": spec.name, "variables": malformed},
+        )
     reserved = sorted(key for key in spec.env if key.upper().startswith(RESERVED_ENV_PREFIX))
     if reserved:
         raise InvalidLaunch(
@@ -190,13 +199,17 @@ def prepare_dirs(spec: LaunchSpec) -> None:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
 
 
-def launcher_argv(spec: LaunchSpec, launcher_script: str | None = None) -> list[str]:
-    """Interpreter arguments that run the launcher then ``spec.command``.
+def launcher_argv(
+    spec: LaunchSpec, env: Mapping[str, str], launcher_script: str | None = None
+) -> list[str]:
+    """Interpreter arguments that run the launcher then ``spec.command``, keeping only the
+    names of ``env`` (whatever a spawner merges in is dropped before the command runs).
 
     ``-I`` keeps the workdir off ``sys.path`` (a server's files cannot shadow the launcher)
     and ignores PYTHON* variables."""
     entry = ["-m", LAUNCHER_MODULE] if launcher_script is None else [launcher_script]
-    return ["-I", *entry, *spec.limits.launcher_args(), "--", spec.command, *spec.args]
+    names = f"--env-names={','.join(sorted(env))}"
+    return ["-I", *entry, *spec.limits.launcher_args(), names, "--", spec.command, *spec.args]
 
 
 class SubprocessTier:
@@ -212,7 +225,7 @@ class SubprocessTier:
         """The launcher under this interpreter; HOME is the workdir, TMPDIR the scratch."""
         prepare_dirs(spec)
         env = clean_env(spec, home=spec.workdir, tmpdir=spec.scratch)
-        return Launch(sys.executable, launcher_argv(spec), env, spec.workdir)
+        return Launch(sys.executable, launcher_argv(spec, env), env, spec.workdir)
 
 
 # The parts of /etc a runtime needs (loader, users, name resolution, TLS roots, time zone,
@@ -255,29 +268,51 @@ def _mirror(path: str) -> list[str]:
 def interpreter_roots() -> list[str]:
     """The venv and the base interpreter this registry runs on (the launcher needs them,
     and Python servers installed in the venv do too), outside the system roots."""
-    roots: list[str] = []
-    for prefix in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix):
-        real = os.path.realpath(prefix)
-        inside_system = any(Path(real).is_relative_to(root) for root in SYSTEM_ROOTS)
-        if not inside_system and real not in roots:
-            roots.append(real)
+    prefixes = (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)
+    return list(dict.fromkeys(prefixes))
+
+
+def declared_venv(spec: LaunchSpec, path: str) -> list[str]:
+    """The virtual environment the declared command lives in (``<venv>/bin/<command>`` next
+    to a ``pyvenv.cfg``) and that venv's base interpreter: a server installed in a venv of
+    its own runs in the sandbox."""
+    found = shutil.which(spec.command, path=path) or spec.command
+    root = Path(found).parent.parent
+    config = root / "pyvenv.cfg"
+    if not (os.path.isabs(found) and config.is_file()):
+        return []
+    roots = [str(root)]
+    for line in config.read_text(encoding="utf-8", errors="replace").splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and value.strip():
+            roots.append(os.path.realpath(Path(value.strip()).parent))
     return roots
 
 
-def declared_files(spec: LaunchSpec, path: str, visible: list[str]) -> list[str]:
-    """The command and any absolute file arguments outside the ``visible`` roots, as the
-    operator declared them: each is bound read-only (files only, never a directory), so
-    ``python /srv/server.py`` works without exposing /srv."""
+def declared_files(spec: LaunchSpec, path: str) -> list[str]:
+    """The command and any absolute file arguments, as the operator declared them: each is
+    made visible read-only (files only, never their directory), so ``python /srv/server.py``
+    runs without exposing the rest of /srv."""
     candidates = [shutil.which(spec.command, path=path) or spec.command, *spec.args]
-    files: list[str] = []
-    for candidate in candidates:
-        if not (os.path.isabs(candidate) and os.path.isfile(candidate)):
-            continue
-        real = os.path.realpath(candidate)
-        covered = any(Path(real).is_relative_to(root) for root in visible)
-        if not covered and real not in files:
-            files.append(real)
-    return files
+    return [c for c in candidates if os.path.isabs(c) and os.path.isfile(c)]
+
+
+def _covered(path: str, roots: list[str]) -> bool:
+    return any(Path(os.path.realpath(path)).is_relative_to(root) for root in roots)
+
+
+def readonly_binds(spec: LaunchSpec, path: str) -> list[str]:
+    """``--ro-bind`` options for the interpreter, the command's venv and declared files,
+    each skipped when a broader bind (or the system roots) already shows it."""
+    options: list[str] = []
+    visible = [*SYSTEM_ROOTS]
+    declared = [*interpreter_roots(), *declared_venv(spec, path)]
+    for extra in [*declared, *declared_files(spec, path)]:
+        if not _covered(extra, [*visible, str(spec.workdir), str(spec.scratch)]):
+            # Source resolved, destination as declared: the command is run by that name.
+            options += ["--ro-bind", os.path.realpath(extra), extra]
+            visible.append(os.path.realpath(extra))
+    return options
 
 
 def bwrap_options(spec: LaunchSpec, env: Mapping[str, str]) -> list[str]:
@@ -291,12 +326,7 @@ def bwrap_options(spec: LaunchSpec, env: Mapping[str, str]) -> list[str]:
         options += _mirror(root)
     for entry in ETC_ENTRIES:
         options += _mirror(f"/etc/{entry}")
-    roots = interpreter_roots()
-    for root in roots:
-        options += ["--ro-bind", root, root]
-    visible = [*SYSTEM_ROOTS, *roots, str(spec.workdir), str(spec.scratch)]
-    for path in declared_files(spec, env["PATH"], visible):
-        options += ["--ro-bind", path, path]
+    options += readonly_binds(spec, env["PATH"])
     options += ["--ro-bind", os.path.realpath(launcher.__file__), SANDBOX_LAUNCHER]
     options += ["--ro-bind", str(spec.workdir), str(spec.workdir)]
     options += ["--bind", str(spec.scratch), str(spec.scratch)]
@@ -332,7 +362,8 @@ class SandboxTier:
         prepare_dirs(spec)
         env = clean_env(spec, home=spec.scratch, tmpdir=spec.scratch)
         argv = [*bwrap_options(spec, env), "--", sys.executable]
-        return Launch(bwrap, [*argv, *launcher_argv(spec, SANDBOX_LAUNCHER)], env, spec.workdir)
+        launched = launcher_argv(spec, env, SANDBOX_LAUNCHER)
+        return Launch(bwrap, [*argv, *launched], env, spec.workdir)
 
     def _probe(self) -> tuple[str | None, str | None]:
         with self._probe_lock:
