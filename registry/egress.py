@@ -140,7 +140,7 @@ def parse_egress(data: Any, *, where: str = "egress") -> EgressSettings:
         return EgressSettings.model_validate(data)
     except ValidationError as exc:
         error = exc.errors()[0]
-        path = ".".join(str(part) for part in (where, *error["loc"]))
+        path = ".".join(str(part) for part in (where, *error["loc"]) if part != "[key]")
         message = str(error["msg"]).removeprefix("Value error, ")
         raise InvalidRequest(
             "EGRESS_INVALID", f"{path}: {message}", details={"field": path}

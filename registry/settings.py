@@ -203,8 +203,8 @@ def _parse(text: str, path: Path) -> Any:
 
 def _first_problem(exc: ValidationError) -> str:
     error = exc.errors()[0]
-    field = ".".join(str(p) for p in error["loc"]) or "(root)"
-    return f"{field}: {error['msg']}"
+    field = ".".join(str(p) for p in error["loc"] if p != "[key]") or "(root)"
+    return f"{field}: {str(error['msg']).removeprefix('Value error, ')}"
 
 
 def _token(
