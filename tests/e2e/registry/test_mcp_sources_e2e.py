@@ -1,0 +1,323 @@
+"""Third-party MCP servers as tool sources, end to end: real server processes in tier 1 and
+tier 2, the official SDK on both sides, the registry on a real socket.
+
+The test server (``tests/registry/sources/mcp_source_server.py``, FastMCP over stdio) and
+``mcp-server-time`` from the package index (its own venv, ``tests/peers/mcp_server_time``)
+are reached through ``POST /api/tools/call`` and through the registry's own ``/mcp`` with
+the SDK client; their faults (a crash mid-call, a hang past the deadline, a stderr flood)
+are contained and recovered; servers are added and removed live through the operator
+routes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import shutil
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import mcp.types as types
+import psutil
+import pytest
+from fastapi import FastAPI
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from doraforge.registry.server import build_app, new_service, uvicorn_config
+from doraforge.registry.settings import ServerSettings
+from tests.peers import mcp_server_time
+from tests.support.live_server import LiveServer
+from tests.support.waiting import eventually
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
+
+SERVER_SCRIPT = Path(__file__).parents[2] / "registry" / "sources" / "mcp_source_server.py"
+TIERS = [1, 2]
+#: Every tool of the test server is approved except ``plain`` (no annotations: a high-risk
+#: write whose call must wait for an approval nobody gives).
+APPROVED = frozenset(
+    f"mcp__src__{tool}"
+    for tool in ("echo", "add_note", "crash", "crash_write", "hang", "flood", "pid", "grow")
+) | {"mcp__src__grown", "mcp__time__get_current_time", "mcp__time__convert_time"}
+_ids = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _needs_bubblewrap(request: pytest.FixtureRequest) -> None:
+    """Tier 2 needs bwrap: its absence fails the row with the fix, never skips it."""
+    tier = getattr(request.node, "callspec", None)
+    if tier is not None and tier.params.get("tier") == 2 and shutil.which("bwrap") is None:
+        pytest.fail("tier 2 needs bubblewrap: run `make sandbox` (apt-get install bubblewrap)")
+
+
+def src_config(tmp_path: Path, tier: int, **overrides: Any) -> dict[str, Any]:
+    """The test server's config: notes written in its scratch directory (tier 2's only
+    writable place), a short call deadline for the hang row."""
+    scratch = tmp_path / "sources" / "src" / "scratch"
+    return {
+        "command": sys.executable,
+        "args": [str(SERVER_SCRIPT)],
+        "env": {"NOTES_DIR": str(scratch)},
+        "tier": tier,
+        "timeoutMs": 3000,
+        **overrides,
+    }
+
+
+def time_config(tmp_path: Path, tier: int, name: str = "time") -> dict[str, Any]:
+    """``mcp-server-time`` from its own venv (tier 1) or linked into its workdir (tier 2)."""
+    if tier == 1:
+        command, args = mcp_server_time.command()
+        env: dict[str, str] = {}
+    else:
+        work = tmp_path / "sources" / name / "work"
+        work.mkdir(parents=True, exist_ok=True)
+        command, args, env = mcp_server_time.sandboxed(work)
+    return {"command": command, "args": args, "env": env, "tier": tier}
+
+
+class Registry(LiveServer):
+    """The registry on a live socket, with its app (to read its egress declarations)."""
+
+    app: FastAPI
+
+
+@contextmanager
+def registry(
+    tmp_path: Path, servers: dict[str, dict[str, Any]], *, grants: frozenset[str] | None = None
+) -> Iterator[Registry]:
+    settings = ServerSettings(
+        port=0,
+        grants=grants if grants is not None else frozenset({"mcp.src", "mcp.time"}),
+        approvals=APPROVED,
+        approval_timeout_s=0,
+        mcp_enabled=True,
+        mcp_servers=servers,
+    )
+    app = build_app(new_service(settings), settings, sources_dir=tmp_path / "sources")
+    live = Registry(uvicorn_config(app, "127.0.0.1", 0), within=90)
+    live.app = app
+    with live:
+        yield live
+
+
+def call(live: LiveServer, name: str, **arguments: Any) -> dict[str, Any]:
+    body = {
+        "type": "portos_tool_call",
+        "requestId": f"r-{next(_ids)}",
+        "name": name,
+        "arguments": arguments,
+    }
+    with httpx.Client(base_url=live.url, timeout=60) as client:
+        answer: dict[str, Any] = client.post("/api/tools/call", json=body).json()
+    return answer
+
+
+def catalog(live: LiveServer) -> tuple[dict[str, dict[str, Any]], str]:
+    with httpx.Client(base_url=live.url, timeout=30) as client:
+        response = client.get("/api/tools", params={"format": "portos"})
+    tools = {tool["name"]: tool for tool in response.json()["tools"]}
+    return tools, response.headers["etag"]
+
+
+def sources(live: LiveServer) -> dict[str, dict[str, Any]]:
+    with httpx.Client(base_url=live.url, timeout=30) as client:
+        rows = client.get("/api/sources/mcp").json()["servers"]
+    return {row["name"]: row for row in rows}
+
+
+def back(live: LiveServer) -> dict[str, Any]:
+    """Wait (bounded) until the test server answers again after a restart."""
+    return eventually(
+        lambda: (r := call(live, "mcp__src__echo", text="again"))["state"] == "completed" and r,
+        within=45,
+        what="the test server answering again after its restart",
+        detail=lambda: sources(live).get("src"),
+    )
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_a_third_party_servers_tools_pass_every_gate_over_http(tier: int, tmp_path: Path) -> None:
+    servers = {"src": src_config(tmp_path, tier), "time": time_config(tmp_path, tier)}
+    with registry(tmp_path, servers) as live:
+        tools, _ = catalog(live)
+        assert tools["mcp__src__echo"]["policy"]["sideEffect"] == "read"
+        assert tools["mcp__src__add_note"]["policy"]["sideEffect"] == "write"
+        plain = tools["mcp__src__plain"]["policy"]
+        assert (plain["sideEffect"], plain["risk"]) == ("write", "high")
+        assert tools["mcp__src__echo"]["policy"]["requiredCapabilities"] == ["mcp.src"]
+        assert tools["mcp__src__echo"]["input_schema"]["additionalProperties"] is False
+
+        assert call(live, "mcp__src__echo", text="hi")["result"] == {"text": "echo: hi"}
+        assert call(live, "mcp__src__add_note", text="one")["result"] == {"count": 1}
+        assert (tmp_path / "sources" / "src" / "scratch" / "notes.txt").read_text() == "one\n"
+        denied = call(live, "mcp__src__plain", value=2)
+        assert (denied["state"], denied["error"]["code"]) == ("denied", "TOOL_APPROVAL_REQUIRED")
+        extra = call(live, "mcp__src__echo", text="hi", sneaky=1)
+        assert extra["error"]["code"] == "TOOL_INVALID_ARGUMENTS"
+
+        now = call(live, "mcp__time__get_current_time", timezone="UTC")
+        assert now["state"] == "completed", now
+        assert now["result"]["timezone"] == "UTC"
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_an_mcp_client_reaches_a_third_party_tool_through_the_registrys_gates(
+    tier: int, tmp_path: Path
+) -> None:
+    servers = {"src": src_config(tmp_path, tier), "time": time_config(tmp_path, tier)}
+    with registry(tmp_path, servers) as live:
+        listed, echoed, converted, plain = asyncio.run(_through_mcp(live.url))
+    assert {"mcp__src__echo", "mcp__time__convert_time"} <= listed
+    assert not echoed.isError
+    assert "echo: via mcp" in _text(echoed)
+    assert not converted.isError, _text(converted)
+    assert plain.isError
+    assert "TOOL_APPROVAL_REQUIRED" in _text(plain)
+
+
+async def _through_mcp(
+    url: str,
+) -> tuple[set[str], types.CallToolResult, types.CallToolResult, types.CallToolResult]:
+    async with (
+        httpx.AsyncClient(timeout=httpx.Timeout(30, read=60)) as http,
+        streamable_http_client(f"{url}/mcp", http_client=http) as (read, write, _),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        listed = {tool.name for tool in (await session.list_tools()).tools}
+        echoed = await session.call_tool("mcp__src__echo", {"text": "via mcp"})
+        converted = await session.call_tool(
+            "mcp__time__convert_time",
+            {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"},
+        )
+        plain = await session.call_tool("mcp__src__plain", {"value": 1})
+    return listed, echoed, converted, plain
+
+
+def _text(result: types.CallToolResult) -> str:
+    return " ".join(b.text for b in result.content if isinstance(b, types.TextContent))
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_a_crash_mid_call_answers_unavailable_and_the_server_comes_back(
+    tier: int, tmp_path: Path
+) -> None:
+    with registry(tmp_path, {"src": src_config(tmp_path, tier)}) as live:
+        crashed = call(live, "mcp__src__crash")
+        assert crashed["state"] == "failed"
+        assert crashed["error"]["code"] == "MCP_SOURCE_UNAVAILABLE"
+        assert crashed["error"]["retryable"] is True
+        assert "src" in crashed["error"]["message"]
+        back(live)
+        lost = call(live, "mcp__src__crash_write")
+        assert lost["error"]["code"] == "MCP_SOURCE_UNAVAILABLE"
+        assert lost["error"]["retryable"] is False
+        assert lost["error"]["details"]["remoteState"] == "unknown"
+        back(live)
+        assert sources(live)["src"]["restarts"] >= 2
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_a_hung_call_is_killed_at_its_deadline_and_the_server_restarts(
+    tier: int, tmp_path: Path
+) -> None:
+    with registry(tmp_path, {"src": src_config(tmp_path, tier, timeoutMs=1500)}) as live:
+        before = call(live, "mcp__src__pid")["result"]["pid"]
+        hung = call(live, "mcp__src__hang")
+        assert (hung["state"], hung["error"]["code"]) == ("timeout", "TOOL_TIMEOUT")
+        assert sources(live)["src"]["state"] in ("unavailable", "starting", "ready")
+        back(live)
+        after = call(live, "mcp__src__pid")["result"]["pid"]
+        if tier == 1:  # tier 2's pids are the sandbox's own namespace
+            assert after != before
+            assert not psutil.pid_exists(before) or psutil.Process(before).status() == "zombie"
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_a_stderr_flood_is_bounded_and_the_server_keeps_working(tier: int, tmp_path: Path) -> None:
+    with registry(tmp_path, {"src": src_config(tmp_path, tier)}) as live:
+        flooded = call(live, "mcp__src__flood", kib=4096)
+        assert flooded["result"] == {"text": "flooded"}
+        assert call(live, "mcp__src__echo", text="still")["state"] == "completed"
+        log = Path(sources(live)["src"]["log"])
+    logs = [log, log.with_name(log.name + ".1")]
+    sizes = [path.stat().st_size for path in logs if path.exists()]
+    assert sizes
+    assert all(size <= 1024 * 1024 for size in sizes), sizes
+
+
+def test_a_list_changed_notification_refreshes_the_catalog_and_its_etag(tmp_path: Path) -> None:
+    with registry(tmp_path, {"src": src_config(tmp_path, 1)}) as live:
+        tools, etag = catalog(live)
+        assert "mcp__src__grown" not in tools
+        assert call(live, "mcp__src__grow")["state"] == "completed"
+        eventually(
+            lambda: "mcp__src__grown" in catalog(live)[0],
+            within=15,
+            what="the grown tool in the catalog",
+        )
+        assert catalog(live)[1] != etag
+        assert call(live, "mcp__src__grown")["result"] == {"text": "grown"}
+
+
+def test_an_operator_adds_and_removes_a_server_live(tmp_path: Path) -> None:
+    with registry(tmp_path, {}) as live:
+        _, empty = catalog(live)
+        config = {**time_config(tmp_path, 1), "egressHosts": ["time.example.org"]}
+        with httpx.Client(base_url=live.url, timeout=60) as client:
+            added = client.put("/api/sources/mcp/time", json=config)
+            assert added.status_code == 201, added.text
+            assert "mcp__time__get_current_time" in added.json()["server"]["tools"]
+            egress = live.app.state.service.egress.declared()
+        assert "mcp:time" in egress
+        tools, with_time = catalog(live)
+        assert "mcp__time__convert_time" in tools
+        assert with_time != empty
+        assert call(live, "mcp__time__get_current_time", timezone="UTC")["state"] == "completed"
+
+        with httpx.Client(base_url=live.url, timeout=60) as client:
+            removed = client.delete("/api/sources/mcp/time")
+            assert removed.status_code == 200
+            assert "mcp__time__convert_time" in removed.json()["server"]["removedTools"]
+            assert client.delete("/api/sources/mcp/time").json()["error"]["code"] == (
+                "MCP_SOURCE_NOT_FOUND"
+            )
+            bad = client.put("/api/sources/mcp/time", json={"command": "x", "tier": 7})
+            assert (bad.status_code, bad.json()["error"]["code"]) == (422, "MCP_SOURCE_INVALID")
+        tools, after = catalog(live)
+        assert not any(name.startswith("mcp__time__") for name in tools)
+        assert after == empty
+        gone = call(live, "mcp__time__get_current_time", timezone="UTC")
+        assert gone["error"]["code"] == "TOOL_NOT_FOUND"
+        assert "mcp:time" not in live.app.state.service.egress.declared()
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_no_server_process_outlives_the_registry(tier: int, tmp_path: Path) -> None:
+    with registry(tmp_path, {"src": src_config(tmp_path, tier)}) as live:
+        assert call(live, "mcp__src__echo", text="x")["state"] == "completed"
+        assert _servers_of_this_process()
+    eventually(
+        lambda: not _servers_of_this_process(),
+        within=15,
+        what="every MCP server process gone after the registry stopped",
+        detail=_servers_of_this_process,
+    )
+
+
+def _servers_of_this_process() -> list[int]:
+    children = psutil.Process().children(recursive=True)
+    found = []
+    for child in children:
+        try:
+            if any(str(SERVER_SCRIPT) in part for part in child.cmdline()):
+                found.append(child.pid)
+        except psutil.Error:
+            continue
+    return found
