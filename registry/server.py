@@ -34,6 +34,7 @@ from doraforge.wire.errors import StructuredError
 if TYPE_CHECKING:
     from doraforge.registry.api_tools.routes import ApiTools
     from doraforge.registry.context.source import ContextSource, Scope
+    from doraforge.registry.credentials import CredentialStore
     from doraforge.registry.service import RegistryService
 
 type Say = Callable[[str], None]
@@ -53,12 +54,22 @@ def new_service(settings: ServerSettings) -> RegistryService:
     return RegistryService(require_auth_for_writes=settings.token is not None)
 
 
-def _api_tools(service: RegistryService, settings: ServerSettings, store_dir: Path) -> ApiTools:
+def _api_tools(
+    service: RegistryService, settings: ServerSettings, store_dir: Path, credentials: Path
+) -> tuple[ApiTools, CredentialStore]:
+    """The API tools over ``store_dir`` with their management tools registered, and the
+    credential store in ``credentials`` their secrets resolve from first (then the config's
+    ``secret_env`` values)."""
+    from doraforge.registry.api_tools.manage import register_management_tools
     from doraforge.registry.api_tools.outbound import OutboundPolicy
     from doraforge.registry.api_tools.routes import ApiTools
+    from doraforge.registry.credentials import CredentialStore, SecretView
 
     policy = OutboundPolicy.model_validate(settings.outbound)
-    return ApiTools(store_dir, service, policy, settings.secrets)
+    store = CredentialStore(credentials)
+    api_tools = ApiTools(store_dir, service, policy, SecretView(store, settings.secrets))
+    register_management_tools(service, api_tools)
+    return api_tools, store
 
 
 def build_app(
@@ -70,11 +81,14 @@ def build_app(
     recipes_dir: Path | None = None,
     context_sources: Mapping[Scope, ContextSource] | None = None,
     sources_dir: Path | None = None,
+    credentials_path: Path | None = None,
     egress_file: Path | None = None,
 ) -> FastAPI:
     """The whole server app; ``robot`` tools (when given) are registered and closed with it;
     API-tool bundles persisted in ``api_tools_dir`` (when given) are registered and their
-    routes served under ``/api/api-tools``.
+    routes served under ``/api/api-tools``, with the operator's credential routes under
+    ``/api/credentials`` over ``credentials_path`` (default: ``credentials.json`` beside
+    ``api_tools_dir``, i.e. in the home).
 
     One route table: the catalog and calls, MCP and the agent manifest, the API tools.
     Saving or probing a bundle opens outbound reach; with a token configured the transport
@@ -84,8 +98,10 @@ def build_app(
     routes = [*CALL_ROUTES, *MCP_ROUTES, *INVENTORY_ROUTES, *EGRESS_ROUTES]  # egress: operator's
     if api_tools_dir is not None:
         from doraforge.registry.api_tools.routes import ROUTES as API_TOOLS_ROUTES
+        from doraforge.registry.credentials_routes import ROUTES as CREDENTIAL_ROUTES
 
         routes += [_operator_writes(route) for route in API_TOOLS_ROUTES]
+        routes += CREDENTIAL_ROUTES  # every one the operator's, reads included
     if recipes_dir is not None:
         from doraforge.registry.recipes.routes import ROUTES as RECIPE_ROUTES
 
@@ -96,7 +112,10 @@ def build_app(
     service.egress.configure(settings.egress, path=saved)
     app.state.mcp = McpEndpoint(service, settings, context_sources=context_sources or {})
     if api_tools_dir is not None:
-        app.state.api_tools = _api_tools(service, settings, api_tools_dir)
+        credentials = credentials_path or api_tools_dir.parent / "credentials.json"
+        app.state.api_tools, app.state.credentials = _api_tools(
+            service, settings, api_tools_dir, credentials
+        )
     if recipes_dir is not None:
         from doraforge.registry.recipes.routes import attach
 

@@ -154,10 +154,14 @@ class ApiTools:
         return bundle
 
     def _declare_egress(self, bundle: Bundle) -> None:
-        # The base host passed the outbound policy when the bundle was saved.
-        self.service.allow_egress([bundle.host])
+        # The base host passed the outbound policy when the bundle was saved; declaring it
+        # again under the same source replaces what a previous version declared.
+        self.service.egress.declare(egress_source(bundle.name), [bundle.host])
 
     def _retract_egress(self, bundle: Bundle) -> None:
-        # The egress allowlist only grows until the service gains egress.retract (issue 14,
-        # egress administration): the outbound policy still guards every dial meanwhile.
-        return
+        self.service.egress.retract(egress_source(bundle.name))
+
+
+def egress_source(name: str) -> str:
+    """The egress source id of service ``name``: ``api:<service>``."""
+    return f"api:{name}"
