@@ -14,7 +14,7 @@ import io
 import os
 import threading
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Self
 
 MIB = 1024 * 1024
 DEFAULT_MAX_BYTES = MIB
@@ -73,6 +73,12 @@ class BoundedLog:
         """Close the file; later appends are dropped."""
         with self._lock:
             self._file.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 class Errlog(io.TextIOWrapper):
