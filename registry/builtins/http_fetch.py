@@ -7,8 +7,9 @@ not a URL but its parts, each judged before anything is dialled: ``host`` (a bar
 host must be on the egress allowlist for this caller (checked here, per call, because the
 entry cannot declare it statically; refused ``TOOL_EGRESS_DENIED`` like the registry's
 own gate, with the message naming the operator's allow route), and the request goes
-through the API tools' outbound client, which resolves the name once, vets every address against the operator's outbound policy (no link-local
-or metadata targets in any mode), dials the vetted address and never follows a redirect.
+through the API tools' outbound client, which resolves the name once, vets every address
+against the operator's outbound policy (no link-local or metadata targets in any mode),
+dials the vetted address and never follows a redirect.
 The URL is assembled by this adapter from those vetted parts, so a model can never smuggle
 credentials, another host, or a scheme the tool does not speak.
 
