@@ -118,7 +118,10 @@ def _body(document: dict[str, Any], raw: Any, where: str) -> tuple[str, list[dic
     schema, at = _resolve(document, media.get("schema") if isinstance(media, dict) else None, at)
     if not isinstance(schema, dict) or schema.get("type", "object") != "object":
         raise unmappable(at, "the body schema must be an object with properties")
-    required = set(schema.get("required") or [])
+    listed = schema.get("required")
+    required = (
+        {name for name in listed if isinstance(name, str)} if isinstance(listed, list) else set()
+    )
     params = []
     for name, prop in _object(schema.get("properties", {}), at, "properties").items():
         prop, _ = _resolve(document, prop, pointer_in(at, "properties", name))

@@ -188,7 +188,11 @@ async def _pending(operator: httpx.AsyncClient) -> dict[str, Any]:
         approvals: list[dict[str, Any]] = answer.json()["approvals"]
         return approvals[0] if len(approvals) == 1 else None
 
-    return await eventually_async(listed, within=20.0, what="one pending approval")
+    found: dict[str, Any] | None = await eventually_async(
+        listed, within=20.0, what="one pending approval"
+    )
+    assert found is not None
+    return found
 
 
 async def _declared(operator: httpx.AsyncClient) -> dict[str, list[str]]:
