@@ -21,6 +21,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 
+from doraforge.registry.builtins import register_builtins
 from doraforge.registry.egress_routes import ROUTES as EGRESS_ROUTES
 from doraforge.registry.http import OPERATOR_ONLY, create_app, settle_in_flight
 from doraforge.registry.http import ROUTES as CALL_ROUTES
@@ -116,6 +117,9 @@ def build_app(
         app.state.api_tools, app.state.credentials = _api_tools(
             service, settings, api_tools_dir, credentials
         )
+    # calculator, http_fetch, web_search per the ``builtins`` section (all by default); a
+    # search provider's API key resolves from the home's credential store when there is one.
+    register_builtins(service, settings, getattr(app.state, "credentials", None))
     if recipes_dir is not None:
         from doraforge.registry.recipes.routes import attach
 

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from doraforge.registry.builtins import register_builtins
 from doraforge.registry.builtins.providers.duckduckgo import parse_results
+from doraforge.registry.credentials import CredentialStore
 from doraforge.registry.egress import EgressSettings
+from doraforge.registry.service import RegistryService
 from doraforge.registry.settings import ServerSettings, SettingsError
 from tests.registry.builtins.conftest import call, caller, service_with
 from tests.registry.builtins.upstream import Upstream, ddg_page
@@ -213,3 +217,27 @@ def test_a_bad_builtins_section_is_refused_naming_the_field(builtins: dict[str, 
     with pytest.raises(SettingsError) as refused:
         service_with(ServerSettings(builtins=builtins))
     assert str(refused.value).startswith("BUILTINS_INVALID: builtins.")
+
+
+async def test_the_tavily_key_comes_from_the_credential_store(
+    served: Upstream, tmp_path: Path
+) -> None:
+    store = CredentialStore(tmp_path / "credentials.json")
+    store.set("TAVILY_KEY", "tvly-test-key")
+    settings = ServerSettings(
+        builtins={
+            "enabled": ["web_search"],
+            "web_search": {
+                "provider": "tavily",
+                "base_url": f"{served.url}/tavily",
+                "api_key_credential": "TAVILY_KEY",
+            },
+        }
+    )
+    service = RegistryService()
+    register_builtins(service, settings, store)
+    found = await call(service, "web_search", {"query": "q"}, caller())
+    assert found["state"] == "completed", found
+    store.delete("TAVILY_KEY")  # read on every call: a removed key is noticed at once
+    gone = await call(service, "web_search", {"query": "q"}, caller())
+    assert gone["error"]["code"] == "WEB_SEARCH_CREDENTIAL_MISSING"
