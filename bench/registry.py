@@ -11,6 +11,14 @@ reported.
 The MCP ``tools/call`` round trip (registry endpoint beside the official ``mcp`` SDK's own
 server) is the server part: ``mcp_round_trip`` is its slot, and its figures go under the
 ``"mcp"`` key of the output object and its targets beside the in-process one.
+
+The MCP-source part (``"mcp_source"``): a third-party stdio MCP server (a FastMCP echo
+server written to a temporary directory) behind tier 1, called through every gate
+(``RegistryService.call`` -> ``McpSource`` -> ``ClientSession.call_tool``), beside the
+official SDK client calling a second process of the same server directly, rounds
+interleaved. Target: at most 1.3x the direct call plus the gate overhead measured above
+(``call_overhead_us``). Also the start-up time (spawn to tools listed) in tier 1 and, where
+bubblewrap runs, tier 2.
 The last line printed is one JSON object.
 
     python bench/registry.py [--calls 20000] [--rounds 5]
@@ -195,7 +203,9 @@ async def _mcp_round(client: Any, url: str, n: int) -> float:
     return (time.perf_counter() - started) / n
 
 
-async def _mcp_rounds(ours: str, sdk: str, calls: int, rounds: int) -> tuple[list, list]:
+async def _mcp_rounds(
+    ours: str, sdk: str, calls: int, rounds: int
+) -> tuple[list[float], list[float]]:
     import httpx
 
     async with httpx.AsyncClient(timeout=30) as client:
@@ -238,6 +248,148 @@ def mcp_figures(calls: int, *, rounds: int) -> tuple[dict[str, Any], dict[str, A
     return figures, target
 
 
+# ------------------------------------------------------------ MCP-source part: stdio servers
+
+STDIO_SERVER = """
+from mcp.server.fastmcp import FastMCP
+from mcp.types import ToolAnnotations
+
+server = FastMCP("bench-source", log_level="WARNING")
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def echo(query: str, limit: int = 5) -> dict:
+    return {"ok": True}
+
+
+server.run("stdio")
+"""
+SOURCE_TOOL = "mcp__bench__echo"
+SOURCE_PRINCIPAL = Principal(id="bench", scope="agent", grants=frozenset({"mcp.bench"}))
+
+
+def _source_config(script: Path, tier: int) -> Any:
+    from doraforge.registry.sources.config import parse_server
+
+    raw = {"command": sys.executable, "args": [str(script)], "tier": tier, "risk": "low"}
+    return parse_server("bench", raw)
+
+
+async def _started(home: Path, script: Path, tier: int) -> tuple[Any, float]:
+    """A registry with the bench server as its source, started; and the start-up seconds."""
+    from doraforge.registry.sources import McpSources, default_runtime
+    from doraforge.registry.sources.mcp_servers import McpSource
+
+    sources = McpSources(RegistryService(), home, runtime=default_runtime(), credentials={})
+    source: McpSource = sources.add("bench", _source_config(script, tier))
+    started = time.perf_counter()
+    await sources.start_all()
+    if source.state != "ready":
+        await sources.stop_all()
+        raise RuntimeError(f"bench MCP server (tier {tier}) did not start: {source.reason}")
+    return sources, time.perf_counter() - started
+
+
+async def _gated_round(service: RegistryService, n: int, offset: int) -> float:
+    started = time.perf_counter()
+    for i in range(n):
+        body = {"requestId": f"src-{offset + i}", "name": SOURCE_TOOL, "arguments": ARGUMENTS}
+        result = await service.call(body, SOURCE_PRINCIPAL)
+        if result["state"] != "completed":
+            raise RuntimeError(f"gated MCP-source call failed: {result}")
+    return (time.perf_counter() - started) / n
+
+
+async def _direct_round(session: Any, n: int) -> float:
+    started = time.perf_counter()
+    for _ in range(n):
+        result = await session.call_tool("echo", dict(ARGUMENTS))
+        if result.isError:
+            raise RuntimeError("direct MCP call failed")
+    return (time.perf_counter() - started) / n
+
+
+async def _source_rounds(home: Path, errlog: Any, calls: int, rounds: int) -> dict[str, Any]:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    script = home / "bench_server.py"
+    script.write_text(STDIO_SERVER)
+    sources, startup_s = await _started(home / "tier1", script, 1)
+    params = StdioServerParameters(command=sys.executable, args=[str(script)])
+    try:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            await _direct_round(session, 20)
+            await _gated_round(sources.service, 20, offset=-100)
+            gated, direct = [], []
+            for r in range(rounds):
+                gated.append(await _gated_round(sources.service, calls, offset=r * calls))
+                direct.append(await _direct_round(session, calls))
+                print(
+                    f"mcp-source round {r + 1}/{rounds}: gated {gated[-1] * 1e6:.0f} us, "
+                    f"direct {direct[-1] * 1e6:.0f} us",
+                    flush=True,
+                )
+    finally:
+        await sources.stop_all()
+    return {"gated": gated, "direct": direct, "tier1_startup_s": startup_s}
+
+
+async def _tier2_startup(home: Path) -> float | None:
+    """Start-up seconds of the same server in tier 2; ``None`` when bwrap cannot run here."""
+    from doraforge.registry.sources.tiers import TIERS
+
+    reason = TIERS[2].available()
+    if reason is not None:
+        print(f"tier 2 start-up not measured: {reason}", flush=True)
+        return None
+    sources, startup_s = await _started(home / "tier2", home / "bench_server.py", 2)
+    await sources.stop_all()
+    return startup_s
+
+
+def mcp_source_figures(
+    calls: int, rounds: int, gate_overhead_us: float
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The MCP-source figures and targets (see the module docstring)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="bench-mcp-source-") as tmp:
+        home = Path(tmp)
+        with (home / "direct.log").open("w") as errlog:
+            measured = asyncio.run(_source_rounds(home, errlog, calls, rounds))
+        tier2_s = asyncio.run(_tier2_startup(home))
+    gated_us = statistics.median(measured["gated"]) * 1e6
+    direct_us = statistics.median(measured["direct"]) * 1e6
+    ratio = round(gated_us / direct_us, 3)
+    limit = round(1.3 + max(gate_overhead_us, 0.0) / direct_us, 3)
+    figures: dict[str, Any] = {
+        "calls_per_round": calls,
+        "rounds": rounds,
+        "gated_call_us": round(gated_us, 1),
+        "direct_sdk_call_us": round(direct_us, 1),
+        "gated_over_direct": ratio,
+        "gated_rounds_us": [round(x * 1e6, 1) for x in measured["gated"]],
+        "direct_rounds_us": [round(x * 1e6, 1) for x in measured["direct"]],
+        "tier1_startup_ms": round(measured["tier1_startup_s"] * 1000, 1),
+        "tier2_startup_ms": None if tier2_s is None else round(tier2_s * 1000, 1),
+    }
+    targets: dict[str, Any] = {
+        "mcp_source_call_over_direct_sdk": {"value": ratio, "limit": limit, "better": "lower"}
+    }
+    if tier2_s is not None:
+        targets["mcp_source_tier2_startup_ms"] = {
+            "value": figures["tier2_startup_ms"],
+            "limit": 5000,
+            "better": "lower",
+        }
+    return figures, targets
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=20_000)
@@ -245,10 +397,14 @@ def main() -> None:
     args = parser.parse_args()
     figures = asyncio.run(in_process(args.calls, args.rounds))
     mcp_figures, mcp_targets = mcp_round_trip(args.calls)
+    source_figures, source_targets = mcp_source_figures(
+        max(50, args.calls // 50), args.rounds, figures["call_overhead_us"]
+    )
     report = {
         "benchmark": "registry",
         "in_process": figures,
         "mcp": mcp_figures,
+        "mcp_source": source_figures,
         "targets": {
             "call_over_bare_validation": {
                 "value": figures["call_over_bare_validation"],
@@ -256,6 +412,7 @@ def main() -> None:
                 "better": "lower",
             },
             **mcp_targets,
+            **source_targets,
         },
     }
     print(json.dumps(report))
