@@ -1,8 +1,9 @@
 // API tools: the declarative HTTP services, read as a person would (auth by credential
 // name, method and path per tool, a params table, the envelope in a sentence) and a probe
 // form generated from a tool's params. Authoring stays JSON (PUT /api/api-tools/{name}).
+// Delete is a soft delete: the tools leave the catalog at once, saving the bundle restores it.
 
-import { enc, getJson, postJson } from "../api.js";
+import { enc, getJson, postJson, request } from "../api.js";
 import { clear, errorText, h, table } from "../dom.js";
 import { readForm, schemaForm } from "../schema_form.js";
 
@@ -112,12 +113,33 @@ function probeView(bundle, say) {
   );
 }
 
+function deleteButton(bundle, say) {
+  const button = h("button", { type: "button", id: "api-delete", className: "danger" }, "Delete service");
+  button.addEventListener("click", async () => {
+    const question =
+      `Delete ${bundle.name}? Its ${bundle.tools.length} tool(s) leave the catalog now and its host ` +
+      "is no longer declared; saving the bundle again restores it.";
+    if (!window.confirm(question)) return;
+    button.disabled = true;
+    try {
+      await request(`/api/api-tools/${enc(bundle.name)}`, { method: "DELETE" });
+      say(`${bundle.name} deleted`);
+      window.location.hash = "#/api-tools";
+    } catch (error) {
+      say(errorText(error), true);
+      button.disabled = false;
+    }
+  });
+  return button;
+}
+
 async function detail(root, name, say) {
   const bundle = (await getJson(`/api/api-tools/${enc(name)}`)).bundle;
   root.append(
     h("p", {}, h("a", { href: "#/api-tools" }, "← all API services")),
     h("h1", {}, bundle.name, " ", h("code", {}, bundle.baseUrl)),
     bundle.description ? h("p", {}, bundle.description) : null,
+    deleteButton(bundle, say),
     h("section", { id: "api-detail" }, authView(bundle), h("h2", {}, "Tools"), bundle.tools.map(toolView)),
     probeView(bundle, say),
   );
