@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import shutil
+import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,7 +33,7 @@ from mcp.client.streamable_http import streamable_http_client
 from doraforge.registry.server import build_app, new_service, uvicorn_config
 from doraforge.registry.settings import ServerSettings
 from tests.peers import mcp_server_time
-from tests.support.live_server import LiveServer
+from tests.support.live_server import LiveServer, serve_process
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
@@ -42,7 +44,10 @@ TIERS = [1, 2]
 #: write whose call must wait for an approval nobody gives).
 APPROVED = frozenset(
     f"mcp__src__{tool}"
-    for tool in ("echo", "add_note", "crash", "crash_write", "hang", "flood", "pid", "grow")
+    for tool in (
+        *("echo", "add_note", "crash", "crash_write", "hang", "flood", "pid", "grow"),
+        *("hog", "peek", "dial"),
+    )
 ) | {"mcp__src__grown", "mcp__time__get_current_time", "mcp__time__convert_time"}
 _ids = itertools.count()
 
@@ -250,6 +255,69 @@ def test_a_stderr_flood_is_bounded_and_the_server_keeps_working(tier: int, tmp_p
     sizes = [path.stat().st_size for path in logs if path.exists()]
     assert sizes
     assert all(size <= 1024 * 1024 for size in sizes), sizes
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_a_server_over_its_memory_limit_is_contained_and_keeps_serving(
+    tier: int, tmp_path: Path
+) -> None:
+    config = src_config(tmp_path, tier, limits={"memory_mb": 512})
+    with registry(tmp_path, {"src": config}) as live:
+        hogged = call(live, "mcp__src__hog", mib=2048)
+        assert hogged["state"] == "failed"
+        assert hogged["error"]["code"] in ("MCP_TOOL_ERROR", "MCP_SOURCE_UNAVAILABLE")
+        back(live)
+
+
+def test_tier_2_keeps_a_server_from_files_outside_and_from_the_network(tmp_path: Path) -> None:
+    secret = tmp_path / "outside.txt"
+    secret.write_text("registry secret")
+    with registry(tmp_path, {"src": src_config(tmp_path, 2)}) as live:
+        peeked = call(live, "mcp__src__peek", path=str(secret))
+        assert peeked["state"] == "failed"
+        assert "registry secret" not in str(peeked)
+        dialled = call(live, "mcp__src__dial", port=live.port)
+        assert (dialled["state"], dialled["error"]["code"]) == ("failed", "MCP_TOOL_ERROR")
+        assert call(live, "mcp__src__echo", text="still")["state"] == "completed"
+
+
+def test_tier_1_is_a_plain_process_that_can_read_and_dial(tmp_path: Path) -> None:
+    """The contrast row: the same probes pass in tier 1, so tier 2's refusals are its own."""
+    secret = tmp_path / "outside.txt"
+    secret.write_text("registry secret")
+    with registry(tmp_path, {"src": src_config(tmp_path, 1)}) as live:
+        assert call(live, "mcp__src__peek", path=str(secret))["result"] == {
+            "text": "registry secret"
+        }
+        assert call(live, "mcp__src__dial", port=live.port)["result"] == {"text": "connected"}
+
+
+def test_sigterm_to_serve_ends_every_mcp_server_it_started(tmp_path: Path) -> None:
+    config = tmp_path / "serve.json"
+    servers = {"src": src_config(tmp_path / "home", 1)}
+    config.write_text(json.dumps({"mcp_servers": servers}))
+    options = ("--config", str(config), "--grant", "mcp.src", "--approve", "mcp__src__pid")
+    with serve_process(tmp_path, *options) as serve:
+        body = {"type": "portos_tool_call", "requestId": "r-pid", "name": "mcp__src__pid"}
+        answer = eventually(
+            lambda: _pid_of(serve.base_url, body),
+            within=60,
+            what="the MCP server's pid through serve",
+            detail=serve.errors,
+        )
+        serve.process.send_signal(signal.SIGTERM)
+        serve.process.wait(timeout=30)
+        assert serve.process.returncode != -signal.SIGKILL  # it stopped by itself
+    assert not psutil.pid_exists(answer) or psutil.Process(answer).status() == "zombie"
+
+
+def _pid_of(base_url: str, body: dict[str, Any]) -> int | None:
+    with httpx.Client(base_url=base_url, timeout=30) as client:
+        answer = client.post("/api/tools/call", json={**body, "arguments": {}}).json()
+    if answer.get("state") != "completed":
+        return None
+    pid: int = answer["result"]["pid"]
+    return pid
 
 
 def test_a_list_changed_notification_refreshes_the_catalog_and_its_etag(tmp_path: Path) -> None:

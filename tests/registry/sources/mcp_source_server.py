@@ -3,13 +3,15 @@
 Tools: ``echo`` (read only), ``add_note`` (a write: appends to ``notes.txt`` in the scratch
 directory given as ``NOTES_DIR``), ``plain`` (no annotations), ``crash`` / ``crash_write``
 (the process exits mid-call), ``hang`` (blocks far past any deadline), ``flood`` (writes
-``kib`` KiB to stderr, then answers), ``pid`` (its process id) and ``grow`` (adds a tool
-and sends ``notifications/tools/list_changed``).
+``kib`` KiB to stderr, then answers), ``pid`` (its process id), ``grow`` (adds a tool
+and sends ``notifications/tools/list_changed``), and the containment probes ``hog``
+(allocates ``mib`` MiB), ``peek`` (reads a file) and ``dial`` (opens a TCP connection).
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import time
 from pathlib import Path
@@ -90,6 +92,26 @@ async def grow(ctx: Context) -> str:  # type: ignore[type-arg]
     server.add_tool(grown, annotations=READ, structured_output=False)
     await ctx.session.send_tool_list_changed()
     return "grew"
+
+
+@server.tool(annotations=READ, structured_output=False)
+def hog(mib: int) -> str:
+    """Allocate ``mib`` MiB and touch it."""
+    block = bytearray(mib * 1024 * 1024)
+    return f"allocated {len(block)}"
+
+
+@server.tool(annotations=READ, structured_output=False)
+def peek(path: str) -> str:
+    """The first 100 characters of a file."""
+    return Path(path).read_text()[:100]
+
+
+@server.tool(annotations=READ, structured_output=False)
+def dial(port: int) -> str:
+    """Open a TCP connection to this machine's ``port``."""
+    with socket.create_connection(("127.0.0.1", port), timeout=3):
+        return "connected"
 
 
 if __name__ == "__main__":
