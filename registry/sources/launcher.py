@@ -3,10 +3,11 @@
 ``python -I -m doraforge.registry.sources.launcher --memory-mb M --cpu-s S --files F
 --procs P [--env-names A,B] -- command [args...]`` sets the resource limits, keeps only the
 named environment variables, makes itself a session leader (so the manager can kill the
-server's whole process group) and replaces itself with the
-command (``os.execvpe``, environment as given), so the exit status the manager sees is the
-server's own: a memory limit shows as ``MemoryError`` (exit 1) or ``SIGKILL``/``SIGSEGV``,
-the CPU limit as ``SIGXCPU`` (then ``SIGKILL`` one second later).
+server's whole process group), asks to die with its parent (a crashed registry leaves no
+orphan) and replaces itself with the command (``os.execvpe``, environment as given), so the
+exit status the manager sees is the server's own: a memory limit shows as ``MemoryError``
+(exit 1) or ``SIGKILL``/``SIGSEGV``, the CPU limit as ``SIGXCPU`` (then ``SIGKILL`` a second
+later).
 
 Only the standard library is imported: inside the tier-2 sandbox this file is bound alone,
 read-only, and run as a script, because doraforge's own tree is not visible there.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -27,6 +29,8 @@ EXIT_NOT_EXECUTABLE = 126
 # Seconds between the soft CPU limit (SIGXCPU, which a server could catch) and the hard one
 # (SIGKILL, which it cannot).
 CPU_GRACE_S = 1
+PR_SET_PDEATHSIG = 1
+EXIT_ORPHANED = 125
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -77,6 +81,21 @@ def new_session() -> None:
     os.setsid()
 
 
+def die_with_parent() -> None:
+    """Ask the kernel to SIGKILL this process (and so the server it becomes: the setting
+    survives exec) when its parent dies, so a crashed registry leaves no orphan servers.
+    Linux only; elsewhere the manager's stop is the only reaper."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes  # only here: the call is Linux-specific
+
+    parent = os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(EXIT_ORPHANED)
+
+
 def keep_only(names: str | None) -> None:
     """Remove every environment variable not named: the MCP SDK merges the parent's HOME,
     USER, SHELL, TERM and LOGNAME into a server's declared environment, and a tier's
@@ -102,6 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not command:
         return _fail("LAUNCHER_NO_COMMAND", "give the server command after --", EXIT_BAD_USAGE)
     new_session()
+    die_with_parent()
     keep_only(args.env_names)
     try:
         apply_limits(args.memory_mb, args.cpu_s, args.files, args.procs)
