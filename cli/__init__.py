@@ -22,6 +22,7 @@ from pathlib import Path
 
 from doraforge.cli import (
     approvals_command,
+    credentials_command,
     doctor_command,
     eval_command,
     recipes_command,
@@ -130,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve_command.register(commands)
     doctor_command.register(commands)
     approvals_command.register(commands)
+    credentials_command.register(commands)
     recipes_command.register(commands)
     eval_command.register(commands)
     _register_completion(commands)

@@ -17,7 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import stat
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,6 +32,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.paths import PROJECT_ROOT
 from tests.support.live_server import ServeProcess, serve_process, serving
 from tests.support.waiting import eventually_async
 
@@ -410,6 +414,35 @@ async def _imports(operator: httpx.AsyncClient) -> None:
     assert swagger.json()["error"]["details"]["pointer"] == "/openapi"
 
 
+CLI_SECRET = "cli-piped-secret-Pw7q-never-shown"
+
+
+def _cli(stack: Stack, *arguments: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "doraforge.cli", "credentials", *arguments]
+    command += ["--url", stack.serve.base_url, "--token-env", "LIFECYCLE_OPERATOR_TOKEN"]
+    env = {**os.environ, "LIFECYCLE_OPERATOR_TOKEN": OPERATOR_TOKEN}
+    return subprocess.run(
+        command, input=stdin, capture_output=True, text=True, env=env, cwd=PROJECT_ROOT, timeout=60
+    )
+
+
+def _cli_rows(stack: Stack) -> None:
+    """``doraforge credentials set`` reads the value from stdin; list and delete by name."""
+    done = _cli(stack, "set", "CLI_KEY", stdin=CLI_SECRET + "\n")
+    assert done.returncode == 0, done.stderr
+    listed = _cli(stack, "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "CLI_KEY global" in listed.stdout
+    assert "WEATHER_KEY global" in listed.stdout
+    assert _cli(stack, "delete", "CLI_KEY").returncode == 0
+    missing = _cli(stack, "delete", "CLI_KEY")
+    assert missing.returncode == 1
+    assert "CREDENTIAL_NOT_FOUND" in missing.stderr + missing.stdout
+    for output in (done, listed, missing):
+        assert CLI_SECRET not in output.stdout + output.stderr
+    stack.answers.append(listed.stdout)
+
+
 def _scan_for_secrets(stack: Stack, audit: str) -> None:
     texts = {"audit": audit, "stdout": stack.serve.output(), "stderr": stack.serve.errors()}
     texts |= {f"answer {i}": text for i, text in enumerate(stack.answers)}
@@ -419,6 +452,7 @@ def _scan_for_secrets(stack: Stack, audit: str) -> None:
     for where, text in texts.items():
         assert SECRET not in text, f"the credential value leaked into {where}"
         assert ENV_SECRET not in text, f"the env credential value leaked into {where}"
+        assert CLI_SECRET not in text, f"the CLI credential value leaked into {where}"
 
 
 def test_an_api_service_lives_is_managed_by_an_agent_under_approval_and_never_shows_a_secret(
@@ -430,6 +464,7 @@ def test_an_api_service_lives_is_managed_by_an_agent_under_approval_and_never_sh
             await _management_over_http(stack, operator, agent)
             await _management_over_mcp(stack, operator)
             await _imports(operator)
+            await asyncio.to_thread(_cli_rows, stack)
             audit = await operator.get("/console/api/audit", params={"limit": 1000})
             assert audit.status_code == 200, audit.text
             names = [record["name"] for record in audit.json()["records"]]
