@@ -51,4 +51,3 @@ def register_builtins(
         search = web_search.adapter(provider, config.web_search.max_results)
         names.append(service.register(web_search.entry(provider), search).name)
     return names
-

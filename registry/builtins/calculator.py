@@ -17,7 +17,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from doraforge.registry.builtins.config import CAPABILITY
+from doraforge.registry.builtins.config import read_policy
 from doraforge.registry.errors import ToolFailure
 
 NAME = "builtin.calculator"
@@ -106,14 +106,7 @@ ENTRY: dict[str, Any] = {
         "required": ["expression", "value"],
         "additionalProperties": False,
     },
-    "policy": {
-        "scopes": ["agent", "ui"],
-        "requiredCapabilities": [CAPABILITY],
-        "sideEffect": "read",
-        "idempotent": True,
-        "risk": "low",
-        "timeoutMs": 2000,
-    },
+    "policy": read_policy("low", 2000, network=False),
 }
 
 

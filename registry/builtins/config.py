@@ -33,6 +33,25 @@ ALL_BUILTINS: tuple[Builtin, ...] = ("calculator", "http_fetch", "web_search")
 CAPABILITY = "builtin.read"
 #: The most results any web_search call returns, whatever it asks for.
 MAX_RESULTS_CAP = 10
+#: The permission every built-in that opens a connection declares.
+NETWORK = {"type": "network", "scope": "*"}
+
+
+def read_policy(risk: str, timeout_ms: int, *, network: bool, **extra: Any) -> dict[str, Any]:
+    """A built-in's policy: an idempotent read in the agent and ui scopes behind
+    :data:`CAPABILITY`; with ``network`` it also needs :data:`NETWORK`."""
+    return {
+        "scopes": ["agent", "ui"],
+        "requiredCapabilities": [CAPABILITY],
+        "sideEffect": "read",
+        "idempotent": True,
+        "risk": risk,
+        "permissions": [NETWORK] if network else [],
+        "timeoutMs": timeout_ms,
+        **extra,
+    }
+
+
 _CREDENTIAL_NAME = r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}$"
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
 

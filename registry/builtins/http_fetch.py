@@ -31,7 +31,7 @@ from doraforge.registry.api_tools.errors import OutboundDenied
 from doraforge.registry.api_tools.outbound import OutboundPolicy
 from doraforge.registry.api_tools.render import RenderedRequest
 from doraforge.registry.api_tools.response import RawResponse
-from doraforge.registry.builtins.config import CAPABILITY, HttpFetchSettings
+from doraforge.registry.builtins.config import HttpFetchSettings, read_policy
 from doraforge.registry.errors import ToolFailure
 from doraforge.registry.model import CallContext, Principal
 
@@ -101,15 +101,7 @@ def entry(settings: HttpFetchSettings) -> dict[str, Any]:
         ),
         "input_schema": ENTRY_SCHEMA,
         "output_schema": OUTPUT_SCHEMA,
-        "policy": {
-            "scopes": ["agent", "ui"],
-            "requiredCapabilities": [CAPABILITY],
-            "sideEffect": "read",
-            "idempotent": True,
-            "risk": "high",
-            "permissions": [{"type": "network", "scope": "*"}],
-            "timeoutMs": round(settings.timeout_s * 1000) + 1000,
-        },
+        "policy": read_policy("high", round(settings.timeout_s * 1000) + 1000, network=True),
     }
 
 

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from doraforge.registry.builtins.config import CAPABILITY, MAX_RESULTS_CAP, WebSearchSettings
+from doraforge.registry.builtins.config import MAX_RESULTS_CAP, WebSearchSettings, read_policy
 from doraforge.registry.builtins.providers import Provider, egress_host
 from doraforge.registry.builtins.providers.duckduckgo import DuckDuckGoProvider
 from doraforge.registry.builtins.providers.searxng import SearxngProvider
@@ -84,16 +84,7 @@ def entry(provider: Provider) -> dict[str, Any]:
             "additionalProperties": False,
         },
         "output_schema": OUTPUT_SCHEMA,
-        "policy": {
-            "scopes": ["agent", "ui"],
-            "requiredCapabilities": [CAPABILITY],
-            "sideEffect": "read",
-            "idempotent": True,
-            "risk": "medium",
-            "permissions": [{"type": "network", "scope": "*"}],
-            "egressHosts": [host] if host else [],
-            "timeoutMs": 30_000,
-        },
+        "policy": read_policy("medium", 30_000, network=True, egressHosts=[host] if host else []),
     }
 
 
