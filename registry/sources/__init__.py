@@ -11,9 +11,8 @@ server's working directory, scratch directory and bounded stderr log.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import mcp.types as types
 
@@ -183,20 +182,12 @@ def default_runtime() -> Runtime:
 
 
 def _credentials(app: FastAPI, settings: ServerSettings) -> Credentials:
-    """The app's credential store when it has one, else the named secrets of the settings
-    (``secret_env``), which answer ``get(name)`` the same way."""
-    store = getattr(app.state, "credentials", None)
-    return cast(Credentials, store) if store is not None else _Named(settings.secrets)
+    """Credential values by name: the home's credential store (``app.state.credentials``,
+    read live, so a credential set later is seen by the next start) first, then the
+    config's ``secret_env`` values."""
+    from doraforge.registry.credentials import SecretView
 
-
-class _Named:
-    """Named values as a credential store."""
-
-    def __init__(self, values: Mapping[str, str]) -> None:
-        self._values = dict(values)
-
-    def get(self, name: str, /) -> str | None:
-        return self._values.get(name)
+    return SecretView(getattr(app.state, "credentials", None), settings.secrets)
 
 
 def attach(

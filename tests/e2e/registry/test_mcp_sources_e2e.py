@@ -46,7 +46,7 @@ APPROVED = frozenset(
     f"mcp__src__{tool}"
     for tool in (
         *("echo", "add_note", "crash", "crash_write", "hang", "flood", "pid", "grow"),
-        *("hog", "peek", "dial"),
+        *("hog", "peek", "dial", "env"),
     )
 ) | {"mcp__src__grown", "mcp__time__get_current_time", "mcp__time__convert_time"}
 _ids = itertools.count()
@@ -94,15 +94,18 @@ class Registry(LiveServer):
 
 @contextmanager
 def registry(
-    tmp_path: Path, servers: dict[str, dict[str, Any]], *, grants: frozenset[str] | None = None
+    tmp_path: Path, servers: dict[str, dict[str, Any]], **overrides: Any
 ) -> Iterator[Registry]:
     settings = ServerSettings(
-        port=0,
-        grants=grants if grants is not None else frozenset({"mcp.src", "mcp.time"}),
-        approvals=APPROVED,
-        approval_timeout_s=0,
-        mcp_enabled=True,
-        mcp_servers=servers,
+        **{
+            "port": 0,
+            "grants": frozenset({"mcp.src", "mcp.time"}),
+            "approvals": APPROVED,
+            "approval_timeout_s": 0,
+            "mcp_enabled": True,
+            "mcp_servers": servers,
+            **overrides,
+        }
     )
     app = build_app(new_service(settings), settings, sources_dir=tmp_path / "sources")
     live = Registry(uvicorn_config(app, "127.0.0.1", 0), within=90)
@@ -292,15 +295,63 @@ def test_tier_1_is_a_plain_process_that_can_read_and_dial(tmp_path: Path) -> Non
         assert call(live, "mcp__src__dial", port=live.port)["result"] == {"text": "connected"}
 
 
+AGENT_TOKEN, OPERATOR_TOKEN = "agent-token-0123456789", "operator-token-0123456789"
+
+
+def test_only_the_operator_adds_or_removes_servers_and_credentials_are_checked_first(
+    tmp_path: Path,
+) -> None:
+    needs = {"command": sys.executable, "env": {"KEY": {"credential": "absent_key"}}}
+    missing = {"src": src_config(tmp_path, 1, env={"KEY": {"credential": "absent_key"}})}
+    tokens = {"token": AGENT_TOKEN, "operator_token": OPERATOR_TOKEN}
+    with registry(tmp_path, missing, **tokens) as live:
+        agent = {"Authorization": f"Bearer {AGENT_TOKEN}"}
+        operator = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+        with httpx.Client(base_url=live.url, timeout=30) as client:
+            refused = client.put("/api/sources/mcp/other", json=needs, headers=agent)
+            assert (refused.status_code, refused.json()["error"]["code"]) == (
+                403,
+                "OPERATOR_REQUIRED",
+            )
+            assert client.delete("/api/sources/mcp/src", headers=agent).status_code == 403
+            assert client.get("/api/sources/mcp", headers=agent).status_code == 403
+            unknown = client.put("/api/sources/mcp/other", json=needs, headers=operator)
+            assert (unknown.status_code, unknown.json()["error"]["code"]) == (
+                422,
+                "MCP_SOURCE_CREDENTIAL_MISSING",
+            )
+            bad_name = client.put("/api/sources/mcp/Bad__Name", json=needs, headers=operator)
+            assert bad_name.json()["error"]["code"] == "MCP_SOURCE_INVALID"
+            not_json = client.put(
+                "/api/sources/mcp/other", content=b"[1]", headers=operator | _JSON
+            )
+            assert not_json.status_code == 400
+            row = client.get("/api/sources/mcp", headers=operator).json()["servers"][0]
+        # The configured server whose credential is missing never started, and says why.
+        assert (row["name"], row["state"]) == ("src", "failed")
+        assert "MCP_SOURCE_CREDENTIAL_MISSING" in row["reason"]
+
+
+_JSON = {"content-type": "application/json"}
+
+
+def test_a_credential_named_in_the_config_reaches_only_the_server_it_was_given_to(
+    tmp_path: Path,
+) -> None:
+    config = src_config(tmp_path, 1, env={"SRC_KEY": {"credential": "src_key"}})
+    with registry(tmp_path, {"src": config}, secrets={"src_key": "s3cret-value"}) as live:
+        assert call(live, "mcp__src__env", variable="SRC_KEY")["result"] == {"text": "s3cret-value"}
+        assert call(live, "mcp__src__env", variable="DORAFORGE_HOME")["result"] == {"text": ""}
+
+
 def test_sigterm_to_serve_ends_every_mcp_server_it_started(tmp_path: Path) -> None:
     config = tmp_path / "serve.json"
     servers = {"src": src_config(tmp_path / "home", 1)}
     config.write_text(json.dumps({"mcp_servers": servers}))
     options = ("--config", str(config), "--grant", "mcp.src", "--approve", "mcp__src__pid")
     with serve_process(tmp_path, *options) as serve:
-        body = {"type": "portos_tool_call", "requestId": "r-pid", "name": "mcp__src__pid"}
         answer = eventually(
-            lambda: _pid_of(serve.base_url, body),
+            lambda: _pid_of(serve.base_url),
             within=60,
             what="the MCP server's pid through serve",
             detail=serve.errors,
@@ -308,12 +359,21 @@ def test_sigterm_to_serve_ends_every_mcp_server_it_started(tmp_path: Path) -> No
         serve.process.send_signal(signal.SIGTERM)
         serve.process.wait(timeout=30)
         assert serve.process.returncode != -signal.SIGKILL  # it stopped by itself
+    assert answer is not None
     assert not psutil.pid_exists(answer) or psutil.Process(answer).status() == "zombie"
 
 
-def _pid_of(base_url: str, body: dict[str, Any]) -> int | None:
+def _pid_of(base_url: str) -> int | None:
+    """The server's pid through serve, or ``None`` while it is not answering yet (each
+    attempt a new requestId: a retained failure would otherwise answer every retry)."""
+    body = {
+        "type": "portos_tool_call",
+        "requestId": f"r-{next(_ids)}",
+        "name": "mcp__src__pid",
+        "arguments": {},
+    }
     with httpx.Client(base_url=base_url, timeout=30) as client:
-        answer = client.post("/api/tools/call", json={**body, "arguments": {}}).json()
+        answer = client.post("/api/tools/call", json=body).json()
     if answer.get("state") != "completed":
         return None
     pid: int = answer["result"]["pid"]

@@ -5,7 +5,8 @@ directory given as ``NOTES_DIR``), ``plain`` (no annotations), ``crash`` / ``cra
 (the process exits mid-call), ``hang`` (blocks far past any deadline), ``flood`` (writes
 ``kib`` KiB to stderr, then answers), ``pid`` (its process id), ``grow`` (adds a tool
 and sends ``notifications/tools/list_changed``), and the containment probes ``hog``
-(allocates ``mib`` MiB), ``peek`` (reads a file) and ``dial`` (opens a TCP connection).
+(allocates ``mib`` MiB), ``peek`` (reads a file), ``dial`` (opens a TCP connection) and
+``env`` (one environment variable).
 """
 
 from __future__ import annotations
@@ -112,6 +113,12 @@ def dial(port: int) -> str:
     """Open a TCP connection to this machine's ``port``."""
     with socket.create_connection(("127.0.0.1", port), timeout=3):
         return "connected"
+
+
+@server.tool(annotations=READ, structured_output=False)
+def env(variable: str) -> str:
+    """The value of one environment variable ("" when unset)."""
+    return os.environ.get(variable, "")
 
 
 if __name__ == "__main__":
