@@ -10,6 +10,7 @@ serve every restart of a server, and closing it ends the drain once the children
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import threading
@@ -104,10 +105,14 @@ class Errlog(io.TextIOWrapper):
 
 
 def _drain(read_fd: int, log: BoundedLog) -> None:
-    """Copy the pipe into the log until every writer has closed it, then close both."""
+    """Copy the pipe into the log until every writer has closed it, then close both.
+
+    A failing write (disk full) drops that chunk but keeps draining: a pipe nobody reads
+    would block the server on its next stderr line."""
     try:
         while chunk := os.read(read_fd, READ_CHUNK):
-            log.append(chunk)
+            with contextlib.suppress(OSError):
+                log.append(chunk)
     finally:
         os.close(read_fd)
         log.close()

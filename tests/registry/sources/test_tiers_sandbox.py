@@ -55,12 +55,13 @@ def test_tier_2_cannot_read_a_file_outside_its_directories_or_any_home(tmp_path:
     spec.workdir.mkdir(parents=True)
     (spec.workdir / "config.txt").write_text("server config", encoding="utf-8")
     # One joined argument, not file arguments (a declared file argument is bound).
-    paths = os.pathsep.join([str(outside), str(spec.workdir / "config.txt")])
+    paths = os.pathsep.join([str(outside), str(spec.workdir / "config.txt"), "/etc/shadow"])
     spec = with_args(spec, "probe.py", paths)
 
     report = run_script(2, spec, READER).report()
 
     assert report["seen"][str(outside)] == "FileNotFoundError"
+    assert report["seen"]["/etc/shadow"] == "FileNotFoundError"
     assert report["seen"][str(spec.workdir / "config.txt")] == "server config"
     assert not set(report["root"]) & _home_entries()
     assert report["home"] == []
