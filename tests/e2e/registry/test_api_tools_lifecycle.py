@@ -334,6 +334,15 @@ async def _management_over_mcp(stack: Stack, operator: httpx.AsyncClient) -> Non
         assert (await operator.get("/api/api-tools/daily")).status_code == 404  # nothing saved
         assert "api__daily__now" not in {t.name for t in (await session.list_tools()).tools}
 
+        saving = asyncio.create_task(
+            session.call_tool("api_tools_save", {"bundle": _bundle(base_a, "daily")})
+        )
+        pending = await _pending(operator)
+        await operator.post(f"/api/approvals/{pending['id']}/approve", json={"reason": "now ok"})
+        result = await saving
+        assert result.isError is False, result.content
+        assert "api__daily__now" in {t.name for t in (await session.list_tools()).tools}
+
         saving = asyncio.create_task(session.call_tool("api_tools_delete", {"service": "forecast"}))
         pending = await _pending(operator)
         assert pending["tool"] == "api_tools_delete"
