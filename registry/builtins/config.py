@@ -122,4 +122,7 @@ class BuiltinsSettings(BaseModel):
         except ValidationError as exc:
             error = exc.errors()[0]
             where = ".".join(str(part) for part in ("builtins", *error["loc"]))
-            raise SettingsError(f"BUILTINS_INVALID: {where}: {error['msg']}") from None
+            raise SettingsError(
+                f"BUILTINS_INVALID: {where}: {error['msg']}; fix the builtins section of the "
+                "config file"
+            ) from None
