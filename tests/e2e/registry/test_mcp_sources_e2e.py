@@ -12,6 +12,7 @@ routes.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import itertools
 import json
 import shutil
@@ -107,7 +108,9 @@ def registry(
             **overrides,
         }
     )
-    app = build_app(new_service(settings), settings, sources_dir=tmp_path / "sources")
+    service = new_service(settings)
+    service.ask_operators(settings.approval_timeout_s)  # as serve does
+    app = build_app(service, settings, sources_dir=tmp_path / "sources")
     live = Registry(uvicorn_config(app, "127.0.0.1", 0), within=90)
     live.app = app
     with live:
@@ -293,6 +296,44 @@ def test_tier_1_is_a_plain_process_that_can_read_and_dial(tmp_path: Path) -> Non
             "text": "registry secret"
         }
         assert call(live, "mcp__src__dial", port=live.port)["result"] == {"text": "connected"}
+
+
+def test_an_unapproved_write_waits_for_the_operator_and_runs_only_once_approved(
+    tmp_path: Path,
+) -> None:
+    with (
+        registry(tmp_path, {"src": src_config(tmp_path, 1)}, approval_timeout_s=60) as live,
+        concurrent.futures.ThreadPoolExecutor(2) as pool,
+    ):
+        approved = pool.submit(call, live, "mcp__src__plain", value=21)
+        first = _pending(live)
+        assert first["tool"] == "mcp__src__plain"
+        _decide(live, first["id"], "approve")
+        assert approved.result(timeout=30)["result"] == {"text": "42"}
+
+        denied = pool.submit(call, live, "mcp__src__plain", value=1)
+        _decide(live, _pending(live)["id"], "deny")
+        answer = denied.result(timeout=30)
+        assert (answer["state"], answer["error"]["code"]) == ("denied", "TOOL_APPROVAL_DENIED")
+
+
+def _pending(live: LiveServer) -> dict[str, Any]:
+    def waiting() -> dict[str, Any] | None:
+        with httpx.Client(base_url=live.url, timeout=30) as client:
+            rows = client.get("/api/approvals", params={"state": "pending"}).json()["approvals"]
+        return rows[0] if rows else None
+
+    found = eventually(waiting, within=30, what="a pending approval")
+    assert found is not None
+    return found
+
+
+def _decide(live: LiveServer, approval_id: str, decision: str) -> None:
+    with httpx.Client(base_url=live.url, timeout=30) as client:
+        answer = client.post(
+            f"/api/approvals/{approval_id}/{decision}", json={"reason": "test operator"}
+        )
+    assert answer.status_code == 200, answer.text
 
 
 AGENT_TOKEN, OPERATOR_TOKEN = "agent-token-0123456789", "operator-token-0123456789"
