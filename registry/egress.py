@@ -343,20 +343,17 @@ class EgressPolicy:
 
     # -- the operator --------------------------------------------------------------------
 
-    def configure(
-        self, settings: EgressSettings, *, path: Path | None = None, by: str = "doraforge-serve"
-    ) -> None:
+    def configure(self, settings: EgressSettings, *, path: Path | None = None) -> None:
         """Start from ``settings`` (the config file's section) or, when ``path`` holds an
         earlier operator change, from that file; later changes are persisted to ``path``.
         :class:`Unprocessable` ``EGRESS_FILE_INVALID`` for a file that cannot be read."""
         origin: Literal["settings", "file"] = "settings"
         if path is not None and path.exists():
             settings, origin = _load(path), "file"
-            logger.info("egress policy from %s (replaces the config file's section)", path)
-        with self._lock:
+            logger.info("egress policy from %s (it replaces the config's egress section)", path)
+        with self._lock:  # the start, not a change: logged, not audited
             self._path = path
             self._state = replace(self._state, operator=settings, origin=origin)
-            self._record("configure", by, f"from {origin}")
 
     def allow(self, host: str, principal: str | None = None, *, by: str) -> EgressSettings:
         """Allow this host from now on: switch egress on for ``principal`` (its overlay;
