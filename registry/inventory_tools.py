@@ -53,7 +53,13 @@ CONDITIONAL_FAILURE_CODES: tuple[tuple[Callable[[ToolEntry], bool], tuple[str, .
     ),
     (lambda entry: entry.policy.sideEffect == "write", ("TOOL_AUTH_REQUIRED",)),
     (lambda entry: bool(entry.policy.permissions), ("TOOL_PERMISSION_DENIED",)),
-    (lambda entry: bool(entry.policy.egressHosts), ("TOOL_EGRESS_DENIED",)),
+    (
+        lambda entry: (
+            bool(entry.policy.egressHosts)
+            or any(p.type == "network" for p in entry.policy.permissions)
+        ),
+        ("TOOL_EGRESS_DENIED",),
+    ),
     # A saved recipe (``registry.recipes.run``) fails closed on its own codes too.
     (
         lambda entry: entry.origin is not None,

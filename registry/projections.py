@@ -29,6 +29,10 @@ def etag(body: Any) -> str:
     return '"' + base64.urlsafe_b64encode(digest).rstrip(b"=").decode() + '"'
 
 
+def _network(entry: ToolEntry) -> bool:
+    return any(permission.type == "network" for permission in entry.policy.permissions)
+
+
 def mcp_annotations(entry: ToolEntry) -> dict[str, bool]:
     """MCP tool annotations as a function of the policy alone."""
     policy = entry.policy
@@ -36,7 +40,9 @@ def mcp_annotations(entry: ToolEntry) -> dict[str, bool]:
         "readOnlyHint": policy.sideEffect == "read",
         "destructiveHint": policy.sideEffect == "write" and policy.risk in ("high", "critical"),
         "idempotentHint": policy.idempotent,
-        "openWorldHint": bool(policy.egressHosts),
+        # A tool that reaches hosts it did not declare (http_fetch: whatever the egress
+        # policy allows) is as open-world as one that declares them.
+        "openWorldHint": bool(policy.egressHosts) or _network(entry),
     }
 
 

@@ -21,7 +21,9 @@ def tools() -> DemoTools:
 
 @pytest.fixture
 def base(tools: DemoTools) -> Any:
-    with running(demo_app(ServerSettings(grants=BOTH, token=TOKEN), tools)) as url:
+    with running(
+        demo_app(ServerSettings(grants=BOTH, token=TOKEN, builtins={"enabled": []}), tools)
+    ) as url:
         yield url
 
 

@@ -130,6 +130,17 @@ def _mentions_a_url(schema: Any) -> bool:
     return "gateway_url" in json.dumps(schema) or '"url"' in json.dumps(schema)
 
 
+def _inputs(tools: list[dict[str, Any]]) -> list[Any]:
+    """Each projected tool's input schema, whatever the format (a result may name a URL as
+    data, web_search's results do; an argument never may)."""
+    return [
+        tool.get("function", {}).get("parameters")
+        or tool.get("input_schema")
+        or tool.get("inputSchema")
+        for tool in tools
+    ]
+
+
 def _minimal(schema: dict[str, Any]) -> dict[str, Any]:
     """Arguments that satisfy ``schema``: its required properties (and the first of any
     ``oneOf`` alternatives) with plain values."""
@@ -167,15 +178,15 @@ def test_no_forge_tool_the_registry_offers_takes_a_gateway_url(
     portos = httpx.get(f"{url}/api/tools", timeout=10).json()["tools"]
     for fmt in ("openai", "anthropic", "mcp"):
         projected = httpx.get(f"{url}/api/tools", params={"format": fmt}, timeout=10).json()
-        assert not _mentions_a_url(projected["tools"]), fmt
+        assert not _mentions_a_url(_inputs(projected["tools"])), fmt
     listed = _mcp(url, _rpc("tools/list"))["result"]["tools"]
     manifest = httpx.get(f"{url}/api/agent-context/manifest", timeout=10).json()
     forge = [tool for tool in portos if tool["name"].startswith("forge.")]
     assert len(forge) == len(listed) == len(manifest["tools"]) >= 18
     for tool in forge:
         assert not _mentions_a_url(tool["input_schema"]), tool["name"]
-    assert not _mentions_a_url(listed)
-    assert not _mentions_a_url(manifest["tools"])
+    assert not _mentions_a_url(_inputs(listed))
+    assert not _mentions_a_url(_inputs(manifest["tools"]))
     by_name = {tool["name"]: tool for tool in forge}
     for name in ("forge.tool_context", "forge.tool_query", "forge.task_create"):
         assert "skill" in by_name[name]["input_schema"]["properties"]
