@@ -5,16 +5,26 @@ The servers themselves run for real in ``tests/e2e/registry/test_mcp_sources_e2e
 
 from __future__ import annotations
 
+import asyncio
 import re
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
 import mcp.types as types
 import pytest
 
 from doraforge.registry.errors import ToolFailure, Unprocessable
-from doraforge.registry.model import CANONICAL_NAME, PROVIDER_NAME, ToolEntry
+from doraforge.registry.gates import Denied
+from doraforge.registry.model import CANONICAL_NAME, PROVIDER_NAME, Principal, ToolEntry
 from doraforge.registry.sources.config import CredentialRef, parse_server, parse_servers
-from doraforge.registry.sources.mcp_servers import closed_schema, names, result_of, tool_entry
+from doraforge.registry.sources.mcp_servers import (
+    McpSource,
+    Runtime,
+    closed_schema,
+    names,
+    result_of,
+    tool_entry,
+)
 
 CONFIG = parse_server("src", {"command": "python"})
 
@@ -129,3 +139,43 @@ def test_a_bad_server_config_names_the_server_and_the_field(
 def test_a_server_name_that_cannot_form_a_tool_name_is_refused(name: str) -> None:
     with pytest.raises(Unprocessable, match="not a server name"):
         parse_server(name, {"command": "x"})
+
+
+def _no_process(path: Path) -> TextIO:
+    raise AssertionError(f"no server process is started in this test ({path})")
+
+
+def _source(tmp_path: Path) -> McpSource:
+    """A source with no tier installed: nothing can ever be spawned."""
+    runtime = Runtime(tiers={}, open_errlog=_no_process)
+    return McpSource(
+        "src", CONFIG, runtime=runtime, credentials={}, home=tmp_path, on_tools=lambda *_: None
+    )
+
+
+def test_a_server_not_running_is_unavailable_in_the_catalog_and_its_calls_retryable(
+    tmp_path: Path,
+) -> None:
+    source = _source(tmp_path)
+    with pytest.raises(Denied) as shown:
+        source.admit(None)  # a catalog read: the availability it shows
+    assert shown.value.code == "MCP_SOURCE_UNAVAILABLE"
+    source.admit(Principal(id="p", scope="agent"))  # a call passes on to the adapter
+    with pytest.raises(ToolFailure) as failed:
+        asyncio.run(source.call("echo", {}, write=True))
+    assert (failed.value.code, failed.value.retryable) == ("MCP_SOURCE_UNAVAILABLE", True)
+    assert "GET /api/sources/mcp" in failed.value.message
+
+
+def test_a_missing_tier_is_reported_in_the_servers_row(tmp_path: Path) -> None:
+    async def reason() -> tuple[str, str]:
+        source = _source(tmp_path)
+        source.start()
+        await source.wait_ready(5)
+        row = source.status()
+        await source.stop()
+        return row["state"], row["reason"]
+
+    state, why = asyncio.run(reason())
+    assert state == "failed"  # not retried: a restart cannot install a tier
+    assert why.startswith("MCP_SOURCE_TIER_UNKNOWN")
