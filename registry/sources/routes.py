@@ -18,7 +18,7 @@ from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 
 from doraforge.registry.errors import InvalidRequest, NotFound, Unprocessable
-from doraforge.registry.http import OPERATOR_ONLY, read_json_body
+from doraforge.registry.http import ERROR_SCHEMA, OPERATOR_ONLY, json_response_doc, read_json_body
 from doraforge.registry.sources.config import check_name, parse_server
 
 if TYPE_CHECKING:
@@ -72,11 +72,50 @@ async def delete_source(name: str, request: Request) -> Any:
     return {"ok": True, "server": {**source.status(), "removedTools": removed}}
 
 
+def _doc(description: str) -> dict[str, Any]:
+    return json_response_doc(description, ERROR_SCHEMA)
+
+
+_REFUSED: dict[int | str, dict[str, Any]] = {
+    "401": _doc("no or a wrong bearer token (when one is configured)"),
+    "403": _doc("OPERATOR_REQUIRED: the agent token on an operator route"),
+}
+_SERVER = {"type": "object", "properties": {"ok": {"const": True}, "server": {"type": "object"}}}
+
 #: The operator's routes over ``app.state.mcp_sources``.
 ROUTES: list[BaseRoute] = [
-    APIRoute("/api/sources/mcp", list_sources, methods=["GET"], dependencies=OPERATOR_ONLY),
-    APIRoute("/api/sources/mcp/{name}", put_source, methods=["PUT"], dependencies=OPERATOR_ONLY),
     APIRoute(
-        "/api/sources/mcp/{name}", delete_source, methods=["DELETE"], dependencies=OPERATOR_ONLY
+        "/api/sources/mcp",
+        list_sources,
+        methods=["GET"],
+        dependencies=OPERATOR_ONLY,
+        summary="List the MCP servers that are tool sources, with their state",
+        responses={"200": json_response_doc("every server's row", _SERVER), **_REFUSED},
+    ),
+    APIRoute(
+        "/api/sources/mcp/{name}",
+        put_source,
+        methods=["PUT"],
+        dependencies=OPERATOR_ONLY,
+        summary="Add or replace an MCP server live; answers once its tools are listed",
+        responses={
+            "200": json_response_doc("replaced", _SERVER),
+            "201": json_response_doc("added", _SERVER),
+            "400": _doc("MCP_SOURCE_BODY_INVALID or a strict-JSON refusal of the body"),
+            "422": _doc("MCP_SOURCE_INVALID or MCP_SOURCE_CREDENTIAL_MISSING"),
+            **_REFUSED,
+        },
+    ),
+    APIRoute(
+        "/api/sources/mcp/{name}",
+        delete_source,
+        methods=["DELETE"],
+        dependencies=OPERATOR_ONLY,
+        summary="Remove an MCP server live: its tools and egress hosts go with it",
+        responses={
+            "200": json_response_doc("removed", _SERVER),
+            "404": _doc("MCP_SOURCE_NOT_FOUND"),
+            **_REFUSED,
+        },
     ),
 ]
