@@ -175,6 +175,8 @@ def test_a_third_party_servers_tools_pass_every_gate_over_http(tier: int, tmp_pa
         now = call(live, "mcp__time__get_current_time", timezone="UTC")
         assert now["state"] == "completed", now
         assert now["result"]["timezone"] == "UTC"
+        audited = {(r["name"], r["state"]) for r in live.app.state.service.audit.records()}
+    assert {("mcp__src__echo", "completed"), ("mcp__src__plain", "denied")} <= audited
 
 
 @pytest.mark.parametrize("tier", TIERS)
@@ -448,6 +450,12 @@ def test_an_operator_adds_and_removes_a_server_live(tmp_path: Path) -> None:
         tools, with_time = catalog(live)
         assert "mcp__time__convert_time" in tools
         assert with_time != empty
+        assert call(live, "mcp__time__get_current_time", timezone="UTC")["state"] == "completed"
+
+        with httpx.Client(base_url=live.url, timeout=60) as client:
+            replaced = client.put("/api/sources/mcp/time", json=config)
+            assert replaced.status_code == 200, replaced.text
+            assert replaced.json()["server"]["state"] == "ready"
         assert call(live, "mcp__time__get_current_time", timezone="UTC")["state"] == "completed"
 
         with httpx.Client(base_url=live.url, timeout=60) as client:
