@@ -433,7 +433,8 @@ def _operator_view(operator: EgressSettings, key: str | None) -> tuple[bool, tup
     if overlay is None:
         return operator.enabled, operator.hosts
     enabled = operator.enabled if overlay.enabled is None else overlay.enabled
-    return enabled, _hosts((*operator.hosts, *overlay.hosts))
+    extra = tuple(host for host in overlay.hosts if host not in operator.hosts)
+    return enabled, (*operator.hosts, *extra)
 
 
 def _check_source(source_id: str) -> None:
