@@ -244,8 +244,8 @@ def test_a_hung_call_is_killed_at_its_deadline_and_the_server_restarts(
         before = call(live, "mcp__src__pid")["result"]["pid"]
         hung = call(live, "mcp__src__hang")
         assert (hung["state"], hung["error"]["code"]) == ("timeout", "TOOL_TIMEOUT")
-        assert sources(live)["src"]["state"] in ("unavailable", "starting", "ready")
         back(live)
+        assert sources(live)["src"]["restarts"] >= 1
         after = call(live, "mcp__src__pid")["result"]["pid"]
         if tier == 1:  # tier 2's pids are the sandbox's own namespace
             assert after != before
