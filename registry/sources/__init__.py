@@ -10,6 +10,7 @@ server's working directory, scratch directory and bounded stderr log.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -122,8 +123,7 @@ class McpSources:
         self.running = True
         for source in self.sources.values():
             source.start()
-        for source in self.sources.values():
-            await source.wait_ready(START_WAIT_S)
+        await asyncio.gather(*(s.wait_ready(START_WAIT_S) for s in self.sources.values()))
 
     async def stop_all(self) -> None:
         """The app's stop: every session closed and every process group killed."""
