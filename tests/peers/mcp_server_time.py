@@ -8,8 +8,6 @@ while its stamp names the same version (as :mod:`tests.peers.phyagentos` does).
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -50,19 +48,3 @@ def command() -> tuple[str, list[str]]:
     """How to start the server over stdio: its interpreter and arguments (UTC as the
     local zone, so its answers do not depend on the machine's)."""
     return str(venv() / "bin" / "python"), ["-m", "mcp_server_time", "--local-timezone", "UTC"]
-
-
-def sandboxed(workdir: Path) -> tuple[str, list[str], dict[str, str]]:
-    """How to start it where only the registry's interpreter and the server's own workdir
-    are visible (tier 2): its packages linked (or copied) into ``workdir/site``, run by this
-    interpreter with ``PYTHONPATH`` naming them. ``(command, args, env)``."""
-    site = workdir / "site"
-    if not site.exists():
-        packages = next((venv() / "lib").glob("python3*/site-packages"))
-        try:
-            shutil.copytree(packages, site, copy_function=os.link)
-        except OSError:  # another filesystem: hard links cannot cross it
-            shutil.rmtree(site, ignore_errors=True)
-            shutil.copytree(packages, site)
-    args = ["-m", "mcp_server_time", "--local-timezone", "UTC"]
-    return sys.executable, args, {"PYTHONPATH": str(site)}

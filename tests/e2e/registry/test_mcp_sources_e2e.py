@@ -75,16 +75,10 @@ def src_config(tmp_path: Path, tier: int, **overrides: Any) -> dict[str, Any]:
     }
 
 
-def time_config(tmp_path: Path, tier: int, name: str = "time") -> dict[str, Any]:
-    """``mcp-server-time`` from its own venv (tier 1) or linked into its workdir (tier 2)."""
-    if tier == 1:
-        command, args = mcp_server_time.command()
-        env: dict[str, str] = {}
-    else:
-        work = tmp_path / "sources" / name / "work"
-        work.mkdir(parents=True, exist_ok=True)
-        command, args, env = mcp_server_time.sandboxed(work)
-    return {"command": command, "args": args, "env": env, "tier": tier}
+def time_config(tier: int) -> dict[str, Any]:
+    """``mcp-server-time`` from its own venv (tier 2 binds that venv read-only)."""
+    command, args = mcp_server_time.command()
+    return {"command": command, "args": args, "tier": tier}
 
 
 class Registry(LiveServer):
@@ -154,7 +148,7 @@ def back(live: LiveServer) -> dict[str, Any]:
 
 @pytest.mark.parametrize("tier", TIERS)
 def test_a_third_party_servers_tools_pass_every_gate_over_http(tier: int, tmp_path: Path) -> None:
-    servers = {"src": src_config(tmp_path, tier), "time": time_config(tmp_path, tier)}
+    servers = {"src": src_config(tmp_path, tier), "time": time_config(tier)}
     with registry(tmp_path, servers) as live:
         tools, _ = catalog(live)
         assert tools["mcp__src__echo"]["policy"]["sideEffect"] == "read"
@@ -183,7 +177,7 @@ def test_a_third_party_servers_tools_pass_every_gate_over_http(tier: int, tmp_pa
 def test_an_mcp_client_reaches_a_third_party_tool_through_the_registrys_gates(
     tier: int, tmp_path: Path
 ) -> None:
-    servers = {"src": src_config(tmp_path, tier), "time": time_config(tmp_path, tier)}
+    servers = {"src": src_config(tmp_path, tier), "time": time_config(tier)}
     with registry(tmp_path, servers) as live:
         listed, echoed, converted, plain = asyncio.run(_through_mcp(live.url))
     assert {"mcp__src__echo", "mcp__time__convert_time"} <= listed
@@ -440,7 +434,7 @@ def test_a_list_changed_notification_refreshes_the_catalog_and_its_etag(tmp_path
 def test_an_operator_adds_and_removes_a_server_live(tmp_path: Path) -> None:
     with registry(tmp_path, {}) as live:
         _, empty = catalog(live)
-        config = {**time_config(tmp_path, 1), "egressHosts": ["time.example.org"]}
+        config = {**time_config(1), "egressHosts": ["time.example.org"]}
         with httpx.Client(base_url=live.url, timeout=60) as client:
             added = client.put("/api/sources/mcp/time", json=config)
             assert added.status_code == 201, added.text
