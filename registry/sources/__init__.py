@@ -5,7 +5,10 @@ registered into the same catalog and gates.
 one :class:`McpSources` (``app.state.mcp_sources``), serves its operator routes
 (``registry.sources.routes``) and adds its start and stop coroutines to
 ``app.state.on_start`` / ``app.state.on_stop``. ``<sources_dir>/<server>/`` holds each
-server's working directory, scratch directory and bounded stderr log.
+server's working directory, scratch directory and bounded stderr log;
+``<sources_dir>/servers.json`` the operator's added, replaced and removed servers
+(``registry.sources.saved``), laid over the config's at start, so they survive a restart.
+Each server's row says its ``origin``: ``config`` (the serve config) or ``operator``.
 """
 
 from __future__ import annotations
@@ -13,11 +16,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import mcp.types as types
 
-from doraforge.registry.errors import RegistryError, Unprocessable
+from doraforge.registry.egress import egress_host
+from doraforge.registry.errors import NotFound, RegistryError, Unprocessable
 from doraforge.registry.sources.config import McpServerConfig, parse_servers
 from doraforge.registry.sources.mcp_servers import (
     Credentials,
@@ -26,6 +30,7 @@ from doraforge.registry.sources.mcp_servers import (
     names,
     tool_entry,
 )
+from doraforge.registry.sources.saved import FILE_NAME, SavedServers, SourcesFileError
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -36,6 +41,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 #: How long the app's start waits for each configured server's first tools/list.
 START_WAIT_S = 30.0
+
+type Origin = Literal["config", "operator"]
 
 
 def source_id(name: str) -> str:
@@ -48,7 +55,11 @@ class McpSources:
 
     A server's tools are registered when it is first listed and stay registered while it
     restarts (they answer ``MCP_SOURCE_UNAVAILABLE`` meanwhile); a re-list replaces the
-    set only when it changed, so the catalog ETag moves exactly when the tools did."""
+    set only when it changed, so the catalog ETag moves exactly when the tools did.
+
+    With ``saved`` the operator's changes (:meth:`put`, :meth:`delete`) are kept in its file
+    before they are made live; ``configured`` names the servers the serve config declares
+    (deleting one of them leaves a tombstone there)."""
 
     def __init__(
         self,
@@ -57,23 +68,38 @@ class McpSources:
         *,
         runtime: Runtime,
         credentials: Credentials,
+        saved: SavedServers | None = None,
+        configured: frozenset[str] = frozenset(),
     ) -> None:
         self.service, self.home = service, home
         self._runtime, self._credentials = runtime, credentials
+        self.saved, self.configured = saved, configured
         self.sources: dict[str, McpSource] = {}
+        self.origins: dict[str, Origin] = {}
         self._listed: dict[str, list[dict[str, Any]]] = {}
+        # One operator change at a time: a PUT waits for its server's first list.
+        self._writes = asyncio.Lock()
         self.running = False
 
     def rows(self) -> list[dict[str, Any]]:
         """Each server's state, for ``GET /api/sources/mcp``."""
-        return [self.sources[name].status() for name in sorted(self.sources)]
+        return [self.row(self.sources[name]) for name in sorted(self.sources)]
+
+    def row(self, source: McpSource) -> dict[str, Any]:
+        """``source``'s state and where it came from (``config`` or ``operator``)."""
+        return {**source.status(), "origin": self.origins.get(source.name, "config")}
+
+    def removed(self) -> list[str]:
+        """The config-declared servers the operator removed (tombstones in the file)."""
+        return sorted(self.saved.removed) if self.saved is not None else []
 
     def missing_credentials(self, config: McpServerConfig) -> list[str]:
         """The credential names ``config`` needs that the store does not hold."""
         return [name for name in config.credentials() if self._credentials.get(name) is None]
 
-    def add(self, name: str, config: McpServerConfig) -> McpSource:
+    def add(self, name: str, config: McpServerConfig, origin: Origin = "config") -> McpSource:
         """Add ``name`` (not yet running: :meth:`start_all` or :meth:`put` starts it)."""
+        check_hosts(name, config)
         source = McpSource(
             name,
             config,
@@ -82,33 +108,49 @@ class McpSources:
             home=self.home / name,
             on_tools=self._install,
         )
-        try:
-            # Declared while the server is configured: removing it retracts them.
-            self.service.egress.declare(source_id(name), config.egressHosts)
-        except ValueError as exc:
-            raise Unprocessable(
-                "MCP_SOURCE_INVALID",
-                f"mcp_servers.{name}.egressHosts: {exc}; give bare host names",
-                details={"server": name, "field": "egressHosts"},
-            ) from exc
+        # Declared while the server is configured: removing it retracts them.
+        self.service.egress.declare(source_id(name), config.egressHosts)
         self.sources[name] = source
+        self.origins[name] = origin
         return source
 
     async def put(self, name: str, config: McpServerConfig) -> tuple[McpSource, bool]:
-        """Add or replace ``name`` live and wait (bounded) for its first tool list;
-        whether it is new."""
-        created = name not in self.sources
-        if not created:
-            await self.remove(name)
-        source = self.add(name, config)
-        if self.running:
-            source.start()
-            await source.wait_ready(config.startupTimeoutMs / 1000 + 1)
-        return source, created
+        """Add or replace ``name`` live as the operator's (kept in the file first) and wait
+        (bounded) for its first tool list; whether it is new."""
+        async with self._writes:
+            check_hosts(name, config)
+            if self.saved is not None:
+                self.saved.put(name, config)
+            created = name not in self.sources
+            if not created:
+                await self.remove(name)
+            source = self.add(name, config, "operator")
+            if self.running:
+                source.start()
+                await source.wait_ready(config.startupTimeoutMs / 1000 + 1)
+            return source, created
+
+    async def delete(self, name: str) -> dict[str, Any]:
+        """The operator's removal of ``name``: forgotten in the file (a config-declared one
+        tombstoned there), then :meth:`remove`; its last row with the tools it took."""
+        async with self._writes:
+            if name not in self.sources:
+                raise NotFound(
+                    "MCP_SOURCE_NOT_FOUND",
+                    f"no MCP server {name!r}; GET /api/sources/mcp lists them",
+                    details={"server": name},
+                )
+            if self.saved is not None:
+                self.saved.delete(name, configured=name in self.configured)
+            row = self.row(self.sources[name])
+            removed = sorted(self.sources[name].tools)
+            source = await self.remove(name)
+            return {**row, **source.status(), "removedTools": removed}
 
     async def remove(self, name: str) -> McpSource:
         """Stop ``name``, unregister its tools and retract its egress hosts."""
         source = self.sources.pop(name)
+        self.origins.pop(name, None)
         await source.stop()
         for canonical in list(source.tools):
             self._unregister(canonical)
@@ -173,6 +215,20 @@ class McpSources:
             self.service.unregister(canonical)
 
 
+def check_hosts(name: str, config: McpServerConfig) -> None:
+    """:class:`Unprocessable` ``MCP_SOURCE_INVALID`` unless every egress host of ``config``
+    is one the egress policy can declare (checked before anything is saved or changed)."""
+    for host in config.egressHosts:
+        try:
+            egress_host(host)
+        except ValueError as exc:
+            raise Unprocessable(
+                "MCP_SOURCE_INVALID",
+                f"mcp_servers.{name}.egressHosts: {exc}; give bare host names",
+                details={"server": name, "field": "egressHosts"},
+            ) from exc
+
+
 def default_runtime() -> Runtime:
     """The installed tiers and the bounded stderr log (``registry.sources.logs``)."""
     from doraforge.registry.sources.logs import open_errlog
@@ -198,24 +254,45 @@ def attach(
     *,
     runtime: Runtime | None = None,
 ) -> McpSources:
-    """Validate the configured servers (``MCP_SOURCE_INVALID`` naming the field), serve the
-    operator routes and start and stop the servers with the app."""
+    """Validate the configured servers (``MCP_SOURCE_INVALID`` naming the field), lay the
+    operator's saved ones over them (``MCP_SOURCES_FILE_INVALID`` for a file that cannot be
+    read), serve the operator routes and start and stop the servers with the app."""
     from doraforge.registry.sources.routes import ROUTES
 
     configs = parse_servers(settings.mcp_servers)
+    saved = SavedServers.open(sources_dir / FILE_NAME)
     sources = McpSources(
         service,
         sources_dir,
         runtime=runtime or default_runtime(),
         credentials=_credentials(app, settings),
+        saved=saved,
+        configured=frozenset(configs),
     )
-    for name, config in configs.items():
-        sources.add(name, config)
+    for name, config in saved.overlay(configs).items():
+        _add_at_start(sources, name, config)
     app.state.mcp_sources = sources
     app.router.routes.extend(ROUTES)
     app.state.on_start.append(sources.start_all)
     app.state.on_stop.append(sources.stop_all)
     return sources
+
+
+def _add_at_start(sources: McpSources, name: str, config: McpServerConfig) -> None:
+    """Add one server at start; a saved one that cannot be added is the file's fault."""
+    saved = sources.saved
+    if saved is None or name not in saved.servers:
+        sources.add(name, config)
+        return
+    try:
+        sources.add(name, config, "operator")
+    except RegistryError as exc:
+        raise SourcesFileError(
+            "MCP_SOURCES_FILE_INVALID",
+            f"{saved.path} is not a doraforge MCP servers file ({exc.message[:200]}); fix it "
+            "or move it aside and PUT the servers again",
+            details={"path": str(saved.path)},
+        ) from exc
 
 
 __all__ = ["McpSources", "attach", "names", "source_id"]

@@ -4,8 +4,12 @@
 takes a server config (the ``mcp_servers.<name>`` shape of the serve config), starts it and
 answers once its tools are listed (or its start failed: the row says why);
 ``DELETE /api/sources/mcp/{name}`` stops it, unregisters its tools and retracts its egress
-hosts. All three are the operator's (:data:`registry.http.OPERATOR_ONLY`); errors map
-through the registry's one table (422 ``MCP_SOURCE_INVALID``, 404 ``MCP_SOURCE_NOT_FOUND``).
+hosts. A PUT or DELETE is kept in ``<sources_dir>/servers.json`` before it is made live, so
+it survives a restart: a deleted server the serve config declares stays removed (a
+tombstone, listed under ``removed``) until it is PUT again. Each row's ``origin`` is
+``config`` or ``operator``. All three are the operator's
+(:data:`registry.http.OPERATOR_ONLY`); errors map through the registry's one table (422
+``MCP_SOURCE_INVALID``, 404 ``MCP_SOURCE_NOT_FOUND``).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 
-from doraforge.registry.errors import InvalidRequest, NotFound, Unprocessable
+from doraforge.registry.errors import InvalidRequest, Unprocessable
 from doraforge.registry.http import ERROR_SCHEMA, OPERATOR_ONLY, json_response_doc, read_json_body
 from doraforge.registry.sources.config import check_name, parse_server
 
@@ -30,17 +34,9 @@ def _sources(request: Request) -> McpSources:
     return sources
 
 
-def _known(sources: McpSources, name: str) -> None:
-    if name not in sources.sources:
-        raise NotFound(
-            "MCP_SOURCE_NOT_FOUND",
-            f"no MCP server {name!r}; GET /api/sources/mcp lists them",
-            details={"server": name},
-        )
-
-
 async def list_sources(request: Request) -> Any:
-    return {"ok": True, "servers": _sources(request).rows()}
+    sources = _sources(request)
+    return {"ok": True, "servers": sources.rows(), "removed": sources.removed()}
 
 
 async def put_source(name: str, request: Request) -> Any:
@@ -60,16 +56,12 @@ async def put_source(name: str, request: Request) -> Any:
         )
     source, created = await sources.put(name, config)
     return JSONResponse(
-        {"ok": True, "server": source.status()}, status_code=201 if created else 200
+        {"ok": True, "server": sources.row(source)}, status_code=201 if created else 200
     )
 
 
 async def delete_source(name: str, request: Request) -> Any:
-    sources = _sources(request)
-    _known(sources, name)
-    removed = sorted(sources.sources[name].tools)
-    source = await sources.remove(name)
-    return {"ok": True, "server": {**source.status(), "removedTools": removed}}
+    return {"ok": True, "server": await _sources(request).delete(name)}
 
 
 def _doc(description: str) -> dict[str, Any]:
