@@ -17,6 +17,7 @@ import itertools
 import json
 import shutil
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,8 +34,15 @@ from mcp.client.streamable_http import streamable_http_client
 
 from doraforge.registry.server import build_app, new_service, uvicorn_config
 from doraforge.registry.settings import ServerSettings
+from tests.paths import PROJECT_ROOT
 from tests.peers import mcp_server_time
-from tests.support.live_server import LiveServer, serve_process
+from tests.support.live_server import (
+    LiveServer,
+    ServeProcess,
+    serve_command,
+    serve_environment,
+    serve_process,
+)
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
@@ -111,14 +119,15 @@ def registry(
         yield live
 
 
-def call(live: LiveServer, name: str, **arguments: Any) -> dict[str, Any]:
+def call(live: LiveServer | ServeProcess, name: str, **arguments: Any) -> dict[str, Any]:
+    url = live.url if isinstance(live, LiveServer) else live.base_url
     body = {
         "type": "portos_tool_call",
         "requestId": f"r-{next(_ids)}",
         "name": name,
         "arguments": arguments,
     }
-    with httpx.Client(base_url=live.url, timeout=60) as client:
+    with httpx.Client(base_url=url, timeout=60) as client:
         answer: dict[str, Any] = client.post("/api/tools/call", json=body).json()
     return answer
 
@@ -492,3 +501,65 @@ def _servers_of_this_process() -> list[int]:
         except psutil.Error:
             continue
     return found
+
+
+def _rows(serve: ServeProcess) -> dict[str, Any]:
+    with httpx.Client(base_url=serve.base_url, timeout=60) as client:
+        answer: dict[str, Any] = client.get("/api/sources/mcp").json()
+    return answer
+
+
+def test_operator_servers_and_removals_survive_a_serve_restart(tmp_path: Path) -> None:
+    config = tmp_path / "serve.json"
+    config.write_text(json.dumps({"mcp_servers": {"src": src_config(tmp_path / "home", 1)}}))
+    options = (
+        *("--config", str(config), "--grant", "mcp.src", "--grant", "mcp.time"),
+        *("--approve", "mcp__time__get_current_time"),
+    )
+    with serve_process(tmp_path, *options) as serve:
+        assert {r["name"]: r["origin"] for r in _rows(serve)["servers"]} == {"src": "config"}
+        with httpx.Client(base_url=serve.base_url, timeout=60) as client:
+            added = client.put("/api/sources/mcp/time", json=time_config(1))
+            assert added.status_code == 201, added.text
+            assert added.json()["server"]["origin"] == "operator"
+            removed = client.delete("/api/sources/mcp/src")
+            assert removed.status_code == 200, removed.text
+    saved = tmp_path / "home" / "sources" / "servers.json"
+    assert saved.stat().st_mode & 0o777 == 0o600
+
+    with serve_process(tmp_path, *options) as serve:
+        listed = _rows(serve)
+        rows = {row["name"]: row for row in listed["servers"]}
+        assert set(rows) == {"time"}  # src stays removed though the config declares it
+        assert (rows["time"]["origin"], rows["time"]["state"]) == ("operator", "ready")
+        assert listed["removed"] == ["src"]
+        now = call(serve, "mcp__time__get_current_time", timezone="UTC")
+        assert now["state"] == "completed", now
+        with httpx.Client(base_url=serve.base_url, timeout=60) as client:
+            again = client.put("/api/sources/mcp/src", json=src_config(tmp_path / "home", 1))
+            assert again.status_code == 201, again.text
+        assert _rows(serve)["removed"] == []
+    assert json.loads(saved.read_text())["removed"] == []
+
+
+def test_a_malformed_servers_file_refuses_serve_in_one_line(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    saved = home / "sources" / "servers.json"
+    saved.parent.mkdir(parents=True)
+    saved.write_text('{"schemaVersion": 1, "servers": {"src": {"tier": 1}}, "removed": []}')
+    finished = subprocess.run(
+        serve_command(home),
+        cwd=PROJECT_ROOT,
+        env=serve_environment(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert finished.returncode == 1, finished.stdout
+    lines = [line for line in finished.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, finished.stderr
+    assert "MCP_SOURCES_FILE_INVALID" in lines[0]
+    assert str(saved) in lines[0]
+    assert "move it aside" in lines[0]
+    assert "registry listening" not in finished.stdout
