@@ -13,21 +13,21 @@ structured 400 (``EGRESS_INVALID`` naming the field), an unknown host 404.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from fastapi import Request
 from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 
-from doraforge.registry.egress import EgressPolicy, EgressSettings, egress_host, parse_egress
-from doraforge.registry.errors import InvalidRequest, NotFound, RegistryError
+from doraforge.registry.egress import EgressPolicy, egress_host, parse_egress
+from doraforge.registry.errors import InvalidRequest, NotFound
 from doraforge.registry.http import (
     ERROR_SCHEMA,
     OPERATOR,
     OPERATOR_ONLY,
     Responses,
+    audited_write,
     is_operator,
     json_response_doc,
     read_json_body,
@@ -46,26 +46,13 @@ def _by(request: Request) -> str:
     return OPERATOR if is_operator(request) else "doraforge-ui"
 
 
+def _audited(request: Request, action: str) -> AbstractContextManager[None]:
+    """A change audited when refused; the policy records the completed ones itself."""
+    return audited_write(request, f"egress.{action}", completed=False)
+
+
 def _answer(policy: EgressPolicy, **extra: Any) -> dict[str, Any]:
     return {"ok": True, **extra, "egress": policy.snapshot()}
-
-
-def _audited[T](request: Request, action: str, work: Callable[[], T]) -> T:
-    """Run one change; a refused one is recorded here (the policy records the rest)."""
-    started = time.perf_counter()
-    try:
-        return work()
-    except RegistryError as exc:
-        service_of(request).audit.record(
-            request_id=None,
-            name=f"egress.{action}"[:200],
-            principal_id=_by(request),
-            scope="ui",
-            state="rejected",
-            error_code=exc.code,
-            duration_s=time.perf_counter() - started,
-        )
-        raise
 
 
 async def get_egress(request: Request) -> Any:
@@ -86,19 +73,16 @@ def _allow_body(body: Any) -> tuple[Any, Any]:
 async def allow_host(request: Request) -> Any:
     policy = _policy(request)
 
-    def work() -> dict[str, Any]:
+    with _audited(request, "allow"):
         host, principal = _allow_body(read_json_body(request))
         policy.allow(host, principal, by=_by(request))
-        return {"host": egress_host(host), "principal": principal}
-
-    allowed = _audited(request, "allow", work)
-    return _answer(policy, allowed=allowed)
+    return _answer(policy, allowed={"host": egress_host(host), "principal": principal})
 
 
 async def remove_host(host: str, request: Request) -> Any:
     policy = _policy(request)
 
-    def work() -> str:
+    with _audited(request, "remove"):
         params = request.query_params
         if set(params) - {"principal"} or len(params.getlist("principal")) > 1:
             raise InvalidRequest("EGRESS_INVALID", "the only query parameter is principal (once)")
@@ -111,9 +95,7 @@ async def remove_host(host: str, request: Request) -> Any:
                 "them (hosts a source declared go when the source is removed)",
                 details={"host": host[:253], "declaredBy": policy.declared_by(host)},
             ) from None
-        return egress_host(host)
-
-    removed = _audited(request, "remove", work)
+    removed = egress_host(host)
     # A host a live source declared stays reachable through it: say so.
     return _answer(policy, removed=removed, stillDeclaredBy=policy.declared_by(removed))
 
@@ -121,11 +103,9 @@ async def remove_host(host: str, request: Request) -> Any:
 async def put_egress(request: Request) -> Any:
     policy = _policy(request)
 
-    def work() -> EgressSettings:
+    with _audited(request, "replace"):
         settings = parse_egress(read_json_body(request), where="body")
-        return policy.replace_operator(settings, by=_by(request))
-
-    _audited(request, "replace", work)
+        policy.replace_operator(settings, by=_by(request))
     return _answer(policy)
 
 

@@ -19,7 +19,9 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Callable, Coroutine, Sequence
+import time
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends, FastAPI, Request, Response
@@ -213,6 +215,43 @@ def require_operator(request: Request) -> None:
 
 #: Give a route this to make it the operator's (see :func:`require_operator`).
 OPERATOR_ONLY = [Depends(require_operator)]
+
+
+@contextmanager
+def audited_write(request: Request, label: str, *, completed: bool = True) -> Iterator[None]:
+    """Audit the operator write the ``with`` block makes (sync or awaited inside), by
+    ``label`` (what and which: ``"credentials set API_KEY"``), never a body or a value.
+
+    A structured refusal is recorded ``rejected`` with its code and re-raised (the edge
+    answers it through :data:`STATUS_FOR_ERROR`); anything else (a crash, a cancellation)
+    ``unknown`` with ``INTERNAL_ERROR``, since whether the write happened is not known; a
+    write that returns ``completed``, unless ``completed=False`` (a store that audits its
+    own changes, with what changed, as the egress policy does)."""
+    started = time.perf_counter()
+    try:
+        yield
+    except StructuredError as exc:
+        _record_write(request, label, "rejected", exc.code, started)
+        raise
+    except BaseException:
+        _record_write(request, label, "unknown", "INTERNAL_ERROR", started)
+        raise
+    if completed:
+        _record_write(request, label, "completed", None, started)
+
+
+def _record_write(
+    request: Request, label: str, state: str, error_code: str | None, started: float
+) -> None:
+    service_of(request).audit.record(
+        request_id=None,
+        name=label[:200],
+        principal_id=OPERATOR if is_operator(request) else "doraforge-ui",
+        scope="ui",
+        state=state,
+        error_code=error_code,
+        duration_s=time.perf_counter() - started,
+    )
 
 
 def render_refusal(error: WireError, scope: Scope) -> tuple[int, dict[str, str], bytes]:

@@ -15,8 +15,6 @@ serve``) and registers its active recipes as ``app.state.recipes``.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,8 +23,8 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 
-from doraforge.registry.errors import InvalidRequest, RegistryError
-from doraforge.registry.http import OPERATOR, OPERATOR_ONLY, is_operator, read_json_body, service_of
+from doraforge.registry.errors import InvalidRequest
+from doraforge.registry.http import OPERATOR_ONLY, audited_write, read_json_body
 from doraforge.registry.recipes.library import RecipeLibrary
 
 if TYPE_CHECKING:
@@ -39,27 +37,6 @@ def library_of(request: Request) -> RecipeLibrary:
     """The recipe library of the app serving ``request`` (``app.state.recipes``)."""
     library: RecipeLibrary = request.app.state.recipes
     return library
-
-
-def _audited[T](request: Request, action: str, name: str | None, work: Callable[[], T]) -> T:
-    """Run one write and record its outcome in the registry's audit trail."""
-    started = time.perf_counter()
-    error: str | None = None
-    try:
-        return work()
-    except RegistryError as exc:
-        error = exc.code
-        raise
-    finally:
-        service_of(request).audit.record(
-            request_id=None,
-            name=f"recipes {action} {name or '(unnamed)'}"[:200],
-            principal_id=OPERATOR if is_operator(request) else "doraforge-ui",
-            scope="ui",
-            state="rejected" if error else "completed",
-            error_code=error,
-            duration_s=time.perf_counter() - started,
-        )
 
 
 async def list_recipes(request: Request) -> Any:
@@ -79,20 +56,22 @@ async def save_recipe(request: Request) -> Any:
             "RECIPE_BODY_INVALID", "the body must be a recipe definition (a JSON object)"
         )
     name = body.get("name") if isinstance(body.get("name"), str) else None
-    summary, added = _audited(request, "save", name, lambda: library_of(request).save(body))
+    with audited_write(request, f"recipes save {name or '(unnamed)'}"):
+        summary, added = library_of(request).save(body)
     return JSONResponse({"ok": True, "recipe": summary, "added": added}, 201 if added else 200)
 
 
 async def archive_recipe(name: str, request: Request) -> Any:
     _no_body(request)
-    summary = _audited(request, "archive", name, lambda: library_of(request).archive(name))
+    with audited_write(request, f"recipes archive {name}"):
+        summary = library_of(request).archive(name)
     return {"ok": True, "recipe": summary}
 
 
 async def restore_recipe(name: str, request: Request) -> Any:
     revision = _revision(read_json_body(request))
-    library = library_of(request)
-    summary = _audited(request, "restore", name, lambda: library.restore(name, revision))
+    with audited_write(request, f"recipes restore {name}"):
+        summary = library_of(request).restore(name, revision)
     return {"ok": True, "recipe": summary}
 
 

@@ -30,7 +30,7 @@ from doraforge.registry.sources.mcp_servers import (
     names,
     tool_entry,
 )
-from doraforge.registry.sources.saved import FILE_NAME, SavedServers, SourcesFileError
+from doraforge.registry.sources.saved import FILE_NAME, SavedServers, file_invalid
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -287,12 +287,7 @@ def _add_at_start(sources: McpSources, name: str, config: McpServerConfig) -> No
     try:
         sources.add(name, config, "operator")
     except RegistryError as exc:
-        raise SourcesFileError(
-            "MCP_SOURCES_FILE_INVALID",
-            f"{saved.path} is not a doraforge MCP servers file ({exc.message[:200]}); fix it "
-            "or move it aside and PUT the servers again",
-            details={"path": str(saved.path)},
-        ) from exc
+        raise file_invalid(saved.path, exc.message) from exc
 
 
 __all__ = ["McpSources", "attach", "names", "source_id"]

@@ -7,7 +7,8 @@ answers once its tools are listed (or its start failed: the row says why);
 hosts. A PUT or DELETE is kept in ``<sources_dir>/servers.json`` before it is made live, so
 it survives a restart: a deleted server the serve config declares stays removed (a
 tombstone, listed under ``removed``) until it is PUT again. Each row's ``origin`` is
-``config`` or ``operator``. All three are the operator's
+``config`` or ``operator``. Each PUT and DELETE is audited by the server's name and its
+outcome (``registry.http.audited_write``), never its config. All three are the operator's
 (:data:`registry.http.OPERATOR_ONLY`); errors map through the registry's one table (422
 ``MCP_SOURCE_INVALID``, 404 ``MCP_SOURCE_NOT_FOUND``).
 """
@@ -22,8 +23,14 @@ from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 
 from doraforge.registry.errors import InvalidRequest, Unprocessable
-from doraforge.registry.http import ERROR_SCHEMA, OPERATOR_ONLY, json_response_doc, read_json_body
-from doraforge.registry.sources.config import check_name, parse_server
+from doraforge.registry.http import (
+    ERROR_SCHEMA,
+    OPERATOR_ONLY,
+    audited_write,
+    json_response_doc,
+    read_json_body,
+)
+from doraforge.registry.sources.config import McpServerConfig, check_name, parse_server
 
 if TYPE_CHECKING:
     from doraforge.registry.sources import McpSources
@@ -41,27 +48,33 @@ async def list_sources(request: Request) -> Any:
 
 async def put_source(name: str, request: Request) -> Any:
     check_name(name)
-    body = read_json_body(request)
-    if not isinstance(body, dict):
-        raise InvalidRequest("MCP_SOURCE_BODY_INVALID", "the body must be a server config object")
-    config = parse_server(name, body)
     sources = _sources(request)
-    missing = sources.missing_credentials(config)
-    if missing:
-        raise Unprocessable(
-            "MCP_SOURCE_CREDENTIAL_MISSING",
-            f"mcp_servers.{name}.env: credential(s) {', '.join(missing)} not in the credential "
-            "store; add them first",
-            details={"server": name, "credentials": missing},
-        )
-    source, created = await sources.put(name, config)
+    with audited_write(request, f"sources put {name}"):
+        config = _config(name, read_json_body(request))
+        missing = sources.missing_credentials(config)
+        if missing:
+            raise Unprocessable(
+                "MCP_SOURCE_CREDENTIAL_MISSING",
+                f"mcp_servers.{name}.env: credential(s) {', '.join(missing)} not in the "
+                "credential store; add them first",
+                details={"server": name, "credentials": missing},
+            )
+        source, created = await sources.put(name, config)
     return JSONResponse(
         {"ok": True, "server": sources.row(source)}, status_code=201 if created else 200
     )
 
 
+def _config(name: str, body: Any) -> McpServerConfig:
+    if not isinstance(body, dict):
+        raise InvalidRequest("MCP_SOURCE_BODY_INVALID", "the body must be a server config object")
+    return parse_server(name, body)
+
+
 async def delete_source(name: str, request: Request) -> Any:
-    return {"ok": True, "server": await _sources(request).delete(name)}
+    with audited_write(request, f"sources delete {name}"):
+        row = await _sources(request).delete(name)
+    return {"ok": True, "server": row}
 
 
 def _doc(description: str) -> dict[str, Any]:

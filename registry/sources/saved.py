@@ -39,6 +39,16 @@ class SourcesFileError(StructuredError, OSError):
     loaded. An ``OSError`` too, as any failure to open a state file."""
 
 
+def file_invalid(path: Path, why: str) -> SourcesFileError:
+    """The one-line refusal of the file at ``path``, saying ``why`` and what to do."""
+    return SourcesFileError(
+        "MCP_SOURCES_FILE_INVALID",
+        f"{path} is not a doraforge MCP servers file ({why[:200]}); fix it or move it aside "
+        "and PUT the servers again",
+        details={"path": str(path)},
+    )
+
+
 @dataclass
 class SavedServers:
     """The operator's servers (``servers``) and tombstones (``removed``) in ``path``."""
@@ -56,12 +66,7 @@ class SavedServers:
             servers, removed = _parse(path.read_bytes())
         except (ValueError, RegistryError) as exc:
             why = exc.message if isinstance(exc, StructuredError) else str(exc)
-            raise SourcesFileError(
-                "MCP_SOURCES_FILE_INVALID",
-                f"{path} is not a doraforge MCP servers file ({why[:200]}); fix it or move it "
-                "aside and PUT the servers again",
-                details={"path": str(path)},
-            ) from exc
+            raise file_invalid(path, why) from exc
         return cls(path, servers, removed)
 
     def overlay(self, configured: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:

@@ -476,6 +476,16 @@ def test_an_operator_adds_and_removes_a_server_live(tmp_path: Path) -> None:
         gone = call(live, "mcp__time__get_current_time", timezone="UTC")
         assert gone["error"]["code"] == "TOOL_NOT_FOUND"
         assert "mcp:time" not in live.app.state.service.egress.declared()
+        records = live.app.state.service.audit.records()
+    mine = [r for r in records if str(r["name"]).startswith("sources ")]
+    assert [(r["name"], r["state"], r["errorCode"]) for r in mine] == [
+        ("sources put time", "completed", None),
+        ("sources put time", "completed", None),
+        ("sources delete time", "completed", None),
+        ("sources delete time", "rejected", "MCP_SOURCE_NOT_FOUND"),
+        ("sources put time", "rejected", "MCP_SOURCE_INVALID"),
+    ]
+    assert "time.example.org" not in json.dumps(mine)  # names and outcomes, never the config
 
 
 @pytest.mark.parametrize("tier", TIERS)

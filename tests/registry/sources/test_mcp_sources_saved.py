@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from doraforge.registry.errors import Unprocessable
+from doraforge.registry.server import build_app, new_service
+from doraforge.registry.settings import ServerSettings
 from doraforge.registry.sources.config import CredentialRef, parse_server
 from doraforge.registry.sources.saved import FILE_NAME, SavedServers, SourcesFileError
 
@@ -113,3 +115,21 @@ def test_a_file_that_cannot_be_written_changes_nothing(tmp_path: Path) -> None:
         saved.put("src", parse_server("src", {"command": "x"}))
     assert refused.value.code == "MCP_SOURCES_FILE_UNWRITABLE"
     assert saved.servers == {}
+
+
+def test_a_saved_server_the_registry_cannot_add_refuses_the_start_naming_the_file(
+    tmp_path: Path,
+) -> None:
+    """An egress host the config pattern lets through but the egress policy refuses (a hand
+    edit: a PUT checks it before saving) is the file's fault, said as such."""
+    sources_dir = tmp_path / "sources"
+    sources_dir.mkdir()
+    path = sources_dir / FILE_NAME
+    server = {"command": "x", "egressHosts": ["a..b"]}
+    path.write_text(json.dumps({"schemaVersion": 1, "servers": {"s": server}, "removed": []}))
+    settings = ServerSettings()
+    with pytest.raises(SourcesFileError) as refused:
+        build_app(new_service(settings), settings, sources_dir=sources_dir)
+    assert refused.value.code == "MCP_SOURCES_FILE_INVALID"
+    assert str(path) in refused.value.message
+    assert "egressHosts" in refused.value.message
