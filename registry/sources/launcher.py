@@ -19,6 +19,7 @@ import argparse
 import os
 import resource
 import signal
+import stat
 import sys
 from collections.abc import Sequence
 
@@ -31,6 +32,12 @@ EXIT_NOT_EXECUTABLE = 126
 CPU_GRACE_S = 1
 PR_SET_PDEATHSIG = 1
 EXIT_ORPHANED = 125
+MAX_REVEAL_ROUNDS = 4
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,6 +49,23 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--cpu-s", type=int, required=True, help="CPU time (seconds)")
     parser.add_argument("--files", type=int, required=True, help="open file descriptors")
     parser.add_argument("--procs", type=int, required=True, help="processes of this user")
+    parser.add_argument(
+        "--run-as",
+        default=None,
+        help="uid:gid the command runs as when the launcher starts as root (never 0)",
+    )
+    parser.add_argument(
+        "--reveal",
+        action="append",
+        default=[],
+        help="a path the command needs that the run-as user cannot reach (tier 1, as root)",
+    )
+    parser.add_argument(
+        "--cwd",
+        default=None,
+        help="directory to enter after the switch (tier 2: root without capabilities "
+        "cannot enter a directory that belongs to the run-as user)",
+    )
     parser.add_argument(
         "--env-names",
         default=None,
@@ -107,6 +131,122 @@ def keep_only(names: str | None) -> None:
         del os.environ[name]
 
 
+def parse_run_as(value: str) -> tuple[int, int]:
+    """``uid:gid`` as two integers, neither 0 (a server never runs as root).
+
+    Raises :class:`ValueError` naming what is wrong."""
+    uid, sep, gid = value.partition(":")
+    if not (sep and uid.isdigit() and gid.isdigit()):
+        raise ValueError(f"run_as {value!r} must be numeric uid:gid, such as 65534:65534")
+    if int(uid) == 0 or int(gid) == 0:
+        raise ValueError(f"run_as {value!r} names root; a server never runs as uid or gid 0")
+    return int(uid), int(gid)
+
+
+def _searchable(path: str, uid: int, gid: int) -> bool:
+    """Whether ``uid:gid`` (no supplementary groups) may traverse the directory ``path``."""
+    st = os.stat(path)
+    if st.st_uid == uid:
+        return bool(st.st_mode & stat.S_IXUSR)
+    if st.st_gid == gid:
+        return bool(st.st_mode & stat.S_IXGRP)
+    return bool(st.st_mode & stat.S_IXOTH)
+
+
+def blocking_ancestor(path: str, uid: int, gid: int) -> str | None:
+    """The topmost directory above ``path`` that ``uid:gid`` cannot traverse, if any."""
+    parts = os.path.realpath(path).split(os.sep)[1:-1]
+    current = os.sep
+    for part in parts:
+        if not _searchable(current, uid, gid):
+            return current
+        current = os.path.join(current, part)
+    return None if _searchable(current, uid, gid) else current
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str) -> None:
+    import ctypes  # only here: mount(2) is Linux-specific
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    encoded = [None if v is None else v.encode() for v in (source, target, fstype, data)]
+    if libc.mount(*encoded[:3], ctypes.c_ulong(flags), encoded[3]) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"mount {target}: {os.strerror(errno)}")
+
+
+def reveal(paths: Sequence[str], uid: int, gid: int) -> None:
+    """Make ``paths`` reachable for ``uid:gid`` in a private mount namespace (tier 1 as root):
+    each topmost directory that blocks one (such as a 0700 /root holding the interpreter) is
+    covered by an empty tmpfs into which only the needed paths are bound back, so the server
+    reaches its interpreter and directories and nothing else under that directory."""
+    pending = [os.path.realpath(p) for p in paths if os.path.exists(p)]
+    unshared = False
+    for _ in range(MAX_REVEAL_ROUNDS):
+        blocked = {p: b for p in pending if (b := blocking_ancestor(p, uid, gid)) is not None}
+        if not blocked:
+            return
+        if not unshared:  # mounts below stay in this process's own namespace
+            os.unshare(os.CLONE_NEWNS)
+            _mount(None, "/", None, MS_REC | MS_PRIVATE, "")
+            unshared = True
+        tops = {b for b in blocked.values() if not any(_under(b, o) for o in blocked.values())}
+        handles = {p: os.open(p, os.O_PATH) for p in blocked}
+        try:
+            for top in tops:
+                _mount("tmpfs", top, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+            for path, handle in handles.items():
+                _bind_back(handle, path)
+        finally:
+            for handle in handles.values():
+                os.close(handle)
+    raise OSError(f"cannot make {sorted(pending)} reachable for {uid}:{gid}")
+
+
+def _under(path: str, other: str) -> bool:
+    return path != other and path.startswith(other.rstrip(os.sep) + os.sep)
+
+
+def _bind_back(handle: int, path: str) -> None:
+    """Bind the object ``handle`` opened (now hidden) back at ``path`` inside the tmpfs."""
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        os.makedirs(parent, mode=0o755)
+    if stat.S_ISDIR(os.fstat(handle).st_mode):
+        os.makedirs(path, mode=0o755, exist_ok=True)
+    elif not os.path.exists(path):
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
+    _mount(f"/proc/self/fd/{handle}", path, None, MS_BIND | MS_REC, "")
+
+
+def drop_privileges(uid: int, gid: int) -> None:
+    """Become ``uid:gid`` for good: supplementary groups, then gid, then uid (the order the
+    kernel needs: a process that gave up its uid can no longer change its groups), then check
+    that root cannot be regained. Raises :class:`OSError` if any step fails."""
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid) or os.getgroups():
+        raise OSError(f"the process is not {uid}:{gid} with no groups after the switch")
+    try:
+        os.setuid(0)
+    except PermissionError:
+        return
+    raise OSError("the process could regain uid 0 after dropping it")
+
+
+def _switch_user(run_as: str | None, reveals: Sequence[str]) -> None:
+    """As root, make the reveal paths reachable and drop to ``run_as``; as any other user
+    (which cannot switch) nothing: the limits bind that user already."""
+    if run_as is None or os.geteuid() != 0:
+        return
+    uid, gid = parse_run_as(run_as)
+    if reveals:
+        cwd = os.getcwd()
+        reveal(reveals, uid, gid)
+        os.chdir(cwd)  # the path may now be a bind of the same directory
+    drop_privileges(uid, gid)
+
+
 def _fail(code: str, message: str, status: int) -> int:
     print(f"doraforge-launcher: {code}: {message}", file=sys.stderr, flush=True)
     return status
@@ -121,12 +261,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not command:
         return _fail("LAUNCHER_NO_COMMAND", "give the server command after --", EXIT_BAD_USAGE)
     new_session()
-    die_with_parent()
     keep_only(args.env_names)
     try:
         apply_limits(args.memory_mb, args.cpu_s, args.files, args.procs)
     except (ValueError, OSError) as exc:
         return _fail("LAUNCHER_LIMIT_REFUSED", f"cannot set the limits ({exc})", EXIT_BAD_USAGE)
+    try:
+        _switch_user(args.run_as, args.reveal)
+    except (ValueError, OSError) as exc:
+        message = f"cannot run as {args.run_as} ({exc}); fix limits.run_as or run the registry"
+        return _fail("LAUNCHER_RUN_AS_FAILED", message + " as that user", EXIT_BAD_USAGE)
+    die_with_parent()  # after the switch: changing credentials clears the death signal
+    if args.cwd is not None:
+        try:
+            os.chdir(args.cwd)
+        except OSError as exc:
+            message = f"cannot enter {args.cwd!r} ({exc.strerror}); check its owner is run_as"
+            return _fail("LAUNCHER_CWD_REFUSED", message, EXIT_BAD_USAGE)
     try:
         os.execvpe(command[0], command, os.environ)
     except FileNotFoundError:

@@ -32,6 +32,7 @@ from types import MappingProxyType
 from typing import Literal, Protocol
 
 from doraforge.registry.errors import Conflict, InvalidRequest
+from doraforge.registry.sources.launcher import parse_run_as
 
 NAME_PATTERN = r"[a-z0-9_-]{1,40}"
 RESERVED_ENV_PREFIX = "DORAFORGE_"
@@ -45,6 +46,8 @@ SANDBOX_LAUNCHER = "/run/doraforge/launcher.py"
 LAUNCHER_FILE = Path(__file__).resolve().with_name("launcher.py")
 PROBE_TIMEOUT_S = 10.0
 MIB = 1024 * 1024
+# nobody:nogroup on Debian: who a server runs as when the registry runs as root.
+NOBODY = "65534:65534"
 
 
 class TierUnavailable(Conflict):
@@ -64,18 +67,33 @@ class Limits:
     ``memory_mb`` is address space (RLIMIT_AS: runtimes that reserve large virtual ranges,
     such as node, need more than their resident size), ``cpu_s`` CPU seconds (SIGXCPU, then
     SIGKILL a second later), ``open_files`` descriptors, ``processes`` the real user's process
-    count (RLIMIT_NPROC; the kernel does not apply it to root)."""
+    count (RLIMIT_NPROC; the kernel does not apply it to root, hence ``run_as``).
+
+    ``run_as`` (numeric ``uid:gid``, never 0) is who the server runs as when the registry runs
+    as root, in both tiers: a server never runs as root. A registry running as another user
+    cannot switch, so its servers keep its uid (and the process limit binds that user)."""
 
     memory_mb: int = 512
     cpu_s: int = 60
     open_files: int = 256
     processes: int = 64
+    run_as: str = NOBODY
 
     def __post_init__(self) -> None:
         for name in ("memory_mb", "cpu_s", "open_files", "processes"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"limits.{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.run_as, str):
+            raise ValueError(f"limits.run_as must be a 'uid:gid' string, got {self.run_as!r}")
+        try:
+            parse_run_as(self.run_as)
+        except ValueError as exc:
+            raise ValueError(f"limits.{exc}") from None
+
+    def ids(self) -> tuple[int, int]:
+        """``run_as`` as (uid, gid)."""
+        return parse_run_as(self.run_as)
 
     def launcher_args(self) -> list[str]:
         """The launcher's command-line options for these limits."""
@@ -84,6 +102,7 @@ class Limits:
             f"--cpu-s={self.cpu_s}",
             f"--files={self.open_files}",
             f"--procs={self.processes}",
+            f"--run-as={self.run_as}",
         ]
 
 
@@ -195,14 +214,26 @@ def clean_env(spec: LaunchSpec, *, home: Path, tmpdir: Path) -> dict[str, str]:
     return env
 
 
+def runs_as_root() -> bool:
+    """Whether the registry is root, so the launcher switches its servers to ``run_as``."""
+    return os.geteuid() == 0
+
+
 def prepare_dirs(spec: LaunchSpec) -> None:
-    """Create the workdir and scratch directory (owner-only) if they are missing."""
+    """Create the workdir and scratch directory (owner-only) if they are missing; as root,
+    hand them to ``run_as`` so the server, which will not be root, can still use them."""
     for directory in (spec.workdir, spec.scratch):
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if runs_as_root():
+            os.chown(directory, *spec.limits.ids())
 
 
 def launcher_argv(
-    spec: LaunchSpec, env: Mapping[str, str], launcher_script: str | None = None
+    spec: LaunchSpec,
+    env: Mapping[str, str],
+    launcher_script: str | None = None,
+    reveals: list[str] | None = None,
+    cwd: str | None = None,
 ) -> list[str]:
     """Interpreter arguments that run the launcher then ``spec.command``, keeping only the
     names of ``env`` (whatever a spawner merges in is dropped before the command runs).
@@ -211,7 +242,17 @@ def launcher_argv(
     and ignores PYTHON* variables."""
     entry = str(LAUNCHER_FILE) if launcher_script is None else launcher_script
     names = f"--env-names={','.join(sorted(env))}"
-    return ["-I", entry, *spec.limits.launcher_args(), names, "--", spec.command, *spec.args]
+    shown = [f"--reveal={path}" for path in reveals or []]
+    shown += [] if cwd is None else [f"--cwd={cwd}"]
+    limits = spec.limits.launcher_args()
+    return ["-I", entry, *limits, *shown, names, "--", spec.command, *spec.args]
+
+
+def needed_paths(spec: LaunchSpec, path: str) -> list[str]:
+    """What the server reads or writes by path: the interpreter, the command's venv, the
+    declared files and its directories (tier 1 as root reveals these to ``run_as``)."""
+    roots = [*interpreter_roots(), *declared_venv(spec, path), *declared_files(spec, path)]
+    return list(dict.fromkeys([*roots, str(spec.workdir), str(spec.scratch)]))
 
 
 class SubprocessTier:
@@ -224,10 +265,14 @@ class SubprocessTier:
         return None
 
     def launch(self, spec: LaunchSpec) -> Launch:
-        """The launcher under this interpreter; HOME is the workdir, TMPDIR the scratch."""
+        """The launcher under this interpreter; HOME is the workdir, TMPDIR the scratch.
+
+        As root the launcher also makes the needed paths reachable for ``run_as`` (an
+        interpreter under a 0700 /root, say) before it drops to that user."""
         prepare_dirs(spec)
         env = clean_env(spec, home=spec.workdir, tmpdir=spec.scratch)
-        return Launch(sys.executable, launcher_argv(spec, env), env, spec.workdir)
+        reveals = needed_paths(spec, env["PATH"]) if runs_as_root() else None
+        return Launch(sys.executable, launcher_argv(spec, env, reveals=reveals), env, spec.workdir)
 
 
 # The parts of /etc a runtime needs (loader, users, name resolution, TLS roots, time zone,
@@ -317,22 +362,58 @@ def readonly_binds(spec: LaunchSpec, path: str) -> list[str]:
     return options
 
 
+# As root, bwrap's own user namespace would map the sandbox's uid to host root (the process
+# limit would not bind, root's files would be the server's own): the sandbox gets every other
+# namespace and keeps only the two capabilities the launcher needs to drop to ``run_as``
+# (lost with the switch); bwrap sets no_new_privs, so nothing regains them.
+ROOT_NAMESPACES = ("--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts")
+ROOT_CAPS = ("--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID")
+
+
+def isolation_options(spec: LaunchSpec) -> list[str]:
+    """Namespaces and capabilities: all unshared and none kept, or as root (see above) all
+    but the user namespace and the two the launcher's switch needs."""
+    if runs_as_root():
+        options = [*ROOT_NAMESPACES, "--unshare-cgroup-try", *ROOT_CAPS]
+        if spec.egress_hosts:
+            options.remove("--unshare-net")
+    else:
+        options = ["--unshare-all", "--cap-drop", "ALL"]
+        if spec.egress_hosts:
+            options.append("--share-net")
+    return [*options, "--die-with-parent", "--new-session"]
+
+
+def parent_dirs(binds: list[str]) -> list[str]:
+    """``--dir`` options (mode 0755) for the directories above the bind destinations: bwrap
+    copies the host's modes onto those it creates, and a 0700 /root or pytest directory would
+    keep ``run_as`` from its own interpreter and workdir. They hold only the binds."""
+    skip = {"/", "/tmp", *SYSTEM_ROOTS}
+    above: set[str] = set()
+    for destination in binds:
+        above.update(str(p) for p in Path(destination).parents if str(p) not in skip)
+    ordered = sorted(above, key=lambda p: (p.count("/"), p))
+    return [arg for path in ordered for arg in ("--perms", "0755", "--dir", path)]
+
+
 def bwrap_options(spec: LaunchSpec, env: Mapping[str, str]) -> list[str]:
     """The bubblewrap options for ``spec`` (order matters: /tmp before binds under it)."""
-    options = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-    if spec.egress_hosts:
-        options.append("--share-net")
+    options = isolation_options(spec)
     options += ["--dev", "/dev", "--proc", "/proc"]
-    options += ["--size", str(spec.limits.memory_mb * MIB), "--tmpfs", "/tmp"]
+    options += ["--size", str(spec.limits.memory_mb * MIB), "--perms", "1777", "--tmpfs", "/tmp"]
     for root in SYSTEM_ROOTS:
         options += _mirror(root)
+    options += ["--perms", "0755", "--dir", "/etc"]  # else created 0700 as root
     for entry in ETC_ENTRIES:
         options += _mirror(f"/etc/{entry}")
-    options += readonly_binds(spec, env["PATH"])
+    binds = readonly_binds(spec, env["PATH"])
+    options += parent_dirs([*binds[2::3], str(spec.workdir), str(spec.scratch)])
+    options += binds
     options += ["--ro-bind", str(LAUNCHER_FILE), SANDBOX_LAUNCHER]
     options += ["--ro-bind", str(spec.workdir), str(spec.workdir)]
     options += ["--bind", str(spec.scratch), str(spec.scratch)]
-    return [*options, "--chdir", str(spec.workdir)]
+    # The launcher enters the workdir once it is run_as: root without capabilities cannot.
+    return [*options, "--chdir", "/"]
 
 
 class SandboxTier:
@@ -364,7 +445,7 @@ class SandboxTier:
         prepare_dirs(spec)
         env = clean_env(spec, home=spec.scratch, tmpdir=spec.scratch)
         argv = [*bwrap_options(spec, env), "--", sys.executable]
-        launched = launcher_argv(spec, env, SANDBOX_LAUNCHER)
+        launched = launcher_argv(spec, env, SANDBOX_LAUNCHER, cwd=str(spec.workdir))
         return Launch(bwrap, [*argv, *launched], env, spec.workdir)
 
     def _probe(self) -> tuple[str | None, str | None]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import secrets
 import signal
 import socket
@@ -148,7 +147,6 @@ print(json.dumps({"held": len(held), "refused": refused == errno.EMFILE}))
     assert report["held"] < 32
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="the kernel does not apply RLIMIT_NPROC to root")
 @BOTH
 def test_the_process_limit_stops_a_fork_bomb(tier: int, tmp_path: Path) -> None:
     bomb = """
@@ -168,7 +166,9 @@ print(json.dumps({"forked": len(children)}))
 """
     report = run_script(tier, spec_for(tmp_path, limits=Limits(processes=8)), bomb).report()
 
-    assert report["forked"] < 200
+    # The limit counts every process of the server's user (the server itself included); as
+    # root the registry runs it as run_as, which the kernel does hold to the limit.
+    assert report["forked"] < 8
 
 
 def test_a_command_not_on_the_path_is_one_line_with_a_code(tmp_path: Path) -> None:
