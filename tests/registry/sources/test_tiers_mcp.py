@@ -86,3 +86,52 @@ def test_tier_2_runs_a_server_from_a_venv_of_its_own(tmp_path: Path) -> None:
 
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip() == str(venv)
+
+
+ENV_SERVER = """
+import json, os
+from mcp.server.fastmcp import FastMCP
+
+server = FastMCP("env")
+
+
+@server.tool()
+def environment() -> str:
+    return json.dumps(dict(os.environ))
+
+
+server.run()
+"""
+# What the SDK's stdio_client merges into a server's declared environment from its own.
+SDK_DEFAULTS = ("HOME", "LOGNAME", "SHELL", "TERM", "USER")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("tier", [1, 2], ids=["subprocess", "sandbox"])
+async def test_the_server_sees_none_of_the_registrys_values_the_sdk_merges_in(
+    tier: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry_values = {name: f"registry-{name}-{secrets.token_hex(6)}" for name in SDK_DEFAULTS}
+    for name, value in registry_values.items():
+        monkeypatch.setenv(name, value)
+    spec = spec_for(tmp_path)
+    launch = TIERS[tier].launch(spec)
+    (spec.workdir / SCRIPT).write_text(ENV_SERVER, encoding="utf-8")
+    params = StdioServerParameters(
+        command=launch.command, args=launch.args, env=launch.env, cwd=launch.cwd
+    )
+
+    with anyio.fail_after(CALL_TIMEOUT_S):
+        async with (
+            stdio_client(params, errlog=sys.stderr) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            result = await session.call_tool("environment", {})
+
+    content = result.content[0]
+    assert isinstance(content, TextContent)
+    env = json.loads(content.text)
+    assert not set(registry_values.values()) & set(env.values())
+    assert not {"LOGNAME", "SHELL", "TERM", "USER"} & set(env)
+    assert env["HOME"] == launch.env["HOME"]
