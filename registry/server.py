@@ -22,6 +22,7 @@ from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 
 from doraforge.registry.builtins import register_builtins
+from doraforge.registry.builtins.routes import ROUTES as BUILTIN_ROUTES
 from doraforge.registry.egress_routes import ROUTES as EGRESS_ROUTES
 from doraforge.registry.http import OPERATOR_ONLY, create_app, settle_in_flight
 from doraforge.registry.http import ROUTES as CALL_ROUTES
@@ -96,7 +97,8 @@ def build_app(
     guard requires it on those routes as on every other."""
     if robot is not None:
         register_robot_tools(service, robot)
-    routes = [*CALL_ROUTES, *MCP_ROUTES, *INVENTORY_ROUTES, *EGRESS_ROUTES]  # egress: operator's
+    # The egress and built-in switches are the operator's.
+    routes = [*CALL_ROUTES, *MCP_ROUTES, *INVENTORY_ROUTES, *EGRESS_ROUTES, *BUILTIN_ROUTES]
     if api_tools_dir is not None:
         from doraforge.registry.api_tools.routes import ROUTES as API_TOOLS_ROUTES
         from doraforge.registry.credentials_routes import ROUTES as CREDENTIAL_ROUTES
@@ -119,7 +121,9 @@ def build_app(
         )
     # calculator, http_fetch, web_search per the ``builtins`` section (all by default); a
     # search provider's API key resolves from the home's credential store when there is one.
-    register_builtins(service, settings, getattr(app.state, "credentials", None))
+    app.state.builtins = register_builtins(
+        service, settings, getattr(app.state, "credentials", None)
+    )
     if recipes_dir is not None:
         from doraforge.registry.recipes.routes import attach
 
