@@ -1,9 +1,11 @@
 """The launcher every tier-1 and tier-2 tool server starts under: limits, a new session, exec.
 
 ``python -I -m doraforge.registry.sources.launcher --memory-mb M --cpu-s S --files F
---procs P [--env-names A,B] -- command [args...]`` sets the resource limits, keeps only the
-named environment variables, makes itself a session leader (so the manager can kill the
-server's whole process group), asks to die with its parent (a crashed registry leaves no
+--procs P [--run-as UID:GID] [--reveal PATH ...] [--cwd DIR] [--env-names A,B] -- command
+[args...]`` sets the resource limits, keeps only the named environment variables, makes
+itself a session leader (so the manager can kill the server's whole process group), when it
+starts as root drops to ``--run-as`` (a server never runs as root: RLIMIT_NPROC does not bind
+root, and root reads every file), asks to die with its parent (a crashed registry leaves no
 orphan) and replaces itself with the command (``os.execvpe``, environment as given), so the
 exit status the manager sees is the server's own: a memory limit shows as ``MemoryError``
 (exit 1) or ``SIGKILL``/``SIGSEGV``, the CPU limit as ``SIGXCPU`` (then ``SIGKILL`` a second

@@ -12,6 +12,10 @@ one more adapter here, nothing else changes.
   allows at least one declared host (then the host's network is shared: bwrap cannot filter
   by host, so the registry's egress policy is the control).
 
+A server never runs as root: when the registry is root, both tiers run it as
+``Limits.run_as`` (default nobody, ``65534:65534``), its workdir and scratch owned by that
+user; a registry that is not root cannot switch, and its servers keep its uid.
+
 Errors: :class:`TierUnavailable` (the tier cannot run here; the message says how to fix it)
 and :class:`InvalidLaunch` (the declaration asks for something a tier refuses).
 """

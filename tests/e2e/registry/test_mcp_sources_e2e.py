@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -293,14 +294,23 @@ def test_tier_2_keeps_a_server_from_files_outside_and_from_the_network(tmp_path:
 
 
 def test_tier_1_is_a_plain_process_that_can_read_and_dial(tmp_path: Path) -> None:
-    """The contrast row: the same probes pass in tier 1, so tier 2's refusals are its own."""
-    secret = tmp_path / "outside.txt"
-    secret.write_text("registry secret")
-    with registry(tmp_path, {"src": src_config(tmp_path, 1)}) as live:
-        assert call(live, "mcp__src__peek", path=str(secret))["result"] == {
-            "text": "registry secret"
-        }
-        assert call(live, "mcp__src__dial", port=live.port)["result"] == {"text": "connected"}
+    """The contrast row: the same probes pass in tier 1, so tier 2's refusals are its own.
+
+    The file is one the server's user may read (a root registry runs it as nobody, and
+    pytest's directories are root's own, 0700)."""
+    shared = Path(tempfile.mkdtemp(prefix="doraforge-tier1-"))
+    try:
+        shared.chmod(0o755)
+        secret = shared / "outside.txt"
+        secret.write_text("registry secret")
+        secret.chmod(0o644)
+        with registry(tmp_path, {"src": src_config(tmp_path, 1)}) as live:
+            assert call(live, "mcp__src__peek", path=str(secret))["result"] == {
+                "text": "registry secret"
+            }
+            assert call(live, "mcp__src__dial", port=live.port)["result"] == {"text": "connected"}
+    finally:
+        shutil.rmtree(shared)
 
 
 def test_an_unapproved_write_waits_for_the_operator_and_runs_only_once_approved(
