@@ -374,16 +374,17 @@ ROOT_NAMESPACES = ("--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare
 ROOT_CAPS = ("--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID")
 
 
-def isolation_options(spec: LaunchSpec) -> list[str]:
+def isolation_options(network: bool) -> list[str]:
     """Namespaces and capabilities: all unshared and none kept, or as root (see above) all
-    but the user namespace and the two the launcher's switch needs."""
+    but the user namespace and the two the launcher's switch needs; the host's network only
+    when ``network``."""
     if runs_as_root():
         options = [*ROOT_NAMESPACES, "--unshare-cgroup-try", *ROOT_CAPS]
-        if spec.egress_hosts:
+        if network:
             options.remove("--unshare-net")
     else:
         options = ["--unshare-all", "--cap-drop", "ALL"]
-        if spec.egress_hosts:
+        if network:
             options.append("--share-net")
     return [*options, "--die-with-parent", "--new-session"]
 
@@ -402,7 +403,7 @@ def parent_dirs(binds: list[str]) -> list[str]:
 
 def bwrap_options(spec: LaunchSpec, env: Mapping[str, str]) -> list[str]:
     """The bubblewrap options for ``spec`` (order matters: /tmp before binds under it)."""
-    options = isolation_options(spec)
+    options = isolation_options(network=bool(spec.egress_hosts))
     options += ["--dev", "/dev", "--proc", "/proc"]
     options += ["--size", str(spec.limits.memory_mb * MIB), "--perms", "1777", "--tmpfs", "/tmp"]
     for root in SYSTEM_ROOTS:
@@ -464,7 +465,8 @@ def _probe_bwrap(bwrap: str) -> tuple[str | None, str | None]:
     found = shutil.which(bwrap)
     if found is None:
         return None, "bwrap (bubblewrap) is not installed: run `make sandbox`"
-    probe = [found, "--unshare-all", "--cap-drop", "ALL", "--die-with-parent"]
+    # The same namespaces and capabilities a launch asks for (they differ as root).
+    probe = [found, *isolation_options(network=False)]
     probe += [*(arg for root in SYSTEM_ROOTS for arg in _mirror(root)), "--", "true"]
     try:
         done = subprocess.run(probe, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
