@@ -188,8 +188,7 @@ def reveal(paths: Sequence[str], uid: int, gid: int) -> None:
         if not blocked:
             return
         if not unshared:  # mounts below stay in this process's own namespace
-            os.unshare(os.CLONE_NEWNS)
-            _mount(None, "/", None, MS_REC | MS_PRIVATE, "")
+            _private_namespace(blocked)
             unshared = True
         tops = {b for b in blocked.values() if not any(_under(b, o) for o in blocked.values())}
         handles = {p: os.open(p, os.O_PATH) for p in blocked}
@@ -202,6 +201,20 @@ def reveal(paths: Sequence[str], uid: int, gid: int) -> None:
             for handle in handles.values():
                 os.close(handle)
     raise OSError(f"cannot make {sorted(pending)} reachable for {uid}:{gid}")
+
+
+def _private_namespace(blocked: dict[str, str]) -> None:
+    """Enter a mount namespace of this process's own, or say which directory blocks what."""
+    try:
+        os.unshare(os.CLONE_NEWNS)
+        _mount(None, "/", None, MS_REC | MS_PRIVATE, "")
+    except OSError as exc:
+        path, blocker = next(iter(blocked.items()))
+        raise OSError(
+            f"{path} is behind {blocker}, which run_as cannot enter, and no private mount "
+            f"namespace is allowed here ({exc.strerror}): make {blocker} traversable "
+            "(chmod o+x) or move the server's files or the registry home out of it"
+        ) from exc
 
 
 def _under(path: str, other: str) -> bool:
