@@ -45,6 +45,9 @@ class LimitsConfig(BaseModel):
     cpu_s: Annotated[int, Field(ge=1, le=86_400)] = 60
     open_files: Annotated[int, Field(ge=16, le=65_536)] = 256
     processes: Annotated[int, Field(ge=1, le=4096)] = 64
+    #: The uid:gid a root registry runs the server as (never 0; a non-root registry keeps
+    #: its own). Give a busy server its own: the process limit counts per user.
+    run_as: Annotated[str, Field(pattern=r"^[1-9][0-9]{0,9}:[1-9][0-9]{0,9}$")] = "65534:65534"
 
 
 class McpServerConfig(BaseModel):
