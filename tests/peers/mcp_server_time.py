@@ -8,11 +8,9 @@ while its stamp names the same version (as :mod:`tests.peers.phyagentos` does).
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.peers.phyagentos import peer_root
+from tests.peers.venvs import peer_venv
 
 VERSION = "2026.10.19"
 REQUIREMENT = f"mcp-server-time=={VERSION}"
@@ -21,27 +19,7 @@ INSTALL_TIMEOUT_S = 600.0
 
 def venv() -> Path:
     """The peer's virtual environment, built on first use (bounded)."""
-    root = peer_root() / f"mcp-server-time-{VERSION}"
-    interpreter = root / "bin" / "python"
-    stamp = root / ".doraforge-installed"
-    if stamp.exists() and interpreter.exists():
-        return root
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(root)], check=True, timeout=120)
-    subprocess.run(
-        [
-            str(interpreter),
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--disable-pip-version-check",
-            REQUIREMENT,
-        ],
-        check=True,
-        timeout=INSTALL_TIMEOUT_S,
-    )
-    stamp.write_text(REQUIREMENT + "\n")
-    return root
+    return peer_venv(f"mcp-server-time-{VERSION}", REQUIREMENT, timeout_s=INSTALL_TIMEOUT_S)
 
 
 def command() -> tuple[str, list[str]]:

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.peers.phyagentos import peer_root
+from tests.peers.venvs import peer_root
 
 SOURCE = Path(__file__).resolve().parent / "mcp_typescript"
 PACKAGE = "@modelcontextprotocol/sdk"

@@ -14,47 +14,22 @@ import json
 import os
 import select
 import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
-from tests.paths import PROJECT_ROOT
+from tests.peers.venvs import peer_venv
 
 VERSION = "1.1.1"
 REQUIREMENT = f"phyagentos-ai=={VERSION}"
 INSTALL_TIMEOUT_S = 900.0
 
 
-def peer_root() -> Path:
-    """Where the peer environment lives (``DORAFORGE_PEERS_DIR`` moves it)."""
-    return Path(os.environ.get("DORAFORGE_PEERS_DIR") or PROJECT_ROOT / ".peers")
-
-
 def python() -> Path:
     """The interpreter of a PhyAgentOS environment, built on first use (bounded)."""
-    venv = peer_root() / f"phyagentos-{VERSION}"
-    interpreter = venv / "bin" / "python"
-    stamp = venv / ".doraforge-installed"
-    if stamp.exists() and interpreter.exists():
-        return interpreter
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True, timeout=120)
-    subprocess.run(
-        [
-            str(interpreter),
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--disable-pip-version-check",
-            REQUIREMENT,
-        ],
-        check=True,
-        timeout=INSTALL_TIMEOUT_S,
-    )
-    stamp.write_text(REQUIREMENT + "\n")
-    return interpreter
+    venv = peer_venv(f"phyagentos-{VERSION}", REQUIREMENT, timeout_s=INSTALL_TIMEOUT_S)
+    return venv / "bin" / "python"
 
 
 def run(script: str, *, cwd: Path | None = None, timeout: float = 300.0, **env: str) -> Any:
