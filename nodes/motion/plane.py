@@ -18,11 +18,12 @@ import pyarrow as pa
 from forge_msgs import JointCommand, JointState
 
 from doraforge.nodes.dataplane import Publish
+from doraforge.nodes.robot.contract import JOINT_COMMAND, JOINT_STATE
 
 logger = logging.getLogger(__name__)
 
-STATE_INPUT = "joint_state"
-COMMAND_OUTPUT = "joint_command"
+STATE_INPUT = JOINT_STATE
+COMMAND_OUTPUT = JOINT_COMMAND
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,12 @@ import pyarrow as pa
 from forge_msgs import JointCommand
 
 from doraforge.nodes.dataplane import Publish
+from doraforge.nodes.robot.contract import ARM_COMMAND, GRIPPER_COMMAND
 from doraforge.nodes.world.simulation import Simulation
 
 log = logging.getLogger(__name__)
 
-COMMAND_INPUTS = frozenset({"arm_command", "gripper_command"})
+COMMAND_INPUTS = frozenset({ARM_COMMAND, GRIPPER_COMMAND})
 
 
 class WorldDataPlane:
