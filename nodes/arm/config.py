@@ -15,6 +15,9 @@ from doraforge.nodes.motion.follow import FollowLimits
 from doraforge.nodes.robot.limits import check_box, check_home, check_joint
 from doraforge.nodes.robot.profile import RobotProfile
 
+#: IK answers may sit on a limit up to float noise.
+LIMIT_SLACK_RAD = 1e-6
+
 
 @dataclass(frozen=True)
 class JointSpec:
@@ -69,6 +72,11 @@ class ArmConfig:
     @property
     def home_array(self) -> np.ndarray:
         return np.array(self.home, dtype=float)
+
+    def outside_limits(self, q: np.ndarray) -> list[str]:
+        """Names of the joints whose position in ``q`` lies beyond its limits (with slack)."""
+        bad = (q < self.lower - LIMIT_SLACK_RAD) | (q > self.upper + LIMIT_SLACK_RAD)
+        return [name for name, out in zip(self.names, bad, strict=True) if out]
 
     def in_workspace(self, position: np.ndarray) -> bool:
         """Whether ``position`` (base frame, m) lies inside the configured box."""

@@ -14,12 +14,17 @@ import numpy as np
 
 from doraforge.nodes.arm.config import ArmConfig
 from doraforge.nodes.arm.kinematics import Unreachable
+from doraforge.nodes.arm.linear import plan_linear
 from doraforge.nodes.motion.action import MotionPlan
 from doraforge.nodes.motion.arguments import ArgumentReader
 from doraforge.nodes.motion.errors import rejection
 from doraforge.nodes.motion.follow import Outcome
 from doraforge.nodes.motion.plane import JointSample
-from doraforge.nodes.motion.trajectory import PEAK_TO_MEAN_SPEED, JointTrajectory
+from doraforge.nodes.motion.trajectory import (
+    PEAK_TO_MEAN_SPEED,
+    JointTrajectory,
+    WaypointTrajectory,
+)
 
 INVALID = "ARM_INVALID_ARGUMENTS"
 OUTSIDE_WORKSPACE = "ARM_TARGET_OUTSIDE_WORKSPACE"
@@ -28,9 +33,9 @@ JOINT_LIMIT = "ARM_JOINT_LIMIT"
 
 #: Without a requested speed, joints move at this share of their limit.
 DEFAULT_JOINT_SPEED_SCALE = 0.5
-#: IK answers may sit on a limit up to float noise.
-LIMIT_SLACK_RAD = 1e-6
 MAX_YAW_RAD = 2 * math.pi
+#: ``move_to_pose`` paths: joint-space (the default) or a straight tool-centre line.
+PATHS = ("joint", "linear")
 
 
 class Kinematics(Protocol):
@@ -65,10 +70,8 @@ def arm_pose(config: ArmConfig, kinematics: Kinematics, sample: JointSample) -> 
 
 def check_limits(config: ArmConfig, goal: np.ndarray) -> None:
     """Reject a joint goal outside the configured limits, naming the joints."""
-    below = goal < config.lower - LIMIT_SLACK_RAD
-    above = goal > config.upper + LIMIT_SLACK_RAD
-    if np.any(below | above):
-        names = [n for n, bad in zip(config.names, below | above, strict=True) if bad]
+    names = config.outside_limits(goal)
+    if names:
         raise rejection(
             JOINT_LIMIT, f"goal violates the limits of {', '.join(names)}", joints=names
         )
@@ -99,10 +102,13 @@ class _JointPlanner:
 
 
 class MoveToPosePlanner(_JointPlanner):
-    """``{"position": [x, y, z], "yaw"?: rad, "speed"?: m/s}`` for the tool frame."""
+    """``{"position": [x, y, z], "yaw"?: rad, "speed"?: m/s, "path"?: "joint" | "linear"}``
+    for the tool frame; ``linear`` is planned and checked by :mod:`nodes.arm.linear`."""
 
     def plan(self, arguments: Mapping[str, Any], sample: JointSample) -> MotionPlan:
-        reader = ArgumentReader(arguments, code=INVALID, allowed={"position", "yaw", "speed"})
+        reader = ArgumentReader(
+            arguments, code=INVALID, allowed={"position", "yaw", "speed", "path"}
+        )
         if not reader.has("position"):
             raise reader.error("position is required")
         position = reader.vector(reader.raw("position"), "position", 3)
@@ -112,6 +118,7 @@ class MoveToPosePlanner(_JointPlanner):
         speed = reader.positive(
             "speed", high=self.config.max_speed, default=self.config.default_speed
         )
+        path = reader.choice("path", PATHS, default="joint")
         if not self.config.in_workspace(position):
             raise rejection(
                 OUTSIDE_WORKSPACE,
@@ -122,13 +129,34 @@ class MoveToPosePlanner(_JointPlanner):
                     "max": list(self.config.workspace_max),
                 },
             )
-        goal = self._solve(position, yaw, sample)
         start, _ = self.kinematics.fk(sample.positions)
         # Cartesian speed bounds the duration too: the tool's straight-line distance over speed.
         cartesian = PEAK_TO_MEAN_SPEED * float(np.linalg.norm(position - start)) / speed
+        if path == "linear":
+            return self._plan_linear(sample, position, yaw, cartesian)
+        goal = self._solve(position, yaw, sample)
         plan = self._plan(sample, goal, None, min_duration=cartesian)
         details = {**plan.details, "target": position.tolist()}
         return MotionPlan(plan.trajectory, plan.tolerance, details, target=position)
+
+    def _plan_linear(
+        self, sample: JointSample, position: np.ndarray, yaw: float | None, min_duration: float
+    ) -> MotionPlan:
+        """The checked straight path, timed by the same joint and Cartesian speed bounds."""
+        waypoints = plan_linear(self.config, self.kinematics, sample.positions, position, yaw)
+        velocity = self.config.max_velocity * DEFAULT_JOINT_SPEED_SCALE
+        trajectory = WaypointTrajectory.through(
+            waypoints, velocity, min_duration=max(min_duration, 0.2)
+        )
+        goal = trajectory.goal
+        details = {
+            "joint_goal": dict(zip(self.config.names, map(float, goal), strict=True)),
+            "target": position.tolist(),
+            "path": "linear",
+            "waypoints": len(waypoints),
+        }
+        tolerance = np.full(len(goal), self.config.joint_tolerance)
+        return MotionPlan(trajectory, tolerance, details, target=position)
 
     def _solve(self, position: np.ndarray, yaw: float | None, sample: JointSample) -> np.ndarray:
         try:

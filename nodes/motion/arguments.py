@@ -57,6 +57,13 @@ class ArgumentReader:
             raise self.error(f"{name} must be greater than 0")
         return value
 
+    def choice(self, name: str, options: tuple[str, ...], *, default: str) -> str:
+        """One of ``options`` (an enum argument); ``default`` when absent."""
+        value = self._arguments.get(name, default)
+        if not isinstance(value, str) or value not in options:
+            raise self.error(f"{name} must be one of {', '.join(options)}", allowed=list(options))
+        return value
+
     def vector(self, value: Any, name: str, length: int) -> np.ndarray:
         """A list of exactly ``length`` finite numbers."""
         if not isinstance(value, list | tuple) or len(value) != length:

@@ -53,3 +53,45 @@ class JointTrajectory:
     def fraction(self, t: float) -> float:
         """Share of the path's time elapsed at ``t``, in [0, 1]."""
         return min(1.0, max(0.0, t / self.duration))
+
+
+@dataclass(frozen=True)
+class WaypointTrajectory(JointTrajectory):
+    """A joint path through ``waypoints`` (rows; first = ``start``, last = ``goal``).
+
+    One minimum-jerk profile runs over the whole path's parameter and the command is
+    interpolated linearly between neighbouring waypoints, so a path sampled evenly in
+    Cartesian space is also traversed at an even Cartesian pace (no stop per waypoint).
+    """
+
+    waypoints: np.ndarray
+
+    @classmethod
+    def through(
+        cls,
+        waypoints: np.ndarray,
+        max_velocity: np.ndarray,
+        *,
+        min_duration: float = MIN_DURATION_S,
+    ) -> WaypointTrajectory:
+        """Time the path so no joint's peak speed on any segment exceeds ``max_velocity``."""
+        points = np.array(waypoints, dtype=float)
+        segments = len(points) - 1
+        # With s = min_jerk(t / T) over [0, 1] and ``segments`` equal parameter steps, a
+        # joint moves at most PEAK_TO_MEAN_SPEED * |step| * segments / T on its largest step.
+        largest = np.max(np.abs(np.diff(points, axis=0)), axis=0, initial=0.0)
+        duration = max(min_duration, duration_for(largest * max(segments, 1), max_velocity))
+        return cls(
+            start=points[0].copy(), goal=points[-1].copy(), duration=duration, waypoints=points
+        )
+
+    def at(self, t: float) -> np.ndarray:
+        """Commanded positions ``t`` seconds after the start, on the waypoint polyline."""
+        segments = len(self.waypoints) - 1
+        if segments == 0:
+            return self.goal.copy()
+        s = min_jerk(t / self.duration) * segments
+        index = min(int(s), segments - 1)
+        low, high = self.waypoints[index], self.waypoints[index + 1]
+        positions: np.ndarray = low + (high - low) * (s - index)
+        return positions
