@@ -16,7 +16,6 @@ import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from forge_tool import ToolEndpointError
 
 from doraforge.nodes.arm.config import ArmConfig
 from doraforge.nodes.arm.kinematics import Unreachable
@@ -73,22 +72,29 @@ def plan_linear(
     count = len(positions)
     solved = [np.asarray(q_start, dtype=float)]
     for index in range(1, count):
-        position = positions[index]
-
-        def refuse(reason: str, index: int = index, **details: Any) -> ToolEndpointError:
-            return rejection(
+        try:
+            q = _waypoint(config, kinematics, positions[index], yaws[index], solved[-1])
+        except _Refused as refused:
+            raise rejection(
                 LINEAR_INFEASIBLE,
-                f"straight path refused at waypoint {index}/{count - 1}: {reason}; "
+                f"straight path refused at waypoint {index}/{count - 1}: {refused.reason}; "
                 "use path 'joint' or a nearer target",
                 waypoint=index,
                 waypoints=count,
                 position=[round(float(v), 6) for v in positions[index]],
-                reason=reason,
-                **details,
-            )
-
-        solved.append(_waypoint(config, kinematics, position, yaws[index], solved[-1], refuse))
+                reason=refused.reason,
+                **refused.details,
+            ) from refused.__cause__
+        solved.append(q)
     return np.array(solved)
+
+
+class _Refused(Exception):
+    """One waypoint failed a check: why, and the facts that show it."""
+
+    def __init__(self, reason: str, **details: Any) -> None:
+        super().__init__(reason)
+        self.reason, self.details = reason, details
 
 
 def _waypoint(
@@ -97,26 +103,26 @@ def _waypoint(
     position: np.ndarray,
     yaw: float | None,
     previous: np.ndarray,
-    refuse: Any,
 ) -> np.ndarray:
-    """Solve and check one waypoint against its predecessor; raise ``refuse(...)``."""
+    """Solve and check one waypoint against its predecessor; :class:`_Refused` if it
+    fails a check."""
     if not config.in_workspace(position):
-        raise refuse("outside the workspace box")
+        raise _Refused("outside the workspace box")
     try:
         q = np.asarray(kinematics.ik(position, yaw, q_seed=previous), dtype=float)
     except Unreachable as exc:
-        raise refuse("no IK solution", ik=str(exc)) from exc
+        raise _Refused("no IK solution", ik=str(exc)) from exc
     names = config.outside_limits(q)
     if names:
-        raise refuse("joint limit", joints=names)
+        raise _Refused("joint limit", joints=names)
     reached, _ = kinematics.fk(q)
     miss = float(np.linalg.norm(np.asarray(reached) - position))
     if not miss <= LINE_TOLERANCE_M:
-        raise refuse("IK solution misses the line", miss_m=round(miss, 6))
+        raise _Refused("IK solution misses the line", miss_m=round(miss, 6))
     step = np.abs(q - previous)
     if float(np.max(step)) > MAX_JOINT_STEP_RAD:
         joint = config.names[int(np.argmax(step))]
-        raise refuse(
+        raise _Refused(
             "joint jump between neighbouring waypoints",
             joint=joint,
             step_rad=round(float(np.max(step)), 4),

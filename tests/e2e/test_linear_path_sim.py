@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from tests.e2e.conftest import MockStack, sim_stack
+from tests.support.geometry import distance_to_segment
 
 pytestmark = pytest.mark.e2e
 
@@ -29,12 +30,6 @@ def tool_position(cell: MockStack) -> np.ndarray:
     return np.array(outputs["gripper"]["tool_position"], dtype=float)
 
 
-def off_line(point: np.ndarray, start: np.ndarray, end: np.ndarray) -> float:
-    direction = end - start
-    share = float(np.clip(np.dot(point - start, direction) / np.dot(direction, direction), 0, 1))
-    return float(np.linalg.norm(point - (start + share * direction)))
-
-
 def test_a_linear_move_keeps_the_measured_tool_on_the_line(cell: MockStack) -> None:
     home = cell.start("arm.home", {})
     assert cell.terminal(home["invocation_id"], timeout_s=60.0)["phase"] == "completed"
@@ -52,7 +47,7 @@ def test_a_linear_move_keeps_the_measured_tool_on_the_line(cell: MockStack) -> N
     final = cell.poll(admitted["invocation_id"], done, timeout_s=60.0)
     assert final["phase"] == "completed", final
     assert len(seen) >= 5
-    assert max(off_line(p, start, end) for p in seen) < SIM_LINE_TOLERANCE_M
+    assert max(distance_to_segment(p, start, end) for p in seen) < SIM_LINE_TOLERANCE_M
     assert np.linalg.norm(tool_position(cell) - end) < 0.01
 
 

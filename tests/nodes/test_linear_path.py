@@ -22,6 +22,7 @@ from doraforge.nodes.motion.cli import DEFAULT_PROFILE
 from doraforge.nodes.motion.plane import JointSample
 from doraforge.nodes.motion.trajectory import JointTrajectory, WaypointTrajectory
 from doraforge.nodes.robot.profile import RobotProfile, load_profile
+from tests.support.geometry import distance_to_segment
 
 pytestmark = pytest.mark.anyio
 
@@ -56,9 +57,19 @@ def at_rest(q: np.ndarray) -> JointSample:
 def deviation(kin: Kinematics, q: np.ndarray, start: np.ndarray, end: np.ndarray) -> float:
     """Distance (m) of the tool centre at ``q`` from the segment ``start``-``end``."""
     point, _ = kin.fk(q)
-    direction = end - start
-    share = float(np.clip(np.dot(point - start, direction) / np.dot(direction, direction), 0, 1))
-    return float(np.linalg.norm(point - (start + share * direction)))
+    return distance_to_segment(np.asarray(point, dtype=float), start, end)
+
+
+def arm_on(config: ArmConfig, kin: Kinematics, q: np.ndarray) -> tuple[HandlerHarness, FakeRobot]:
+    """The arm endpoint over a fake robot at rest at ``q``, its state reported."""
+    timing = TickTiming()
+    robot = FakeRobot(config.names, q)
+    timing.robots.append(robot)
+    built = definition(config, kin, timing=timing, endpoint_instance_id="ep-linear")
+    assert built.data_plane is not None
+    robot.connect(built.data_plane)
+    robot.report()
+    return HandlerHarness(built), robot
 
 
 @pytest.mark.parametrize(
@@ -127,14 +138,7 @@ async def test_an_infeasible_line_is_refused_before_any_motion(
     q = kin.home.copy()
     if start == "wrist_roll_6":
         q[5] = 6.0
-    timing = TickTiming()
-    robot = FakeRobot(config.names, q)
-    timing.robots.append(robot)
-    built = definition(config, kin, timing=timing, endpoint_instance_id="ep-linear")
-    assert built.data_plane is not None
-    robot.connect(built.data_plane)
-    robot.report()
-    arm = HandlerHarness(built)
+    arm, robot = arm_on(config, kin, q)
     response = await arm.invoke("move_to_pose", {**arguments, "path": "linear"})
     assert response.payload["outcome"] == "rejected"
     error = response.payload["error"]
@@ -171,14 +175,7 @@ def test_an_unknown_path_is_invalid(
 async def test_a_linear_move_follows_the_line_and_settles(
     config: ArmConfig, kin: Kinematics
 ) -> None:
-    timing = TickTiming()
-    robot = FakeRobot(config.names, kin.home)
-    timing.robots.append(robot)
-    built = definition(config, kin, timing=timing, endpoint_instance_id="ep-linear")
-    assert built.data_plane is not None
-    robot.connect(built.data_plane)
-    robot.report()
-    arm = HandlerHarness(built)
+    arm, robot = arm_on(config, kin, kin.home)
     target = [0.42, -0.12, 0.12]
     invoke = await arm.invoke("move_to_pose", {"position": target, "path": "linear"})
     assert invoke.payload["outcome"] == "accepted"
