@@ -161,7 +161,13 @@ def normalise(
     except Exception:  # repair is best effort; a bug in it must not turn into a crash
         logger.exception("argument repair for %s failed", tool.entry.name)
         return arguments, [], False
-    return repaired, repairs, bool(repairs) and validator.is_valid(repaired)
+    changed = bool(repairs)
+    if tool.entry.policy.ignoreUnknownArguments:
+        known = tool.entry.input_schema.get("properties", {})
+        kept = {name: value for name, value in repaired.items() if name in known}
+        changed = changed or len(kept) < len(repaired)
+        repaired = kept
+    return repaired, repairs, changed and validator.is_valid(repaired)
 
 
 def validate_input(tool: RegisteredTool, arguments: dict[str, Any], valid: bool) -> None:

@@ -58,6 +58,10 @@ class Policy(BaseModel):
     idempotent: bool
     async_: bool = Field(default=False, alias="async")
     confirmation: Literal["none", "required"] = "none"
+    #: Arguments the closed input schema does not name are dropped (after the other
+    #: repairs, a rename among them, had their chance) instead of refused: for
+    #: tools whose callers are known to invent parameters (web search's ``lang``).
+    ignoreUnknownArguments: bool = False
     risk: Literal["low", "medium", "high", "critical"] = "high"
     permissions: list[Permission] = []
     egressHosts: list[Annotated[str, Field(pattern=r"^[a-z0-9.:\[\]-]{1,253}$")]] = []

@@ -2,10 +2,9 @@
 
 Arguments are ``query`` (required) and ``max_results`` (optional; the registry's repair
 clamps anything above 10 to 10, the default comes from the settings). Any other argument a
-model invents is ignored: the registry requires closed input schemas
-(``additionalProperties: false``) and validates before the adapter runs, so the schema
-declares every other name through ``patternProperties`` (accepted, any value) and the
-adapter drops them. The entry's ``egressHosts`` is the active provider's host, so the
+model invents is dropped by the registry before validation (the policy's
+``ignoreUnknownArguments``; the one-argument rename repair still runs first, so ``q``
+becomes ``query``). The entry's ``egressHosts`` is the active provider's host, so the
 registry's egress gate judges the host actually contacted; a loopback endpoint (a local
 SearXNG) declares none, since it never leaves the machine.
 """
@@ -24,8 +23,6 @@ from doraforge.registry.builtins.providers.tavily import TavilyProvider
 
 NAME = "builtin.web_search"
 MAX_QUERY_CHARS = 400
-#: Every argument name other than the declared ones: accepted by validation, then dropped.
-UNKNOWN_ARGUMENTS = r"^(?!(query|max_results)$)"
 
 log = logging.getLogger("doraforge.registry.builtins")
 
@@ -80,11 +77,16 @@ def entry(provider: Provider) -> dict[str, Any]:
                 "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS_CAP},
             },
             "required": ["query"],
-            "patternProperties": {UNKNOWN_ARGUMENTS: {}},
             "additionalProperties": False,
         },
         "output_schema": OUTPUT_SCHEMA,
-        "policy": read_policy("medium", 30_000, network=True, egressHosts=[host] if host else []),
+        "policy": read_policy(
+            "medium",
+            30_000,
+            network=True,
+            egressHosts=[host] if host else [],
+            ignoreUnknownArguments=True,
+        ),
     }
 
 
@@ -107,7 +109,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 
 
 def adapter(provider: Provider, default_results: int) -> Callable[[dict[str, Any]], Any]:
-    """The tool's adapter: unknown arguments dropped, the count capped, results normalised
+    """The tool's adapter: the count capped, results normalised
     (``truncated`` when the provider had more than were returned)."""
 
     async def search(arguments: dict[str, Any]) -> dict[str, Any]:

@@ -121,6 +121,14 @@ async def test_unknown_parameters_are_accepted_and_dropped(served: Upstream) -> 
     assert served.seen[-1]["query"] == {"q": "q", "format": "json", "pageno": "1"}
 
 
+async def test_a_mislabelled_query_is_still_renamed(served: Upstream) -> None:
+    service = service_with(search_settings(provider="searxng", base_url=served.url))
+    found = await call(service, "web_search", {"q": "arm", "max_results": 1}, caller())
+    assert found["state"] == "completed", found
+    assert found["repairs"] == [{"kind": "rename", "from": "q", "to": "query"}]
+    assert served.seen[-1]["query"]["q"] == "arm"
+
+
 async def test_a_query_is_still_required_and_bounded(served: Upstream) -> None:
     service = service_with(search_settings(provider="searxng", base_url=served.url))
     for arguments in ({"max_results": 2}, {"query": ""}, {"query": "   "}, {"query": "x" * 401}):
