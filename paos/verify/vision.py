@@ -126,6 +126,10 @@ def judge(
     facts = f"object at {_fmt(obj_after.centroid)}, target box {target.box}, moved {moved:.1f} px"
     if not inside:
         return "fail", f"object outside the target: {facts}"
+    if target.contains(obj_before.centroid, margin):
+        # Already there before: whatever the task did (a re-placement shifts it a few
+        # pixels either side of min_move_px), it did not move the object into the target.
+        return "fail", f"object was inside the target before: it did not move into it: {facts}"
     if moved < config.min_move_px:
         return "fail", f"object inside the target but it did not move: {facts}"
     return "pass", f"object moved into the target: {facts}"

@@ -114,6 +114,16 @@ async def test_a_cube_that_was_already_in_the_zone_and_never_moved_fails(tmp_pat
     assert "did not move" in result.detail
 
 
+async def test_a_cube_already_in_the_zone_and_put_back_a_little_aside_fails(
+    tmp_path: Path,
+) -> None:
+    # A second pick-and-place of a placed cube re-places it a few pixels away, past
+    # min_move_px: it still did not move into the zone, it was there before.
+    result = await judge_images(tmp_path, frame((230, 222)), frame((236, 222)))
+    assert result.status == "fail"
+    assert "inside the target before" in result.detail
+
+
 async def test_a_cube_just_past_the_zone_edge_counts_as_inside(tmp_path: Path) -> None:
     # The cube sits on the zone but its projected centre is a few pixels above the green box.
     result = await judge_images(tmp_path, frame((420, 320)), frame((230, ZONE[1] - 3)))
