@@ -20,6 +20,7 @@ import mujoco
 import numpy as np
 import numpy.typing as npt
 
+from doraforge.nodes.robot.model import compile_robot
 from doraforge.nodes.robot.profile import RobotProfile
 
 DOWN = np.array([0.0, 0.0, -1.0])
@@ -73,7 +74,7 @@ class Kinematics:
     """
 
     def __init__(self, profile: RobotProfile, settings: IkSettings | None = None) -> None:
-        self.model = mujoco.MjModel.from_xml_path(str(profile.model_file))
+        self.model = compile_robot(profile)
         self.data = mujoco.MjData(self.model)
         self.settings = settings or IkSettings()
         self.joint_names = profile.arm_joint_names

@@ -15,6 +15,7 @@ from typing import Annotated, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from doraforge.nodes.robot.limits import check_box, check_home, check_joint
+from doraforge.nodes.robot.model import ModelUnavailable, resolve_model_file
 from doraforge.wire import strict_yaml
 from doraforge.wire.frames import AxisDirection
 
@@ -105,6 +106,29 @@ class Tolerances(_Strict):
     settle_velocity: PositiveFloat = 0.02
 
 
+type Quat = Annotated[list[FiniteFloat], Field(min_length=4, max_length=4)]
+
+
+class ModelSite(_Strict):
+    """A site the profile adds to the model (``pos`` m, ``quat`` wxyz, in ``body``'s frame):
+    usually the tool centre between the finger pads of a packaged model."""
+
+    name: Name
+    body: Name
+    pos: Vec3
+    quat: Quat = Field(default_factory=lambda: [1.0, 0.0, 0.0, 0.0])
+
+
+class ModelCamera(_Strict):
+    """A camera the profile adds to the model, looking along its own -z (MuJoCo's rule)."""
+
+    name: Name
+    body: Name
+    pos: Vec3
+    quat: Quat = Field(default_factory=lambda: [1.0, 0.0, 0.0, 0.0])
+    fovy: Annotated[float, Field(gt=0, lt=180, allow_inf_nan=False)] = 60.0
+
+
 class RobotProfile(_Strict):
     """Everything the robot-agnostic endpoints need to know about one robot."""
 
@@ -114,6 +138,8 @@ class RobotProfile(_Strict):
     frames: dict[Name, Name] = Field(default_factory=dict)
     directions: dict[Name, AxisDirection] = Field(default_factory=dict)
     model_file: Path
+    sites: list[ModelSite] = Field(default_factory=list)
+    cameras: list[ModelCamera] = Field(default_factory=list)
     tool_site: Name
     arm_joints: Annotated[list[ArmJoint], Field(min_length=1)]
     home: list[FiniteFloat]
@@ -142,7 +168,9 @@ class RobotProfile(_Strict):
 
 
 def load_profile(path: str | Path) -> RobotProfile:
-    """Load and validate a profile; ``model_file`` is resolved relative to the profile file.
+    """Load and validate a profile; ``model_file`` is resolved relative to the profile file
+    or, written ``package:<module>:<asset>``, inside an installed model package
+    (:func:`doraforge.nodes.robot.model.resolve_model_file`).
 
     Raises :class:`ProfileError` naming the file (and the field for validation errors), or
     when the model file does not exist.
@@ -162,9 +190,10 @@ def load_profile(path: str | Path) -> RobotProfile:
         profile = RobotProfile.model_validate(document)
     except ValidationError as exc:
         raise ProfileError(f"{path}: {_describe(exc)}") from exc
-    model_file = (path.parent / profile.model_file).resolve()
-    if not model_file.is_file():
-        raise ProfileError(f"{path}: model_file {str(profile.model_file)!r} does not exist")
+    try:
+        model_file = resolve_model_file(str(document.get("model_file")), path.parent)
+    except ModelUnavailable as exc:
+        raise ProfileError(f"{path}: {exc}") from exc
     return profile.model_copy(update={"model_file": model_file})
 
 
