@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from forge_tool import (
     ToolAccepted,
@@ -54,9 +54,10 @@ class MoveArguments:
         if not math.isfinite(duration) or not 0 <= duration <= MAX_DURATION_S:
             raise invalid_arguments(f"duration_s must be within [0, {MAX_DURATION_S:g}]")
         behaviour = arguments.get("behaviour", "succeed")
-        if behaviour not in BEHAVIOURS:
+        # Membership hashes the value: an object or a list must be refused, not raise.
+        if not isinstance(behaviour, str) or behaviour not in BEHAVIOURS:
             raise invalid_arguments(f"behaviour must be one of {', '.join(sorted(BEHAVIOURS))}")
-        return cls(duration_s=float(duration), behaviour=behaviour)
+        return cls(duration_s=float(duration), behaviour=cast(Behaviour, behaviour))
 
 
 class MoveAction:
