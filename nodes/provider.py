@@ -19,8 +19,10 @@ from forge_tool import (
     EndpointStatus,
     ToolEndpointHandler,
     ToolEnvelope,
+    ToolError,
     ToolProtocolError,
     make_endpoint_status_envelope,
+    make_error_response_envelope,
 )
 from forge_tool.dora import DoraToolEndpointBinding
 
@@ -90,6 +92,7 @@ class ProviderCore:
             endpoint_instance_id=self._instance_id,
             interval_s=self._options.register_interval_s,
         )
+        self._operation_names = frozenset(op.name for op in definition.descriptor.operations)
         self._next_register = self._next_status = 0.0
         self._inflight: set[asyncio.Task[None]] = set()
         self._stopped = False
@@ -232,10 +235,29 @@ class ProviderCore:
         if self._queries.serves(request.message_type, request.operation):
             self._publish(await self._queries.answer(request))
             return
+        if self._undeclared_on_our_route(request):
+            # Protocol 9.7: once the route is ours, answer a correlated tool.error rather
+            # than leave the sender waiting out its deadline for an operation we lack.
+            error = ToolError(
+                code="FORGE_PROTOCOL_UNKNOWN_OPERATION",
+                message=f"endpoint {self._endpoint_id!r} declares no operation "
+                f"{request.operation!r}",
+                details={"path": "operation"},
+            )
+            self._publish_envelope(make_error_response_envelope(error, request))
+            return
         # The binding publishes Action/Session responses through the event sink itself
         # (response first, then events); Query/status/result/control come back here.
         for batch in await self._binding.dispatch_input(value):
             self._publish(batch)
+
+    def _undeclared_on_our_route(self, request: ToolEnvelope) -> bool:
+        """A request for this endpoint and instance naming an operation it does not declare."""
+        return (
+            request.endpoint_id == self._endpoint_id
+            and request.endpoint_instance_id == self._instance_id
+            and request.operation not in self._operation_names
+        )
 
     async def _publish_event(self, batch: pa.RecordBatch) -> None:
         self._publish(batch)

@@ -357,7 +357,6 @@ async def test_malformed_and_foreign_inputs_are_dropped(
         two_rows,
         _carrier(endpoint_instance_id=instance, payload_json="{not json"),
         _carrier(endpoint_instance_id="epinst-someone-else"),
-        _carrier(endpoint_instance_id=instance, operation="no_such_operation"),
         _carrier(endpoint_instance_id=instance, message_type="tool.event", sequence=0),
         _carrier(endpoint_id="other", message_type="endpoint.registry.response"),
     ]
@@ -365,6 +364,17 @@ async def test_malformed_and_foreign_inputs_are_dropped(
         for value in malformed:
             await provider.core.handle(value)
     assert provider.published.envelopes == []
-    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) >= 8
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) >= 7
     await provider.core.handle(to_value(provider.request("lookup", {"q": "still alive"})))
     assert provider.published.envelopes[0].payload["result"]["outputs"] == {"q": "still alive"}
+
+
+async def test_an_undeclared_operation_on_our_route_gets_a_correlated_tool_error(
+    provider: Provider,
+) -> None:
+    request = provider.request("no_such_operation")
+    await provider.core.handle(to_value(request))
+    (answer,) = provider.published.envelopes
+    assert answer.message_type == "tool.error"
+    assert (answer.request_id, answer.operation) == (request.request_id, "no_such_operation")
+    assert answer.payload["error"]["code"] == "FORGE_PROTOCOL_UNKNOWN_OPERATION"
