@@ -154,7 +154,10 @@ class MemoryJournal:
         self.records.append(json.loads(encode(record)))
 
     def replay(self) -> list[JournalLine]:
-        return [JournalLine(n, dict(record)) for n, record in enumerate(self.records, 1)]
+        # Deep copies, as a file replay would give: recovery may change what it reads.
+        return [
+            JournalLine(n, json.loads(encode(record))) for n, record in enumerate(self.records, 1)
+        ]
 
     def compact(self, records: Iterable[JournalRecord]) -> None:
         self.records = [json.loads(encode(record)) for record in records]
