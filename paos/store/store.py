@@ -10,6 +10,7 @@ error) is :class:`StoreUnavailable`: no ``sqlite3`` exception leaves this module
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -27,6 +28,8 @@ from doraforge.paos.store.models import (
     RevisionRow,
     TaskRow,
 )
+
+log = logging.getLogger(__name__)
 
 _SCHEMA = files(__package__) / "schema.sql"
 _BUSY_TIMEOUT_MS = 10_000
@@ -93,6 +96,18 @@ def _json(value: Any) -> str | None:
 
 def _load(text: str | None) -> Any:
     return None if text is None else json.loads(text)
+
+
+def _episode(task_id: str, text: Any) -> dict[str, Any] | None:
+    # Experience is advisory: one unreadable episode must not cost the lessons of the rest.
+    try:
+        document = json.loads(text)
+    except (TypeError, ValueError):
+        document = None
+    if not isinstance(document, dict):
+        log.warning("episode of task %s is not a JSON object; passed over", task_id)
+        return None
+    return document
 
 
 class AgentTaskStore:
@@ -467,18 +482,28 @@ class AgentTaskStore:
     def add_episode(
         self, task_id: str, skill: str, version: str, episode: Mapping[str, Any]
     ) -> None:
-        """Keep one redacted episode per terminal task."""
-        with self._write() as db:
-            db.execute(
-                "INSERT OR IGNORE INTO episodes VALUES (?, ?, ?, ?, ?)",
-                (task_id, skill, version, _json(episode), self._now()),
-            )
+        """Keep one redacted episode per terminal task; :class:`NotFound` for a task this
+        store does not hold (a second episode of a task is ignored)."""
+        try:
+            with self._write() as db:
+                db.execute(
+                    "INSERT OR IGNORE INTO episodes VALUES (?, ?, ?, ?, ?)",
+                    (task_id, skill, version, _json(episode), self._now()),
+                )
+        except sqlite3.IntegrityError as exc:  # the only constraint left: the task's key
+            raise NotFound(
+                "PAOS_NOT_FOUND",
+                f"no task {task_id!r} in this home; {_WHERE_IDS['task']}",
+                details={"kind": "task", "id": task_id},
+            ) from exc
 
     def episodes(self, skill: str, version: str) -> list[dict[str, Any]]:
-        """Episodes of one skill version, oldest first."""
+        """Episodes of one skill version, oldest first; a row that is not a JSON object
+        (damaged outside this store) is passed over with a warning, never raised on."""
         rows = self._rows(
-            "SELECT document_json FROM episodes WHERE skill = ? AND version = ? ORDER BY rowid",
+            "SELECT task_id, document_json FROM episodes WHERE skill = ? AND version = ?"
+            " ORDER BY rowid",
             skill,
             version,
         )
-        return [_load(row[0]) for row in rows]
+        return [episode for row in rows if (episode := _episode(row[0], row[1])) is not None]
