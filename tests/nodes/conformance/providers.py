@@ -211,12 +211,23 @@ class SharedWorld:
             with self._lock:
                 return dict(self._frames) if set(outputs) <= set(self._frames) else None
 
-        found = eventually(all_there, within=WORLD_WAIT_S, what=f"frames on {outputs}")
+        found = eventually(
+            all_there, within=WORLD_WAIT_S, what=f"frames on {outputs}", detail=self.health
+        )
         assert found is not None
         return found
 
     def stepped(self) -> None:
-        eventually(self.simulation.snapshot, within=WORLD_WAIT_S, what="a first physics step")
+        eventually(
+            self.simulation.snapshot,
+            within=WORLD_WAIT_S,
+            what="a first physics step",
+            detail=self.health,
+        )
+
+    def health(self) -> str:
+        """Why the cell may be silent: divergence (a model that failed to load) and counters."""
+        return f"diverged={self.simulation.diverged!r} stats={self.simulation.stats}"
 
     def close(self) -> None:
         self.plane.close()
