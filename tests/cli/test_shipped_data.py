@@ -44,7 +44,7 @@ def test_an_unknown_dataflow_is_refused_naming_the_shipped_ones(
     spec: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(FileNotFoundError, match=r"shipped dataflows: mock, sim"):
+    with pytest.raises(FileNotFoundError, match=r"shipped dataflows: mock, openarm-dummy, sim"):
         dataflows.locate(spec)
 
 
