@@ -116,17 +116,14 @@ class OpenArmJoints:
     names: tuple[str, ...]
     limits: Mapping[str, Limits]
 
-    @property
-    def gripper(self) -> str:
-        return self.names[ARM_DOF]
-
 
 def joints_from_profile(profile: RobotProfile) -> OpenArmJoints:
     """Names and limits from ``profile``; :class:`BridgeConfigError` unless it has 7 + 1."""
     if len(profile.arm_joints) != ARM_DOF or len(profile.gripper.joints) != 1:
         raise BridgeConfigError(
-            f"profile {profile.robot_id!r} has {len(profile.arm_joints)} arm joints and "
-            f"{len(profile.gripper.joints)} gripper joints; an OpenArm arm has 7 and 1"
+            f"{BridgeConfigError.code}: profile {profile.robot_id!r} has "
+            f"{len(profile.arm_joints)} arm joints and {len(profile.gripper.joints)} gripper "
+            "joints; give the profile of one OpenArm arm (7 and 1, e.g. openarm_dummy.yml)"
         )
     limits = {joint.name: Limits(joint.lower, joint.upper) for joint in profile.arm_joints}
     gripper, mapping = profile.gripper, profile.gripper.joint_for_width

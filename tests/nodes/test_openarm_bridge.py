@@ -35,6 +35,8 @@ from doraforge.nodes.bridges.openarm import (
     OpenArmBridge,
     decode_position,
     joints_from_profile,
+    main,
+    run,
 )
 from doraforge.nodes.robot.contract import Limits, clamp, merge_command
 from doraforge.nodes.robot.model import resolve_model_file
@@ -282,6 +284,31 @@ def test_a_robot_that_never_answers_is_stale_after_its_start_up_grace(cell: Cell
     assert not cell.bridge.check_stale()
     cell.clock.advance(0.01)
     assert cell.bridge.check_stale()
+
+
+# ---------------------------------------------------------------- the Dora node
+
+
+def test_the_node_loop_handles_inputs_until_stop(cell: Cell):
+    tick = pa.array([], type=pa.null())
+    events = [
+        {"type": "INPUT", "id": TICK, "value": tick, "metadata": {}},
+        {"type": "INPUT", "id": POSITION, "value": pa.array(START, pa.float32()), "metadata": {}},
+        {"type": "INPUT_CLOSED", "id": "robot_status"},
+        {"type": "STOP"},
+        {"type": "INPUT", "id": TICK, "value": tick, "metadata": {}},
+    ]
+    run(events, cell.bridge)
+    assert [name for name, _, _ in cell.out.sent] == [REQUEST_POSITION, JOINT_STATE]
+
+
+def test_the_node_refuses_a_profile_that_is_not_one_openarm_arm_with_its_code(
+    capsys: pytest.CaptureFixture[str],
+):
+    with pytest.raises(SystemExit) as exited:
+        main(["--profile", str(SIM_ARM)])
+    assert exited.value.code == 2
+    assert "OPENARM_PROFILE_INVALID" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- profile and gripper model
