@@ -10,7 +10,9 @@ about Dora or pacing (callers decide how fast to step) and nothing about scenari
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
@@ -18,6 +20,7 @@ import mujoco
 import numpy as np
 
 from doraforge.sim.errors import PhysicsDiverged
+from doraforge.sim.layout import SIM_ARM_LAYOUT, ArmLayout, GripperLayout, RobotLayout
 from doraforge.sim.state import (
     GripperState,
     ObjectState,
@@ -32,21 +35,12 @@ from doraforge.sim.state import (
 ASSETS = Path(str(files(__package__))) / "assets"
 DEFAULT_SCENE = ASSETS / "cell.xml"
 
-ARM_JOINTS: tuple[str, ...] = (
-    "shoulder_pan",
-    "shoulder_lift",
-    "elbow",
-    "forearm_roll",
-    "wrist_pitch",
-    "wrist_roll",
-)
-GRIPPER_JOINT = "gripper"
-GRIPPER_MIMIC_JOINT = "gripper_mimic"
-JOINT_NAMES: tuple[str, ...] = (*ARM_JOINTS, GRIPPER_JOINT)
+#: The shipped sim_arm cell's data-plane names (:data:`~doraforge.sim.layout.SIM_ARM_LAYOUT`).
+ARM_JOINTS: tuple[str, ...] = SIM_ARM_LAYOUT.primary.joints
+GRIPPER_JOINT = SIM_ARM_LAYOUT.primary.gripper.name
+JOINT_NAMES: tuple[str, ...] = SIM_ARM_LAYOUT.joint_names
 CUBE_BODY = "cube"
-TOOL_SITE = "tool_center"
 TARGET_SITE = "target_zone"
-BASE_BODY = "base"
 
 __all__ = [
     "ARM_JOINTS",
@@ -54,6 +48,7 @@ __all__ = [
     "JOINT_NAMES",
     "MAX_SANE_SPEED",
     "PhysicsDiverged",
+    "RobotLayout",
     "World",
 ]
 
@@ -69,29 +64,58 @@ _INSTABILITY_WARNINGS = (
 class World:
     """Physics state of the robot cell.
 
-    ``joint_names`` are the data-plane names: the six arm joints then ``gripper`` (one
-    finger's opening in metres; the other finger mirrors it). Positions reported by
-    :meth:`scene_state` are in the robot base frame (metres, radians).
+    ``joint_names`` are the data-plane names from the robot layout: each arm's joints then
+    its gripper (for sim_arm the six arm joints then ``gripper``, one finger's opening in
+    metres; the other finger mirrors it). Positions reported by :meth:`scene_state` are in
+    the robot base frame (metres, radians).
 
-    ``scene_path`` defaults to the shipped cell; another scene must keep its body, site and
-    joint names (``base``, ``cube``, ``tool_center``, ``target_zone``, the joints above) and a
-    ``home`` numeric. ``shadows`` turns shadow casting on for every light (about 9x the CPU
-    render cost). A new world is reset (:meth:`reset`).
+    ``scene_path`` defaults to the shipped sim_arm cell with :data:`SIM_ARM_LAYOUT`; another
+    scene must hold the ``cube`` body and ``target_zone`` site and the layout's joints,
+    actuators and sites (a layout without a home pose reads the model's ``home`` numeric).
+    :meth:`from_spec` builds a world from a composed ``MjSpec`` instead (see
+    :func:`doraforge.sim.cell.compose_cell`). ``shadows`` turns shadow casting on for every
+    light (about 9x the CPU render cost). A new world is reset (:meth:`reset`).
     """
 
-    def __init__(self, scene_path: str | Path | None = None, *, shadows: bool = False) -> None:
-        path = Path(scene_path) if scene_path is not None else DEFAULT_SCENE
-        self.model = mujoco.MjModel.from_xml_path(str(path))
+    def __init__(
+        self,
+        scene_path: str | Path | None = None,
+        *,
+        shadows: bool = False,
+        layout: RobotLayout = SIM_ARM_LAYOUT,
+        model: mujoco.MjModel | None = None,
+    ) -> None:
+        if model is None:
+            path = Path(scene_path) if scene_path is not None else DEFAULT_SCENE
+            model = mujoco.MjModel.from_xml_path(str(path))
+        self.model = model
+        self.layout = layout
         # Keep a blown-up state for inspection instead of MuJoCo's silent auto-reset; the
         # world stops stepping and the caller resets explicitly.
         self.model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_AUTORESET
         self.model.light_castshadow[:] = 1 if shadows else 0
         self.data = mujoco.MjData(self.model)
-        self.joint_names: tuple[str, ...] = JOINT_NAMES
-        self._index = _ModelIndex(self.model)
-        self._home = self._index.home_pose(self.model)
+        self.joint_names: tuple[str, ...] = layout.joint_names
+        self._index = _ModelIndex(self.model, layout)
         self._diverged: PhysicsDiverged | None = None
         self.reset()
+
+    @classmethod
+    def from_spec(cls, spec: mujoco.MjSpec, layout: RobotLayout, *, shadows: bool = False) -> World:
+        """A world on the compiled ``spec`` (a cell composed with ``MjSpec``). Raises
+        ``ValueError`` when the spec does not compile or lacks what ``layout`` names."""
+        with warnings.catch_warnings():
+            # A robot attached without a name prefix (compose_cell keeps the profile's
+            # names) makes MuJoCo warn that the model may not save back to one file.
+            warnings.filterwarnings("ignore", message="Attaching a spec with an empty prefix")
+            model = spec.compile()
+        return cls(layout=layout, model=model, shadows=shadows)
+
+    @property
+    def cube_region(self) -> tuple[tuple[float, float], tuple[float, float]] | None:
+        """Where this cell's table lets a task put the cube: (x, y) ranges in the base
+        frame (m), or ``None`` for the task's default."""
+        return self.layout.cube_region
 
     @property
     def sim_time(self) -> float:
@@ -109,16 +133,18 @@ class World:
         return self._diverged is not None
 
     def reset(self) -> None:
-        """Restore the model: time zero, everything at rest, the arm at home with the
+        """Restore the model: time zero, everything at rest, every arm at home with its
         gripper open (targets too), other bodies where the scene file puts them; and clear
         a divergence. Always the same state: the physics draws nothing."""
         mujoco.mj_resetData(self.model, self.data)
-        index = self._index
-        self.data.qpos[index.arm_qpos] = self._home
-        self.data.qpos[index.gripper_qpos] = index.gripper_open
-        self.data.qpos[index.mimic_qpos] = index.gripper_open
-        self.data.ctrl[index.arm_ctrl] = self._home
-        self.data.ctrl[index.gripper_ctrl] = index.gripper_open
+        for arm in self._index.arms:
+            self.data.qpos[arm.qpos] = arm.home
+            self.data.ctrl[arm.ctrl] = arm.home
+        for gripper in self._index.grippers:
+            self.data.qpos[gripper.qpos] = gripper.open
+            if gripper.mimic_qpos is not None:
+                self.data.qpos[gripper.mimic_qpos] = gripper.open
+            self.data.ctrl[gripper.channel.actuator] = gripper.channel.to_ctrl(gripper.open)
         self._diverged = None
         mujoco.mj_forward(self.model, self.data)
 
@@ -157,24 +183,27 @@ class World:
         """
         if len(names) != len(positions):
             raise ValueError(f"{len(names)} names but {len(positions)} positions")
-        updates: list[tuple[str, int, float]] = []
+        updates: list[tuple[str, _Channel, float]] = []
         for name, position in zip(names, positions, strict=True):
-            actuator = self._index.actuator_for_joint.get(name)
-            if actuator is None:
+            channel = self._index.channels.get(name)
+            if channel is None:
                 raise ValueError(f"unknown joint {name!r}; known: {list(self.joint_names)}")
             value = float(position)
             if not math.isfinite(value):
                 raise ValueError(f"target for joint {name!r} is not finite: {position!r}")
-            low, high = self.model.actuator_ctrlrange[actuator]
-            updates.append((name, actuator, min(max(value, float(low)), float(high))))
-        for _, actuator, value in updates:
-            self.data.ctrl[actuator] = value
-        return {name: value for name, _, value in updates}
+            low, high = self.model.actuator_ctrlrange[channel.actuator]
+            updates.append(
+                (name, channel, min(max(channel.to_ctrl(value), float(low)), float(high)))
+            )
+        for _, channel, ctrl in updates:
+            self.data.ctrl[channel.actuator] = ctrl
+        return {name: channel.from_ctrl(ctrl) for name, channel, ctrl in updates}
 
     def targets(self) -> dict[str, float]:
         """The current position target of every data-plane joint."""
+        channels = self._index.channels
         return {
-            name: float(self.data.ctrl[self._index.actuator_for_joint[name]])
+            name: channels[name].from_ctrl(float(self.data.ctrl[channels[name].actuator]))
             for name in self.joint_names
         }
 
@@ -211,8 +240,8 @@ class World:
     def joint_state(self) -> tuple[list[str], list[float], list[float], list[float]]:
         """``(names, positions, velocities, efforts)`` for ``joint_names``.
 
-        Positions in rad (arm) or m (gripper, one finger's opening); efforts are the
-        actuator forces (N·m or N).
+        Positions in rad (revolute) or m (prismatic; sim_arm's gripper is one finger's
+        opening); efforts are the actuator forces (N·m or N).
         """
         index = self._index
         qpos = self.data.qpos[index.joint_qpos]
@@ -221,21 +250,25 @@ class World:
         return (list(self.joint_names), qpos.tolist(), qvel.tolist(), effort.tolist())
 
     def gripper_width(self) -> float:
-        """Distance between the two finger pads (m)."""
-        index = self._index
-        return float(self.data.qpos[index.gripper_qpos] + self.data.qpos[index.mimic_qpos])
+        """Distance between the primary gripper's finger pads (m)."""
+        gripper = self._index.grippers[0]
+        total = 0.0
+        for address in gripper.width_qpos:
+            total += float(self.data.qpos[address])
+        return gripper.width_scale * total + gripper.width_offset
 
     def tool_position(self) -> np.ndarray:
-        """The tool-centre site position in the base frame (m)."""
+        """The primary tool-centre site position in the base frame (m)."""
         return self._to_base(self.data.site_xpos[self._index.tool_site])
 
     def scene_state(self) -> SceneState:
         """What the physics measures now, in the robot base frame: the cube, the target
-        zone, the gripper and the sim time. ``seed`` is ``None``: the physics knows no
-        episode (:meth:`Environment.scene_state <doraforge.sim.environment.Environment.scene_state>`
+        zone, the primary gripper and the sim time. ``seed`` is ``None``: the physics
+        knows no episode
+        (:meth:`Environment.scene_state <doraforge.sim.environment.Environment.scene_state>`
         labels it)."""
         index = self._index
-        _, positions, _, _ = self.joint_state()
+        gripper = index.grippers[0]
         return SceneState(
             objects={CUBE_BODY: self._cube_state()},
             target_zone=Zone(
@@ -244,7 +277,7 @@ class World:
             ),
             gripper=GripperState(
                 width=self.gripper_width(),
-                joint_positions={GRIPPER_JOINT: positions[-1]},
+                joint_positions={gripper.name: float(self.data.qpos[gripper.qpos])},
                 tool_position=vec3(self.tool_position().tolist()),
             ),
             sim_time=self.sim_time,
@@ -273,35 +306,114 @@ class World:
         return base_point
 
 
+@dataclass(frozen=True)
+class _Channel:
+    """One data-plane joint: where it is measured and the actuator that drives it
+    (``ctrl = scale * q + offset``)."""
+
+    qpos: int
+    dof: int
+    actuator: int
+    scale: float = 1.0
+    offset: float = 0.0
+
+    def to_ctrl(self, value: float) -> float:
+        return self.scale * value + self.offset
+
+    def from_ctrl(self, ctrl: float) -> float:
+        return (ctrl - self.offset) / self.scale
+
+
+@dataclass(frozen=True)
+class _Arm:
+    qpos: list[int]
+    ctrl: list[int]
+    home: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Gripper:
+    name: str
+    channel: _Channel
+    qpos: int
+    mimic_qpos: int | None
+    open: float
+    width_qpos: list[int]
+    width_scale: float
+    width_offset: float
+
+
 class _ModelIndex:
-    """Ids and qpos/dof addresses looked up once from the model by name."""
+    """Ids and qpos/dof/actuator addresses the layout names, looked up once. Raises
+    ``ValueError`` naming what the model lacks."""
 
-    def __init__(self, model: mujoco.MjModel) -> None:
-        def joint(name: str) -> int:
-            return int(model.joint(name).id)
-
-        self.arm_qpos = [int(model.jnt_qposadr[joint(n)]) for n in ARM_JOINTS]
-        self.gripper_qpos = int(model.jnt_qposadr[joint(GRIPPER_JOINT)])
-        self.mimic_qpos = int(model.jnt_qposadr[joint(GRIPPER_MIMIC_JOINT)])
-        self.joint_qpos = [*self.arm_qpos, self.gripper_qpos]
-        self.joint_dof = [int(model.jnt_dofadr[joint(n)]) for n in JOINT_NAMES]
-        self.actuator_for_joint = {n: _actuator_for(model, joint(n)) for n in JOINT_NAMES}
-        self.arm_ctrl = [self.actuator_for_joint[n] for n in ARM_JOINTS]
-        self.gripper_ctrl = self.actuator_for_joint[GRIPPER_JOINT]
-        self.joint_ctrl = [*self.arm_ctrl, self.gripper_ctrl]
-        self.gripper_open = float(model.jnt_range[joint(GRIPPER_JOINT)][1])
-        self.cube_body = model.body(CUBE_BODY).id
+    def __init__(self, model: mujoco.MjModel, layout: RobotLayout) -> None:
+        self.channels: dict[str, _Channel] = {}
+        self.arms: list[_Arm] = []
+        self.grippers: list[_Gripper] = []
+        for arm in layout.arms:
+            self.arms.append(self._arm(model, arm))
+            self.grippers.append(self._gripper(model, arm.gripper))
+        channels = [self.channels[name] for name in layout.joint_names]
+        self.joint_qpos = [channel.qpos for channel in channels]
+        self.joint_dof = [channel.dof for channel in channels]
+        self.joint_ctrl = [channel.actuator for channel in channels]
+        self.cube_body = _id(model, mujoco.mjtObj.mjOBJ_BODY, CUBE_BODY)
         self.cube_half_extents = np.array(model.geom(CUBE_BODY).size, dtype=float)
-        self.tool_site = model.site(TOOL_SITE).id
-        self.target_site = model.site(TARGET_SITE).id
-        self.base_body = model.body(BASE_BODY).id
+        self.tool_site = _id(model, mujoco.mjtObj.mjOBJ_SITE, layout.primary.tool_site)
+        self.target_site = _id(model, mujoco.mjtObj.mjOBJ_SITE, TARGET_SITE)
+        base = layout.base_body
+        self.base_body = 0 if base is None else _id(model, mujoco.mjtObj.mjOBJ_BODY, base)
 
-    @staticmethod
-    def home_pose(model: mujoco.MjModel) -> np.ndarray:
-        home = np.array(model.numeric("home").data, dtype=float)
-        if home.shape != (len(ARM_JOINTS),):
-            raise ValueError(f"numeric 'home' must hold {len(ARM_JOINTS)} values")
-        return home
+    def _arm(self, model: mujoco.MjModel, arm: ArmLayout) -> _Arm:
+        for name in arm.joints:
+            joint = _id(model, mujoco.mjtObj.mjOBJ_JOINT, arm.model_joint(name))
+            self.channels[name] = _Channel(
+                int(model.jnt_qposadr[joint]),
+                int(model.jnt_dofadr[joint]),
+                _actuator_for(model, joint),
+            )
+        home = _home_pose(model, arm)
+        _check_tool_site(model, arm)
+        return _Arm(
+            qpos=[self.channels[name].qpos for name in arm.joints],
+            ctrl=[self.channels[name].actuator for name in arm.joints],
+            home=home,
+        )
+
+    def _gripper(self, model: mujoco.MjModel, gripper: GripperLayout) -> _Gripper:
+        joint = _id(model, mujoco.mjtObj.mjOBJ_JOINT, gripper.model_joint)
+        actuator = (
+            _actuator_for(model, joint)
+            if gripper.actuator is None
+            else _id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, gripper.actuator)
+        )
+        channel = _Channel(
+            int(model.jnt_qposadr[joint]),
+            int(model.jnt_dofadr[joint]),
+            actuator,
+            gripper.command_scale,
+            gripper.command_offset,
+        )
+        self.channels[gripper.name] = channel
+        mimic = None
+        if gripper.mimic is not None:
+            mimic = int(model.jnt_qposadr[_id(model, mujoco.mjtObj.mjOBJ_JOINT, gripper.mimic)])
+        width_qpos = [
+            int(model.jnt_qposadr[_id(model, mujoco.mjtObj.mjOBJ_JOINT, name)])
+            for name in gripper.width_joints
+        ]
+        opened = float(model.jnt_range[joint][1]) if gripper.open is None else gripper.open
+        return _Gripper(
+            gripper.name,
+            channel,
+            channel.qpos,
+            mimic,
+            opened,
+            width_qpos,
+            gripper.width_scale,
+            gripper.width_offset,
+        )
 
     def base_rot(self, data: mujoco.MjData) -> np.ndarray:
         rotation: np.ndarray = data.xmat[self.base_body].reshape(3, 3)
@@ -311,6 +423,27 @@ class _ModelIndex:
         inverse = np.empty(4)
         mujoco.mju_negQuat(inverse, data.xquat[self.base_body])
         return inverse
+
+
+def _id(model: mujoco.MjModel, kind: mujoco.mjtObj, name: str) -> int:
+    found = int(mujoco.mj_name2id(model, kind, name))
+    if found < 0:
+        label = mujoco.mju_type2Str(kind) if hasattr(mujoco, "mju_type2Str") else str(kind)
+        raise ValueError(f"the model has no {label} named {name!r}")
+    return found
+
+
+def _home_pose(model: mujoco.MjModel, arm: ArmLayout) -> np.ndarray:
+    if arm.home is not None:
+        return np.array(arm.home, dtype=float)
+    home = np.array(model.numeric("home").data, dtype=float)
+    if home.shape != (len(arm.joints),):
+        raise ValueError(f"numeric 'home' must hold {len(arm.joints)} values")
+    return home
+
+
+def _check_tool_site(model: mujoco.MjModel, arm: ArmLayout) -> None:
+    _id(model, mujoco.mjtObj.mjOBJ_SITE, arm.tool_site)
 
 
 def _actuator_for(model: mujoco.MjModel, joint_id: int) -> int:

@@ -72,7 +72,12 @@ def _package_asset(module_name: str, asset: str) -> Path:
 
 
 def robot_spec(profile: RobotProfile) -> mujoco.MjSpec:
-    """The profile's MJCF with the profile's extra sites and cameras added."""
+    """The profile's MJCF with the profile's extra sites and cameras added, everything at
+    the world level moved onto the profile's ``mount`` (so the spec's world frame is the
+    base frame) and, with ``gravity_compensation``, every body compensated for gravity.
+
+    Raises :class:`ModelUnavailable` when the file does not load or a frame cannot be
+    added."""
     import mujoco
 
     try:
@@ -83,6 +88,13 @@ def robot_spec(profile: RobotProfile) -> mujoco.MjSpec:
         _add_site(spec, site)
     for camera in profile.cameras:
         _add_camera(spec, camera)
+    if not profile.mount.is_identity:
+        _mount(spec, profile.mount.pos, profile.mount.quat)
+    if profile.gravity_compensation:
+        # The arm's own controller feeds gravity forward (as sim_arm's gravcomp bodies):
+        # the position servos then track without sag; a held object is not compensated.
+        for body in spec.bodies[1:]:
+            body.gravcomp = 1.0
     return spec
 
 
@@ -93,6 +105,20 @@ def compile_robot(profile: RobotProfile) -> mujoco.MjModel:
         return spec.compile()
     except ValueError as exc:
         raise ModelUnavailable(f"cannot compile {profile.model_file}: {exc}") from exc
+
+
+MOUNT_FRAME = "doraforge_mount"
+
+
+def _mount(spec: mujoco.MjSpec, pos: list[float], quat: list[float]) -> None:
+    # Every world-level element (not the lights of a scene: a robot file has none that
+    # matter) hangs from one frame at the mount pose; nested elements follow their parents.
+    world = spec.worldbody
+    children = [*world.bodies, *world.geoms, *world.sites, *world.cameras, *world.frames]
+    frame = world.add_frame(name=MOUNT_FRAME, pos=list(pos), quat=list(quat))
+    for child in children:
+        if child.frame is None:
+            child.set_frame(frame)
 
 
 def _body(spec: mujoco.MjSpec, name: str) -> mujoco.MjsBody:

@@ -82,13 +82,23 @@ class WidthMapping(_Strict):
 
 
 class GripperProfile(_Strict):
-    """Gripper joints (data-plane names) and its widths (m)."""
+    """Gripper joints (data-plane names) and its widths (m).
+
+    For the simulated world: ``actuator`` names the model actuator driving the first joint
+    (a joint or a tendon transmission; default: the actuator on that joint), with
+    ``ctrl_for_joint`` turning a joint position into its control (a tendon actuator's
+    control is a tendon length); ``mimic`` is the model's second finger joint, set with the
+    first at reset (the model's own equality keeps them together).
+    """
 
     joints: Annotated[list[Name], Field(min_length=1)]
     open_width: PositiveFloat
     closed_width: Annotated[float, Field(ge=0, allow_inf_nan=False)]
     max_width: PositiveFloat
     joint_for_width: WidthMapping
+    actuator: Name | None = None
+    ctrl_for_joint: WidthMapping = Field(default_factory=lambda: WidthMapping(scale=1.0))
+    mimic: Name | None = None
 
     @model_validator(mode="after")
     def _widths(self) -> Self:
@@ -129,23 +139,48 @@ class ModelCamera(_Strict):
     fovy: Annotated[float, Field(gt=0, lt=180, allow_inf_nan=False)] = 60.0
 
 
-class RobotProfile(_Strict):
-    """Everything the robot-agnostic endpoints need to know about one robot."""
+class Mount(_Strict):
+    """Where the robot model's origin sits in the base frame (``pos`` m, ``quat`` wxyz):
+    the cell's table-top frame for a model whose origin is its shoulder, not its foot."""
 
-    robot_id: Name
-    base_frame: Name
+    pos: Vec3 = Field(default_factory=lambda: [0.0, 0.0, 0.0])
+    quat: Quat = Field(default_factory=lambda: [1.0, 0.0, 0.0, 0.0])
+
+    @property
+    def is_identity(self) -> bool:
+        return self.pos == [0.0, 0.0, 0.0] and self.quat == [1.0, 0.0, 0.0, 0.0]
+
+
+class Range(_Strict):
+    """An x and a y range on the table (base frame, m)."""
+
+    x: Annotated[list[FiniteFloat], Field(min_length=2, max_length=2)]
+    y: Annotated[list[FiniteFloat], Field(min_length=2, max_length=2)]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if not (self.x[0] <= self.x[1] and self.y[0] <= self.y[1]):
+            raise ValueError("ranges must be [low, high] with low <= high")
+        return self
+
+
+class CellProfile(_Strict):
+    """How the simulated cell fits this robot's reach: the target zone's centre on the
+    table and the region a task draws the cube from (base frame, m)."""
+
+    target_zone: Annotated[list[FiniteFloat], Field(min_length=2, max_length=2)] | None = None
+    cube_region: Range | None = None
+
+
+class ArmProfile(_Strict):
+    """One arm of a robot: frames, joints, home, workspace and gripper."""
+
     tool_frame: Name
-    frames: dict[Name, Name] = Field(default_factory=dict)
-    directions: dict[Name, AxisDirection] = Field(default_factory=dict)
-    model_file: Path
-    sites: list[ModelSite] = Field(default_factory=list)
-    cameras: list[ModelCamera] = Field(default_factory=list)
     tool_site: Name
     arm_joints: Annotated[list[ArmJoint], Field(min_length=1)]
     home: list[FiniteFloat]
     workspace: WorkspaceBox
     gripper: GripperProfile
-    tolerances: Tolerances = Field(default_factory=Tolerances)
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -157,14 +192,117 @@ class RobotProfile(_Strict):
         check_home(self.arm_joints, self.home)
         return self
 
+
+_ARM_FIELDS = ("tool_frame", "tool_site", "arm_joints", "home", "workspace", "gripper")
+
+
+class RobotProfile(_Strict):
+    """Everything the robot-agnostic endpoints need to know about one robot.
+
+    The top-level arm fields (``tool_frame``, ``tool_site``, ``arm_joints``, ``home``,
+    ``workspace``, ``gripper``) are the primary arm, called ``primary_arm``; a robot with
+    more arms lists the others under ``arms`` by name, and :meth:`for_arm` gives the
+    profile an arm or gripper node of that arm reads. ``mount``, ``gravity_compensation``,
+    ``data_plane_cameras`` and ``cell`` are for the simulated world only.
+    """
+
+    robot_id: Name
+    base_frame: Name
+    tool_frame: Name
+    frames: dict[Name, Name] = Field(default_factory=dict)
+    directions: dict[Name, AxisDirection] = Field(default_factory=dict)
+    model_file: Path
+    mount: Mount = Field(default_factory=Mount)
+    gravity_compensation: bool = False
+    sites: list[ModelSite] = Field(default_factory=list)
+    cameras: list[ModelCamera] = Field(default_factory=list)
+    data_plane_cameras: dict[Name, Name] = Field(default_factory=dict)
+    tool_site: Name
+    arm_joints: Annotated[list[ArmJoint], Field(min_length=1)]
+    home: list[FiniteFloat]
+    workspace: WorkspaceBox
+    gripper: GripperProfile
+    primary_arm: Name = "arm"
+    arms: dict[Name, ArmProfile] = Field(default_factory=dict)
+    cell: CellProfile = Field(default_factory=CellProfile)
+    tolerances: Tolerances = Field(default_factory=Tolerances)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        ArmProfile.model_validate({name: getattr(self, name) for name in _ARM_FIELDS})
+        if self.primary_arm in self.arms:
+            raise ValueError(f"arms must not repeat the primary arm {self.primary_arm!r}")
+        names = self.joint_names
+        if len(set(names)) != len(names):
+            raise ValueError("joint names must be unique across arms and grippers")
+        return self
+
     @property
     def arm_joint_names(self) -> list[str]:
         return [joint.name for joint in self.arm_joints]
 
     @property
+    def arm_names(self) -> list[str]:
+        """The primary arm then the others, as ``--arm`` names them."""
+        return [self.primary_arm, *self.arms]
+
+    @property
     def joint_names(self) -> list[str]:
-        """Arm joints then gripper joints: the data-plane order."""
-        return [*self.arm_joint_names, *self.gripper.joints]
+        """The data-plane order: arm joints then gripper joints, primary arm first, then
+        each further arm the same way."""
+        names = [*self.arm_joint_names, *self.gripper.joints]
+        for arm in self.arms.values():
+            names += [joint.name for joint in arm.arm_joints] + list(arm.gripper.joints)
+        return names
+
+    def primary(self) -> ArmProfile:
+        """The primary arm's fields as an :class:`ArmProfile`."""
+        return ArmProfile.model_validate({name: getattr(self, name) for name in _ARM_FIELDS})
+
+    def arm(self, name: str | None) -> ArmProfile:
+        """Arm ``name`` (``None``: the primary); ``ProfileError`` names the known arms."""
+        if name is None or name == self.primary_arm:
+            return self.primary()
+        found = self.arms.get(name)
+        if found is None:
+            raise ProfileError(
+                f"robot {self.robot_id!r} has no arm {name!r}; arms: {self.arm_names}"
+            )
+        return found
+
+    def for_arm(self, name: str | None) -> RobotProfile:
+        """This profile as arm ``name`` sees it: that arm's fields at the top level, no
+        further arms (so an arm or gripper node reads its own arm without knowing others).
+        Raises :class:`ProfileError` for an unknown arm."""
+        if name is None or name == self.primary_arm:
+            return self
+        chosen = self.arm(name)
+        fields = {field: getattr(chosen, field) for field in _ARM_FIELDS}
+        return self.model_copy(update={**fields, "primary_arm": name, "arms": {}})
+
+
+PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
+
+
+def shipped_profiles() -> list[str]:
+    """The names of the robot profiles doraforge ships (``nodes/robot/profiles/*.yml``)."""
+    return sorted(path.stem for path in PROFILES_DIR.glob("*.yml"))
+
+
+def profile_path(name_or_path: str | Path) -> Path:
+    """The profile file ``name_or_path`` means: a shipped profile's name (``sim_arm``,
+    ``openarm``) or a path to a YAML file. Raises :class:`ProfileError` listing the shipped
+    names when it is neither."""
+    text = str(name_or_path)
+    if text.endswith((".yml", ".yaml")) or "/" in text or Path(text).is_file():
+        return Path(text)
+    shipped = PROFILES_DIR / f"{text}.yml"
+    if shipped.is_file():
+        return shipped
+    raise ProfileError(
+        f"unknown robot {text!r}: choose one of {', '.join(shipped_profiles())} "
+        "or give a profile file path"
+    )
 
 
 def load_profile(path: str | Path) -> RobotProfile:

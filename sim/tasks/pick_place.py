@@ -82,8 +82,10 @@ def cube_lifted(state: SceneState, height: float) -> bool:
 class PickPlace(Task):
     """Pick the cube where the episode put it and leave it resting in the target zone.
 
-    ``region`` bounds the drawn cube pose; ``lift_height`` (m) and ``speed_tol`` (m/s)
-    parameterise the predicates.
+    ``region`` bounds the drawn cube pose; without one the cell's own region is used
+    (:attr:`World.cube_region <doraforge.sim.world.World.cube_region>`, fitted to its
+    robot's reach), else the default :class:`CubeRegion`. ``lift_height`` (m) and
+    ``speed_tol`` (m/s) parameterise the predicates.
     """
 
     def __init__(
@@ -93,6 +95,7 @@ class PickPlace(Task):
         lift_height: float = DEFAULT_LIFT_HEIGHT,
         speed_tol: float = DEFAULT_SPEED_TOL,
     ) -> None:
+        self._given = region
         self.region = region or CubeRegion()
         self._predicates: Mapping[str, Predicate] = MappingProxyType(
             {
@@ -109,6 +112,13 @@ class PickPlace(Task):
 
     def initialize_episode(self, physics: World, rng: np.random.Generator) -> None:
         """Set the cube upright on the table at a pose drawn from the region, at rest."""
-        pose = draw_cube_pose(self.region, rng)
+        pose = draw_cube_pose(self._region_for(physics), rng)
         half_height = physics.scene_state().object(CUBE).size[2] / 2.0
         physics.set_free_body_pose(CUBE, (pose.x, pose.y, half_height), pose.quaternion_wxyz())
+
+    def _region_for(self, physics: World) -> CubeRegion:
+        cell = physics.cube_region
+        if self._given is not None or cell is None:
+            return self.region
+        x, y = cell
+        return CubeRegion(x=x, y=y, yaw=self.region.yaw)
