@@ -82,12 +82,14 @@ class RobotLayout:
     frame (``None``: the world frame, e.g. the table top of a composed cell). ``cameras``
     maps a data-plane camera name to the model camera rendering it. ``cube_region`` (x and
     y ranges in the base frame, m) is where this cell's free table area lets a task put
-    its object; ``None`` keeps the task's own default."""
+    its object and ``cube_yaw`` (rad) how far it may be turned for this robot's wrist;
+    ``None`` keeps the task's own default."""
 
     arms: tuple[ArmLayout, ...]
     base_body: str | None = None
     cameras: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     cube_region: tuple[Range, Range] | None = None
+    cube_yaw: Range | None = None
 
     def __post_init__(self) -> None:
         if not self.arms:

@@ -118,6 +118,11 @@ class World:
         return self.layout.cube_region
 
     @property
+    def cube_yaw(self) -> tuple[float, float] | None:
+        """How far this cell's robot lets a task turn the cube (rad), or ``None``."""
+        return self.layout.cube_yaw
+
+    @property
     def sim_time(self) -> float:
         """Simulated seconds since the last reset."""
         return float(self.data.time)

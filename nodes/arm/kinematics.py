@@ -53,6 +53,7 @@ class IkSettings:
     orientation_tol: float = 1e-2  # rad
     max_step: float = 0.3  # rad per iteration, keeps the linearisation honest
     restarts: int = 6
+    null_gain: float = 0.02  # of the distance to the start per iteration (redundant arms)
 
 
 def yaw_of(rotation: np.ndarray) -> float:
@@ -88,6 +89,9 @@ class Kinematics:
         self._jacp = np.zeros((3, self.model.nv))
         self._jacr = np.zeros((3, self.model.nv))
         self._rng = np.random.default_rng(0)
+        # Position and pointing down (with yaw) constrain six DOF: beyond that an arm has
+        # a self-motion to spend.
+        self._redundant = len(self.joint_names) > 6
 
     def fk(self, q: npt.ArrayLike) -> tuple[np.ndarray, float]:
         """Tool position (base frame, m) and yaw (rad) for arm joint positions ``q``."""
@@ -163,6 +167,7 @@ class Kinematics:
         self, q: np.ndarray, target: np.ndarray, yaw: float | None
     ) -> tuple[np.ndarray, float, float]:
         settings = self.settings
+        rest = q.copy()
         q = q.copy()
         damping = settings.damping**2
         pos_err = rot_err = math.inf
@@ -171,8 +176,7 @@ class Kinematics:
             error, jacobian, pos_err, rot_err = self._residual(target, yaw)
             if pos_err <= settings.position_tol * 0.5 and rot_err <= settings.orientation_tol * 0.5:
                 break
-            jjt = jacobian @ jacobian.T
-            step = jacobian.T @ np.linalg.solve(jjt + damping * np.eye(len(error)), error)
+            step = self._step(q, rest, jacobian, error, damping)
             largest = float(np.max(np.abs(step)))
             if largest > settings.max_step:
                 step *= settings.max_step / largest
@@ -180,6 +184,35 @@ class Kinematics:
         self._set(q)
         _, _, pos_err, rot_err = self._residual(target, yaw)
         return q, pos_err, rot_err
+
+    def _step(
+        self,
+        q: np.ndarray,
+        rest: np.ndarray,
+        jacobian: np.ndarray,
+        error: np.ndarray,
+        damping: float,
+    ) -> np.ndarray:
+        # A joint pinned at a limit with the step pushing it further is taken out of the
+        # solve (its Jacobian column zeroed) and the step solved again: plain clipping
+        # would throw that joint's share away and stall the others with it.
+        free = np.ones(len(q), dtype=bool)
+        step = np.zeros(len(q))
+        for _ in range(3):
+            masked = jacobian * free
+            pinv = masked.T @ np.linalg.inv(masked @ masked.T + damping * np.eye(len(error)))
+            step = pinv @ error
+            if self._redundant:
+                # A redundant arm (more joints than the task constrains) drifts along its
+                # self-motion under plain DLS; a pull toward the start inside the null
+                # space keeps it near the posture it started from (continuity between moves).
+                null = np.eye(len(q)) - pinv @ masked
+                step += (null @ (self.settings.null_gain * (rest - q))) * free
+            pinned = ((q <= self.lower) & (step < 0)) | ((q >= self.upper) & (step > 0))
+            if not np.any(pinned & free):
+                break
+            free &= ~pinned
+        return step
 
     def _residual(
         self, target: np.ndarray, yaw: float | None

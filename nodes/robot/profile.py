@@ -151,16 +151,21 @@ class Mount(_Strict):
         return self.pos == [0.0, 0.0, 0.0] and self.quat == [1.0, 0.0, 0.0, 0.0]
 
 
-class Range(_Strict):
-    """An x and a y range on the table (base frame, m)."""
+type Pair = Annotated[list[FiniteFloat], Field(min_length=2, max_length=2)]
 
-    x: Annotated[list[FiniteFloat], Field(min_length=2, max_length=2)]
-    y: Annotated[list[FiniteFloat], Field(min_length=2, max_length=2)]
+
+class Range(_Strict):
+    """An x and a y range on the table (base frame, m) and optionally a yaw range (rad)."""
+
+    x: Pair
+    y: Pair
+    yaw: Pair | None = None
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:
-        if not (self.x[0] <= self.x[1] and self.y[0] <= self.y[1]):
-            raise ValueError("ranges must be [low, high] with low <= high")
+        for pair in (self.x, self.y, self.yaw or [0.0, 0.0]):
+            if not pair[0] <= pair[1]:
+                raise ValueError("ranges must be [low, high] with low <= high")
         return self
 
 

@@ -28,6 +28,7 @@ def layout_from_profile(profile: RobotProfile) -> RobotLayout:
         base_body=None,
         cameras=MappingProxyType(dict(profile.data_plane_cameras)),
         cube_region=None if region is None else (_pair(region.x), _pair(region.y)),
+        cube_yaw=None if region is None or region.yaw is None else _pair(region.yaw),
     )
 
 

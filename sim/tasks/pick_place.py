@@ -121,4 +121,4 @@ class PickPlace(Task):
         if self._given is not None or cell is None:
             return self.region
         x, y = cell
-        return CubeRegion(x=x, y=y, yaw=self.region.yaw)
+        return CubeRegion(x=x, y=y, yaw=physics.cube_yaw or self.region.yaw)
