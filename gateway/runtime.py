@@ -424,6 +424,9 @@ class ToolRuntime:
             self._release_slot(invocation)  # the fenced attempt has ended at the provider
             return
         self._finish(invocation, admission.checked_outputs(spec, result))
+        # A result the provider holds means its attempt has ended, even when all it can say
+        # of the physical outcome is ``unknown``: nothing is moving the robot for it now.
+        self._release_slot(invocation)
 
     # ------------------------------------------------------------------ helpers
 

@@ -4,8 +4,10 @@ A :class:`Planner` turns validated arguments and the measured state into a
 :class:`MotionPlan` (or rejects them before any motion); :class:`MotionAction` admits the
 execution under the provider-wide :class:`MotionGuard`, follows the plan and maps the
 follow outcome onto the Wire: ``succeeded`` only on measured, settled completion;
-``cancelled`` after holding still; ``failed`` with ``<PREFIX>_STATE_LOST`` or
-``<PREFIX>_MOTION_TIMEOUT`` otherwise.
+``cancelled`` after holding still; ``failed`` with ``<PREFIX>_MOTION_TIMEOUT`` when the
+measured robot did not settle at the goal; ``unknown`` with ``<PREFIX>_STATE_LOST`` when the
+joint state stopped arriving mid-motion (nobody can say where the robot ended, so it is
+never reported as failed and never retried as if it had not moved).
 """
 
 from __future__ import annotations
@@ -64,6 +66,9 @@ _TERMINAL_EVENT = {
     "succeeded": "executor_completed",
     "failed": "executor_failed",
     "cancelled": "cancelled",
+    # ``unknown`` has no terminal event on the Wire: the result is retained and the
+    # Gateway's status poll of a silent attempt finds it.
+    "unknown": "",
 }
 
 
@@ -185,8 +190,13 @@ class MotionAction:
         if report.outcome is Outcome.STATE_LOST:
             error = ToolError(
                 code=f"{self._prefix}_STATE_LOST",
-                message="joint_state stopped arriving during the motion; outcome unverified",
+                message=(
+                    "joint_state stopped arriving during the motion; where the robot ended "
+                    "is unknown: check the cell before moving it again"
+                ),
+                retryable=False,
             )
+            return ToolResult(status="unknown", outputs=outputs, error=error)
         else:
             error = ToolError(
                 code=f"{self._prefix}_MOTION_TIMEOUT",

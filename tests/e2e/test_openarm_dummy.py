@@ -188,3 +188,39 @@ def test_a_silent_dummy_makes_the_tools_refuse_with_a_no_state_code_then_recover
     )
     finished = run_action(cell, "arm.home", {})
     assert finished["phase"] == "completed", finished
+
+
+def test_a_dummy_silenced_mid_motion_leaves_the_outcome_unknown_and_frees_the_arm(
+    cell: MockStack,
+):
+    assert run_action(cell, "arm.home", {})["phase"] == "completed"
+    # Slow enough that the motion is still running when the state stops.
+    admitted = cell.start("arm.move_to_pose", {"position": TARGET, "speed": 0.01})
+    eventually(
+        lambda: (
+            cell.data(cell.http.get(f"/invocations/{admitted['invocation_id']}"))["phase"]
+            == "running"
+        ),
+        within=20.0,
+        what="the motion to run",
+    )
+    dummy = the_dummy(cell)
+    dummy.suspend()
+    try:
+        ended = cell.terminal(admitted["invocation_id"], timeout_s=30.0)
+    finally:
+        dummy.resume()
+    # Nobody knows where the arm stopped: never `failed`, and not to be retried blindly.
+    assert ended["phase"] == "unknown", ended
+    error = ended["result"]["error"]
+    assert error["code"] == "ARM_STATE_LOST", error
+    assert error["retryable"] is False
+    eventually(
+        lambda: query(cell, "arm/arm_state")["stale_ms"] < 500,
+        within=20.0,
+        what="fresh joint state after the dummy resumed",
+    )
+    # The provider ended the attempt, so the Gateway freed the operation's slot: the same
+    # tool moves the arm again (it is not held as if the attempt might still be running).
+    again = run_action(cell, "arm.move_to_pose", {"position": TARGET})
+    assert again["phase"] == "completed", again

@@ -173,5 +173,14 @@ class HandlerHarness:
 
         await self.published.wait_for(enough)
 
+    async def wait_phase(self, invoke: ToolEnvelope, phase: str, within: float = 5.0) -> None:
+        """Poll the attempt's status until it reports ``phase`` (an ``unknown`` outcome has
+        no terminal event to wait for)."""
+        deadline = asyncio.get_running_loop().time() + within
+        while (current := (await self.status(invoke))["phase"]) != phase:
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"phase {current!r}, not {phase!r}, after {within} s")
+            await asyncio.sleep(0.005)
+
     def event_types(self, invoke: ToolEnvelope) -> list[str]:
         return [e.payload["type"] for e in self.published.events_for(str(invoke.invocation_id))]
