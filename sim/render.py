@@ -11,7 +11,7 @@ import ctypes
 import ctypes.util
 import os
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -68,6 +68,10 @@ def gl_backend(environ: MutableMapping[str, str] | None = None) -> str:
 class Cameras:
     """Renders named model cameras to RGB arrays, one ``mujoco.Renderer`` per frame size.
 
+    ``aliases`` maps a data-plane camera name to the model camera behind it (a packaged
+    robot's wrist camera keeps its own name, e.g. OpenArm's ``camera_wrist_right`` serves
+    ``wrist``); an alias is rendered and listed like a model camera.
+
     Renderers (and their GL contexts) are created lazily and reused: creating one costs far
     more than a frame. Not thread-safe; use one ``Cameras`` per rendering thread.
     """
@@ -78,6 +82,7 @@ class Cameras:
         *,
         height: int = DEFAULT_HEIGHT,
         width: int = DEFAULT_WIDTH,
+        aliases: Mapping[str, str] | None = None,
     ) -> None:
         import mujoco
 
@@ -86,7 +91,9 @@ class Cameras:
         self._height = height
         self._width = width
         self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
-        self.camera_names: tuple[str, ...] = tuple(model.camera(i).name for i in range(model.ncam))
+        own = tuple(model.camera(i).name for i in range(model.ncam))
+        self._aliases = {name: camera for name, camera in (aliases or {}).items() if camera in own}
+        self.camera_names: tuple[str, ...] = (*own, *self._aliases)
 
     def render(
         self,
@@ -103,7 +110,7 @@ class Cameras:
         if camera_name not in self.camera_names:
             raise ValueError(f"unknown camera {camera_name!r}; known: {list(self.camera_names)}")
         renderer = self._renderer(height or self._height, width or self._width)
-        renderer.update_scene(data, camera=camera_name)
+        renderer.update_scene(data, camera=self._aliases.get(camera_name, camera_name))
         frame: np.ndarray = renderer.render()  # mujoco ships no type information
         return frame
 

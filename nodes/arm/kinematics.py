@@ -159,7 +159,8 @@ class Kinematics:
         # The seed first (continuity with the current pose), then home, then random starts:
         # DLS is local, and a folded elbow or a wrist flip can trap it.
         starts = [np.clip(seed, self.lower, self.upper), self.home.copy()]
-        for _ in range(self.settings.restarts):
+        # A redundant arm's solution set is larger but so is its space of wrong basins.
+        for _ in range(self.settings.restarts * (3 if self._redundant else 1)):
             starts.append(self._rng.uniform(self.lower, self.upper))
         return starts
 

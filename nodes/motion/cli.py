@@ -1,4 +1,6 @@
-"""Command line of the robot providers: the runner flags plus ``--profile PATH``.
+"""Command line of the robot providers: the runner flags plus ``--profile NAME_OR_PATH``
+(a shipped robot's name such as ``openarm``, or a profile file) and ``--arm NAME`` (which
+arm of a multi-arm profile this node drives; default: the primary arm).
 
 Only a node's ``main()`` calls into this module.
 """
@@ -11,7 +13,7 @@ from pathlib import Path
 
 from doraforge.nodes.cli import build_parser, configure_logging, options_from_args
 from doraforge.nodes.definition import RunnerOptions
-from doraforge.nodes.robot.profile import ProfileError, RobotProfile, load_profile
+from doraforge.nodes.robot.profile import ProfileError, RobotProfile, load_profile, profile_path
 
 #: The shipped simulated arm's profile.
 DEFAULT_PROFILE = Path(str(files("doraforge.nodes.robot"))) / "profiles" / "sim_arm.yml"
@@ -23,12 +25,16 @@ def parse_robot_node(
     """Parse argv, configure logging, load the profile; exits 2 on bad flags or profile."""
     parser = build_parser(description, environ)
     parser.add_argument(
-        "--profile", type=Path, default=DEFAULT_PROFILE, help="robot profile YAML file"
+        "--profile",
+        default=str(DEFAULT_PROFILE),
+        help="robot profile: a shipped name (sim_arm, openarm) or a YAML file",
     )
+    parser.add_argument("--arm", default=None, help="arm of a multi-arm profile (default: primary)")
     args = parser.parse_args(argv)
     configure_logging(args.log_level)
     try:
-        return options_from_args(args), load_profile(args.profile)
+        profile = load_profile(profile_path(args.profile)).for_arm(args.arm)
+        return options_from_args(args), profile
     except (TypeError, ValueError, ProfileError) as exc:
         parser.error(str(exc))
         raise  # unreachable: parser.error exits

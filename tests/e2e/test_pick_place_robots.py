@@ -1,0 +1,54 @@
+"""Pick-and-place on every shipped robot model under a real ``dora run``, over HTTP only.
+
+sim_arm runs in ``test_sim_cell.py``; here the OpenArm v2 cell (``dataflows/sim-openarm.yml``:
+the same nodes, each with ``--profile openarm``) runs the demo's unchanged script for three
+seeds, the world reset between them rather than Dora restarted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from doraforge.cli.demos.pick_place import pick_and_place
+from doraforge.dataflows import DATAFLOWS
+from tests.e2e.conftest import SIM_ENV, SIM_TOOLS, MockStack, dataflow_stack
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def openarm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockStack]:
+    directory = tmp_path_factory.mktemp("sim-openarm-dataflow")
+    with dataflow_stack(
+        directory, DATAFLOWS / "sim-openarm.yml", SIM_TOOLS, SIM_ENV, start_timeout_s=180.0
+    ) as running:
+        yield running
+
+
+def scene(cell: MockStack) -> dict[str, Any]:
+    response = cell.http.post("/tools/world/scene_state:invoke", json={"arguments": {}})
+    result = cell.data(response)["response"]["result"]
+    assert result["status"] == "succeeded", result
+    return result["outputs"]
+
+
+def test_the_tools_carry_openarms_frames(openarm: MockStack) -> None:
+    frames = openarm.context("arm.move_to_pose")["robot_frame_profile"]
+    assert frames["robot_id"] == "openarm"
+    assert frames["tool_frame"] == "right_tool_center"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_pick_and_place_on_openarm_puts_the_cube_in_the_target(
+    openarm: MockStack, tmp_path: Path, seed: int
+) -> None:
+    admitted = openarm.start("world.reset", {"seed": seed})
+    assert openarm.terminal(admitted["invocation_id"], timeout_s=60.0)["phase"] == "completed"
+    assert scene(openarm)["seed"] == seed
+    report = pick_and_place(openarm.http, tmp_path, say=lambda _: None)
+    assert report.success, report.steps
+    assert scene(openarm)["predicates"]["cube_in_target_and_resting"] is True
