@@ -53,7 +53,7 @@ def _demo(ctx: Context, args: argparse.Namespace) -> int:
         return run_mock_demo(port=args.port, environ=ctx.environ)
     from doraforge.cli.demos.sim import run_demo
 
-    return run_demo(ctx, out_dir=args.out, seed=args.seed, port=args.port)
+    return run_demo(ctx, out_dir=args.out, seed=args.seed, port=args.port, robot=args.robot)
 
 
 def _register_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -63,6 +63,12 @@ def _register_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         "--port", type=int, default=None, help="the Gateway's port (default: a free one)"
     )
     demo.add_argument("--seed", type=int, default=0, help="scenario seed (cube placement)")
+    demo.add_argument(
+        "--robot",
+        choices=("sim_arm", "openarm"),
+        default="sim_arm",
+        help="the shipped robot the demo's cell runs (default: sim_arm)",
+    )
     demo.add_argument("--out", type=Path, default=Path("out") / "demo", help="report folder")
     demo.set_defaults(handler=_demo)
 

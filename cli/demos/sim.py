@@ -24,11 +24,23 @@ from doraforge.skills import source as skill_source
 
 SKILL = "pick-place"
 SKILL_SOURCE = skill_source(SKILL)
+#: The shipped robots the demo runs on, each the skill profile that starts its cell.
+ROBOT_PROFILES = {"sim_arm": "sim", "openarm": "sim-openarm"}
+DEFAULT_ROBOT = "sim_arm"
 
 
-def run_demo(ctx: Any, *, out_dir: Path, seed: int = 0, port: int | None = None) -> int:
-    """Run the whole demo with the skill's Gateway on ``port`` (default: a free one, so
-    two demos or a demo and a started skill never collide); returns the exit status."""
+def run_demo(
+    ctx: Any,
+    *,
+    out_dir: Path,
+    seed: int = 0,
+    port: int | None = None,
+    robot: str = DEFAULT_ROBOT,
+) -> int:
+    """Run the whole demo on ``robot`` (a name in :data:`ROBOT_PROFILES`) with the skill's
+    Gateway on ``port`` (default: a free one, so two demos or a demo and a started skill
+    never collide); returns the exit status."""
+    profile = ROBOT_PROFILES[robot]
     from doraforge.skill_runtime.archive import pack
     from doraforge.skill_runtime.dora_run import free_port
     from doraforge.skill_runtime.gateway_tokens import runtime_token
@@ -46,9 +58,9 @@ def run_demo(ctx: Any, *, out_dir: Path, seed: int = 0, port: int | None = None)
     out.say(f"2. install into a fresh PAOS home {home.root}")
     installed = Installer(home).install(str(packed.path), yes=True)
     out.say(f"   installed {installed.name} {installed.version}")
-    with out.progress("3. start the sim runtime on Dora") as update:
+    with out.progress(f"3. start the {profile} runtime ({robot}) on Dora") as update:
         runtime = RuntimeManager(home, progress=update)
-        state = runtime.start(SKILL, "sim", port=port or free_port())
+        state = runtime.start(SKILL, profile, port=port or free_port())
     ctx._runtime = runtime
     out.say(f"3. runtime {state.state}: Gateway {state.gateway_url} (bearer token, per start)")
     try:
