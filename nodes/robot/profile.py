@@ -237,7 +237,7 @@ class RobotProfile(_Strict):
         ArmProfile.model_validate({name: getattr(self, name) for name in _ARM_FIELDS})
         if self.primary_arm in self.arms:
             raise ValueError(f"arms must not repeat the primary arm {self.primary_arm!r}")
-        names = self.joint_names
+        names = self.data_plane_joint_names
         if len(set(names)) != len(names):
             raise ValueError("joint names must be unique across arms and grippers")
         return self
@@ -253,9 +253,15 @@ class RobotProfile(_Strict):
 
     @property
     def joint_names(self) -> list[str]:
-        """The data-plane order: arm joints then gripper joints, primary arm first, then
-        each further arm the same way."""
-        names = [*self.arm_joint_names, *self.gripper.joints]
+        """The primary arm's joints then its gripper joints: the data-plane order of a
+        single-arm robot, and what an arm or gripper node of the primary arm tracks."""
+        return [*self.arm_joint_names, *self.gripper.joints]
+
+    @property
+    def data_plane_joint_names(self) -> list[str]:
+        """Every joint the robot's adapter publishes: :attr:`joint_names` then each
+        further arm's joints and gripper joints (the world's ``joint_state`` order)."""
+        names = self.joint_names
         for arm in self.arms.values():
             names += [joint.name for joint in arm.arm_joints] + list(arm.gripper.joints)
         return names
