@@ -160,7 +160,13 @@ class Simulation:
                 next_state = max(next_state + state_period, now)
             if now >= next_frame:
                 self._render_all(world, cameras)
-                next_frame = max(next_frame + 1.0 / self.options.camera_hz, now)
+                rendered = time.monotonic()
+                # Rendering gets at most half the wall clock: a model whose frames cost
+                # more than the camera period (OpenArm's meshes on a CPU renderer) would
+                # otherwise render back to back and starve the physics it shows.
+                next_frame = max(
+                    next_frame + 1.0 / self.options.camera_hz, rendered + (rendered - now)
+                )
             self._account(world, started, sim_origin)
             if self.options.paced:
                 self._pace(started, world.sim_time - sim_origin)

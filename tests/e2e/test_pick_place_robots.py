@@ -43,12 +43,6 @@ def test_the_tools_carry_openarms_frames(openarm: MockStack) -> None:
     assert frames["tool_frame"] == "right_tool_center"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: under the real dataflow the arm endpoint's first move ends "
-    "ARM_MOTION_TIMEOUT, the arm at rest about 5 mm from its IK goal (in process the same "
-    "plan passes, tests/sim/test_robots_pick_place.py)",
-)
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_pick_and_place_on_openarm_puts_the_cube_in_the_target(
     openarm: MockStack, tmp_path: Path, seed: int
