@@ -204,6 +204,17 @@ class World:
             self.data.ctrl[channel.actuator] = ctrl
         return {name: channel.from_ctrl(ctrl) for name, channel, ctrl in updates}
 
+    def target_limits(self) -> dict[str, tuple[float, float]]:
+        """The ``(low, high)`` range :meth:`set_targets` clamps each data-plane joint to
+        (its actuator's control range, in joint units)."""
+        limits = {}
+        for name in self.joint_names:
+            channel = self._index.channels[name]
+            low, high = self.model.actuator_ctrlrange[channel.actuator]
+            ends = sorted((channel.from_ctrl(float(low)), channel.from_ctrl(float(high))))
+            limits[name] = (ends[0], ends[1])
+        return limits
+
     def targets(self) -> dict[str, float]:
         """The current position target of every data-plane joint."""
         channels = self._index.channels

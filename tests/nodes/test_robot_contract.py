@@ -2,7 +2,8 @@
 suite over every adapter that runs without Dora.
 
 The adapters are the MuJoCo world's data plane in process (the physics thread the world
-node runs) and the robot-arm skill's forge-robot driver on its fake backend, driven by
+node runs) with every shipped robot model (sim_arm's own cell, and OpenArm v2 composed from
+its package MJCF) and the robot-arm skill's forge-robot driver on its fake backend, driven by
 forge-robot's own node-loop handlers (``_handle_tick``, ``_handle_control_input``) on a
 fake clock. Each check runs on both: named ``JointState`` rows that pass forge-robot's
 validator, a sparse ``JointCommand`` that keeps the other joints, a clamp whose result is
@@ -27,8 +28,9 @@ from forge_robot import node_runner, validate_robot_state_arrow
 from doraforge.nodes.motion.cli import DEFAULT_PROFILE
 from doraforge.nodes.robot import contract
 from doraforge.nodes.robot.contract import Limits, clamp, is_stale, merge_command
-from doraforge.nodes.robot.profile import RobotProfile, load_profile
+from doraforge.nodes.robot.profile import RobotProfile, load_profile, profile_path
 from doraforge.nodes.world.dataplane import WorldDataPlane
+from doraforge.nodes.world.layout import build_world
 from doraforge.nodes.world.simulation import Simulation, SimulationOptions
 from doraforge.sim.environment import Environment
 from doraforge.sim.render import Cameras
@@ -100,6 +102,11 @@ class Adapter(Protocol):
     state_output: str
     joint_names: list[str]
     limits: dict[str, Limits]
+    #: The start every check settles at first: every joint's target by name.
+    held: dict[str, float]
+    #: A joint and a target for the sparse-command check; the joint the clamp check drives.
+    sparse: tuple[str, float]
+    clamped: str
 
     def states(self) -> list[tuple[str, Any, int]]:
         """Every state published so far: ``(output id, value, stamp_ns)``."""
@@ -116,30 +123,47 @@ class Adapter(Protocol):
         ...
 
 
-def profile_limits(profile: RobotProfile) -> dict[str, Limits]:
-    limits = {joint.name: Limits(joint.lower, joint.upper) for joint in profile.arm_joints}
-    mapping = profile.gripper.joint_for_width
-    for joint in profile.gripper.joints:
-        limits[joint] = Limits(
-            mapping.joint_for(profile.gripper.closed_width),
-            mapping.joint_for(profile.gripper.max_width),
-        )
-    return limits
+DEFAULT = load_profile(DEFAULT_PROFILE)
+ROBOTS = ("sim_arm", "openarm")
+#: Per robot: (joint, target) the sparse check moves, and the joint the clamp check drives
+#: past its upper limit (a wrist roll on OpenArm: nothing it swings can hit the table).
+MOVES: dict[str, tuple[tuple[str, float], str]] = {
+    "sim_arm": (("elbow", 1.5), "shoulder_pan"),
+    "openarm": (("openarm_right_joint4", 1.9), "openarm_right_joint7"),
+}
+
+
+def actuator_limits(world: World) -> dict[str, Limits]:
+    """The range the world clamps each data-plane joint's target to."""
+    return {name: Limits(low, high) for name, (low, high) in world.target_limits().items()}
 
 
 class WorldAdapter:
-    """The world node's data plane on the real MuJoCo cell, started as the node starts it."""
+    """The world node's data plane on the real MuJoCo cell of one robot, started as the node
+    starts it (sim_arm: the default cell; another robot: its composed cell)."""
 
     state_output = contract.JOINT_STATE
 
-    def __init__(self, profile: RobotProfile) -> None:
-        self.joint_names = profile.joint_names
-        self.limits = profile_limits(profile)
+    def __init__(self, robot: str) -> None:
+        profile = load_profile(profile_path(robot)) if robot != "sim_arm" else None
+        self.joint_names = (
+            DEFAULT.joint_names if profile is None else profile.data_plane_joint_names
+        )
+        self.held = held_targets(profile or DEFAULT)
+        self.sparse, self.clamped = MOVES[robot]
         # Paced, as the node runs: sim-time stamps then age at the rate the stale rule assumes.
         options = SimulationOptions(paced=True, camera_hz=5.0, width=64, height=48)
+        world = World() if profile is None else build_world(profile)
+        # What the world clamps to is its actuators' ranges (the contract's "what was sent").
+        self.limits = actuator_limits(world)
         self.simulation = Simulation(
-            lambda: Environment(World(), PickPlace(), seed=1),
-            lambda world: Cameras(world.model, height=options.height, width=options.width),
+            lambda: Environment(world, PickPlace(), seed=1),
+            lambda world: Cameras(
+                world.model,
+                height=options.height,
+                width=options.width,
+                aliases=world.layout.cameras,
+            ),
             options,
         )
         self.plane = WorldDataPlane(self.simulation)
@@ -208,6 +232,8 @@ class DriverAdapter:
         self.limits = {
             spec.name: Limits(spec.min_position, spec.max_position) for spec in module.ACTUATORS
         }
+        self.held = held_targets(DEFAULT)
+        self.sparse, self.clamped = MOVES["sim_arm"]
         self.sent: list[tuple[str, Any, int]] = []
 
     def send_output(self, output: str, value: Any, metadata: Any = None) -> None:
@@ -257,21 +283,32 @@ class DriverAdapter:
 
 
 @pytest.fixture(scope="module")
-def profile() -> RobotProfile:
-    return load_profile(DEFAULT_PROFILE)
+def worlds() -> Iterator[dict[str, WorldAdapter]]:
+    """The world adapters, built on first use and closed at the end of the module."""
+    built: dict[str, WorldAdapter] = {}
+    yield built
+    for adapter in built.values():
+        adapter.close()
 
 
-@pytest.fixture(scope="module")
-def world(profile: RobotProfile) -> Iterator[WorldAdapter]:
-    adapter = WorldAdapter(profile)
-    yield adapter
-    adapter.close()
+def world_of(worlds: dict[str, WorldAdapter], robot: str) -> WorldAdapter:
+    if robot not in worlds:
+        worlds[robot] = WorldAdapter(robot)
+    return worlds[robot]
 
 
-@pytest.fixture(scope="module", params=["mujoco_world", "forge_robot_fake_driver"])
-def adapter(request: pytest.FixtureRequest, profile: RobotProfile) -> Iterator[Adapter]:
-    if request.param == "mujoco_world":
-        yield request.getfixturevalue("world")  # shared; the world fixture closes it
+@pytest.fixture(scope="module", params=ROBOTS)
+def world(request: pytest.FixtureRequest, worlds: dict[str, WorldAdapter]) -> WorldAdapter:
+    return world_of(worlds, request.param)
+
+
+@pytest.fixture(
+    scope="module",
+    params=[*(f"mujoco_world-{robot}" for robot in ROBOTS), "forge_robot_fake_driver"],
+)
+def adapter(request: pytest.FixtureRequest, worlds: dict[str, WorldAdapter]) -> Iterator[Adapter]:
+    if request.param.startswith("mujoco_world-"):
+        yield world_of(worlds, request.param.removeprefix("mujoco_world-"))
         return
     driver = DriverAdapter()
     yield driver
@@ -279,12 +316,14 @@ def adapter(request: pytest.FixtureRequest, profile: RobotProfile) -> Iterator[A
 
 
 def held_targets(profile: RobotProfile) -> dict[str, float]:
-    """The sim arm's home pose, gripper open: a start both adapters can reach."""
-    gripper = profile.gripper.joint_for_width.joint_for(profile.gripper.open_width)
-    return {
-        **dict(zip(profile.arm_joint_names, profile.home, strict=True)),
-        **dict.fromkeys(profile.gripper.joints, gripper),
-    }
+    """Every arm at home with its gripper open: a start every adapter can reach."""
+    held: dict[str, float] = {}
+    for name in profile.arm_names:
+        arm = profile.arm(name)
+        opened = arm.gripper.joint_for_width.joint_for(arm.gripper.open_width)
+        held.update(zip((joint.name for joint in arm.arm_joints), arm.home, strict=True))
+        held.update(dict.fromkeys(arm.gripper.joints, opened))
+    return held
 
 
 def by_name(state: JointState) -> dict[str, float]:
@@ -319,31 +358,30 @@ def test_state_is_named_joint_state_rows_that_pass_forge_robots_validator(adapte
         assert all(math.isfinite(p) for p in state.position)
 
 
-def test_a_sparse_command_moves_its_joint_and_keeps_the_others(
-    adapter: Adapter, profile: RobotProfile
-):
-    held = held_targets(profile)
+def test_a_sparse_command_moves_its_joint_and_keeps_the_others(adapter: Adapter):
+    held = adapter.held
     settle_at(adapter, held, "the home pose")
-    sparse = JointCommand(name=["elbow"], mode="position", position=[1.5])
+    joint, target = adapter.sparse
+    sparse = JointCommand(name=[joint], mode="position", position=[target])
     expected = merge_command(held, sparse)
     adapter.send(sparse)
-    state = adapter.until(at(expected), "elbow at 1.5 with the other joints held")
-    assert abs(by_name(state)["elbow"] - 1.5) < TOLERANCE
+    state = adapter.until(at(expected), f"{joint} at {target} with the other joints held")
+    assert abs(by_name(state)[joint] - target) < TOLERANCE
 
 
 def test_a_target_beyond_the_limits_is_clamped_to_what_the_contract_says_was_sent(
-    adapter: Adapter, profile: RobotProfile
+    adapter: Adapter,
 ):
-    held = held_targets(profile)
+    held, joint = adapter.held, adapter.clamped
     settle_at(adapter, held, "the home pose")
-    beyond = adapter.limits["shoulder_pan"].upper + 0.6
-    sparse = JointCommand(name=["shoulder_pan"], mode="position", position=[beyond])
+    beyond = adapter.limits[joint].upper + 0.6
+    sparse = JointCommand(name=[joint], mode="position", position=[beyond])
     sent, clamped = clamp(merge_command(held, sparse), adapter.limits)
-    assert clamped == ("shoulder_pan",)
+    assert clamped == (joint,)
     adapter.send(sparse)
-    adapter.until(at(sent), "shoulder_pan at its upper limit, the others held")
-    pans = [by_name(JointState.from_arrow(v))["shoulder_pan"] for _, v, _ in adapter.states()]
-    assert max(pans) < adapter.limits["shoulder_pan"].upper + TOLERANCE
+    adapter.until(at(sent), f"{joint} at its upper limit, the others held")
+    reached = [by_name(JointState.from_arrow(v))[joint] for _, v, _ in adapter.states()]
+    assert max(reached) < adapter.limits[joint].upper + TOLERANCE
 
 
 def test_state_stamps_are_nanoseconds_the_stale_rule_can_judge(adapter: Adapter):
