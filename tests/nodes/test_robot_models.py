@@ -1,0 +1,123 @@
+"""Shipped robot models: profiles by name, the packaged OpenArm MJCF with the frames the
+profile adds, one mount for the IK model and the world, and the bimanual profile's arms."""
+
+from __future__ import annotations
+
+import warnings
+
+import mujoco
+import numpy as np
+import pytest
+
+from doraforge.nodes.arm.kinematics import Kinematics
+from doraforge.nodes.motion.cli import parse_robot_node
+from doraforge.nodes.robot.model import compile_robot
+from doraforge.nodes.robot.profile import (
+    ProfileError,
+    RobotProfile,
+    load_profile,
+    profile_path,
+    shipped_profiles,
+)
+from doraforge.nodes.world.__main__ import main as world_main
+from doraforge.nodes.world.layout import build_world, layout_from_profile
+
+SOFT_LIMIT_MARGIN = 0.02  # rad: the profile's limits sit this far inside the MJCF ranges
+
+
+@pytest.fixture(scope="module")
+def openarm() -> RobotProfile:
+    return load_profile(profile_path("openarm"))
+
+
+@pytest.fixture(autouse=True)
+def _quiet_attach():
+    # MuJoCo warns that a robot attached without a prefix may not save back to one file.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Attaching a spec with an empty prefix")
+        yield
+
+
+def test_robots_are_chosen_by_shipped_name_or_by_path(tmp_path):
+    assert {"sim_arm", "openarm"} <= set(shipped_profiles())
+    assert profile_path("openarm").name == "openarm.yml"
+    assert profile_path(str(tmp_path / "mine.yml")) == tmp_path / "mine.yml"
+    with pytest.raises(
+        ProfileError, match=r"unknown robot 'ur5': choose one of .*openarm.*sim_arm"
+    ):
+        profile_path("ur5")
+
+
+def test_openarm_joint_limits_sit_inside_the_packaged_mjcf_ranges(openarm: RobotProfile):
+    model = compile_robot(openarm)
+    for name in openarm.arm_names:
+        arm = openarm.arm(name)
+        for joint in arm.arm_joints:
+            low, high = model.joint(joint.name).range
+            assert joint.lower == pytest.approx(low + SOFT_LIMIT_MARGIN, abs=1e-4)
+            assert joint.upper == pytest.approx(high - SOFT_LIMIT_MARGIN, abs=1e-4)
+        finger = model.joint(arm.gripper.joints[0])
+        low, high = finger.range
+        for width in (arm.gripper.closed_width, arm.gripper.max_width):
+            assert low <= arm.gripper.joint_for_width.joint_for(width) <= high
+
+
+def test_the_added_tool_site_points_out_of_the_fingers_at_home(openarm: RobotProfile):
+    for name in openarm.arm_names:
+        kinematics = Kinematics(openarm.for_arm(name))
+        position, rotation = kinematics.tool_pose(kinematics.home)
+        np.testing.assert_allclose(rotation[:, 2], [0.0, 0.0, -1.0], atol=0.01)
+        assert 0.1 < position[2] < 0.2  # above the table, not in it
+
+
+def test_the_ik_model_and_the_world_see_the_same_mount(openarm: RobotProfile):
+    world = build_world(openarm)
+    kinematics = Kinematics(openarm)
+    np.testing.assert_allclose(world.tool_position(), kinematics.fk(kinematics.home)[0], atol=1e-6)
+    assert openarm.mount.pos[2] > 0  # the model's origin (shoulders) is above the table top
+
+
+def test_the_bimanual_profile_serves_each_arm_as_a_single_arm_profile(openarm: RobotProfile):
+    assert openarm.arm_names == ["right", "left"]
+    left = openarm.for_arm("left")
+    assert left.arm_joint_names[0] == "openarm_left_joint1"
+    assert left.joint_names == [*left.arm_joint_names, "openarm_left_finger_joint1"]
+    assert left.arms == {}
+    assert openarm.for_arm(None) is openarm
+    with pytest.raises(ProfileError, match="no arm 'middle'; arms: \\['right', 'left'\\]"):
+        openarm.for_arm("middle")
+
+
+def test_the_world_publishes_every_arm_and_maps_the_wrist_camera(openarm: RobotProfile):
+    layout = layout_from_profile(openarm)
+    assert list(layout.joint_names) == openarm.data_plane_joint_names
+    assert len(layout.joint_names) == 16
+    assert layout.camera("wrist") == "camera_wrist_right"
+    world = build_world(openarm)
+    assert world.gripper_width() == pytest.approx(openarm.gripper.open_width)
+
+
+def test_a_single_arm_profile_composes_the_same_cell_as_the_default(openarm: RobotProfile):
+    from doraforge.sim.world import World
+
+    sim_arm = load_profile(profile_path("sim_arm"))
+    composed, default = build_world(sim_arm), World()
+    assert composed.joint_names == default.joint_names
+    np.testing.assert_allclose(composed.tool_position(), default.tool_position(), atol=1e-9)
+    assert composed.model.opt.integrator == mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+
+
+def test_the_arm_nodes_take_a_robot_name_and_an_arm():
+    _, profile = parse_robot_node("arm", ["--profile", "openarm", "--arm", "left"], {})
+    assert profile.tool_site == "left_tool_center"
+    with pytest.raises(SystemExit):
+        parse_robot_node("arm", ["--profile", "openarm", "--arm", "middle"], {})
+
+
+def test_the_world_node_refuses_an_unknown_robot_in_one_line(capsys: pytest.CaptureFixture[str]):
+    with pytest.raises(SystemExit) as exited:
+        world_main(["--profile", "ur5"])
+    assert exited.value.code == 2
+    message = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "ROBOT_PROFILE_INVALID: unknown robot 'ur5'" in message
+    assert "openarm" in message
