@@ -1,4 +1,5 @@
-"""Entry point of the arm provider node: ``python -m doraforge.nodes.arm [--profile PATH]``.
+"""Entry point of the arm provider node: ``python -m doraforge.nodes.arm [--profile NAME_OR_PATH]
+[--arm NAME]`` (a second arm registers as ``arm_<NAME>``).
 
 Dataflow stanza::
 
@@ -29,7 +30,10 @@ from doraforge.nodes.runner import run_endpoint
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``arm`` endpoint as a Dora node until Dora stops it."""
     options, profile = parse_robot_node("doraforge arm ToolEndpoint provider", argv, os.environ)
-    return run_endpoint(definition(from_profile(profile), Kinematics(profile)), options=options)
+    endpoint = definition(
+        from_profile(profile), Kinematics(profile), endpoint_id=profile.endpoint_id("arm")
+    )
+    return run_endpoint(endpoint, options=options)
 
 
 if __name__ == "__main__":

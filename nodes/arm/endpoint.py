@@ -7,6 +7,8 @@ in-process test build on. Dora ids: inputs ``tool_request``, ``joint_state``; ou
 
 from __future__ import annotations
 
+from forge_tool import ToolEndpointDescriptor
+
 from doraforge.nodes.arm.config import ArmConfig
 from doraforge.nodes.arm.planners import (
     HomePlanner,
@@ -27,14 +29,20 @@ MOTIONS = ("move_to_pose", "move_joints", "home")
 DESCRIPTOR = motion_descriptor(ENDPOINT_ID, MOTIONS, "arm_state")
 
 
+def _descriptor(endpoint_id: str) -> ToolEndpointDescriptor:
+    return motion_descriptor(endpoint_id, MOTIONS, "arm_state")
+
+
 def definition(
     config: ArmConfig,
     kinematics: Kinematics,
     *,
     timing: Timing | None = None,
     endpoint_instance_id: str | None = None,
+    endpoint_id: str = ENDPOINT_ID,
 ) -> EndpointDefinition:
-    """Build the arm endpoint for one process start (its data plane included)."""
+    """Build the arm endpoint for one process start (its data plane included); a second
+    arm of the same robot registers under its own ``endpoint_id`` (``arm_left``)."""
     stack = MotionStack(config.names, timing or RealTiming(), config.follow, MOTIONS)
     planners = {
         "move_to_pose": MoveToPosePlanner(config, kinematics),
@@ -43,7 +51,7 @@ def definition(
     }
     state = ArmStateQuery(config, kinematics, stack.plane, stack.guard)
     return stack.definition(
-        DESCRIPTOR,
+        DESCRIPTOR if endpoint_id == ENDPOINT_ID else _descriptor(endpoint_id),
         planners,
         {"arm_state": state},
         prefix=PREFIX,

@@ -7,7 +7,18 @@ this is pure geometry.
 
 IK is damped least squares on the tool site's Jacobian. Targets are a position plus the
 orientation "tool pointing straight down" with either a free or a given yaw (rotation of the
-tool's x axis about the vertical, measured from the base x axis).
+tool's x axis about the vertical, measured from the base x axis). It serves any profile's
+model (sim_arm's 6 joints, OpenArm's 7): a joint pinned at a limit leaves the solve instead of
+being clipped (clipping stalled the 7-DOF arm against its wrist limits), a redundant arm is
+pulled toward its starting posture inside the null space, and random restarts are tripled
+for it.
+
+Why this solver and not ``mink`` (1.3.0, Apache-2.0, on the index): mink solves the same
+differential IK as a QP per step, so it handles limits as constraints rather than by column
+removal, but it is as local as this solver (the restarts stay ours) and brings qpsolvers and
+daqp into every arm node for a problem of at most seven joints and five or six task rows. The
+generalised DLS solves every pose the shipped pick-and-place needs on both robots; mink stays
+the candidate when a robot needs collision or velocity constraints in the IK itself.
 """
 
 from __future__ import annotations

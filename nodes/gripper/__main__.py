@@ -28,7 +28,8 @@ from doraforge.nodes.runner import run_endpoint
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``gripper`` endpoint as a Dora node until Dora stops it."""
     options, profile = parse_robot_node("doraforge gripper ToolEndpoint provider", argv, os.environ)
-    return run_endpoint(definition(from_profile(profile)), options=options)
+    endpoint = definition(from_profile(profile), endpoint_id=profile.endpoint_id("gripper"))
+    return run_endpoint(endpoint, options=options)
 
 
 if __name__ == "__main__":

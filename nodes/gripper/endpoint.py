@@ -6,6 +6,8 @@ Dora ids: inputs ``tool_request``, ``joint_state``; outputs ``tool_response``,
 
 from __future__ import annotations
 
+from forge_tool import ToolEndpointDescriptor
+
 from doraforge.nodes.definition import EndpointDefinition
 from doraforge.nodes.gripper.config import GripperConfig
 from doraforge.nodes.gripper.planners import GraspPlanner, GripMemory, ReleasePlanner
@@ -21,19 +23,25 @@ MOTIONS = ("grasp", "release")
 DESCRIPTOR = motion_descriptor(ENDPOINT_ID, MOTIONS, "gripper_state")
 
 
+def _descriptor(endpoint_id: str) -> ToolEndpointDescriptor:
+    return motion_descriptor(endpoint_id, MOTIONS, "gripper_state")
+
+
 def definition(
     config: GripperConfig,
     *,
     timing: Timing | None = None,
     endpoint_instance_id: str | None = None,
+    endpoint_id: str = ENDPOINT_ID,
 ) -> EndpointDefinition:
-    """Build the gripper endpoint for one process start (its data plane included)."""
+    """Build the gripper endpoint for one process start (its data plane included); a
+    second arm's gripper registers under its own ``endpoint_id`` (``gripper_left``)."""
     stack = MotionStack(config.joints, timing or RealTiming(), config.follow, MOTIONS)
     memory = GripMemory()
     planners = {"grasp": GraspPlanner(config, memory), "release": ReleasePlanner(config, memory)}
     state = GripperStateQuery(config, stack.plane, memory)
     return stack.definition(
-        DESCRIPTOR,
+        DESCRIPTOR if endpoint_id == ENDPOINT_ID else _descriptor(endpoint_id),
         planners,
         {"gripper_state": state},
         prefix=PREFIX,

@@ -231,6 +231,8 @@ class RobotProfile(_Strict):
     arms: dict[Name, ArmProfile] = Field(default_factory=dict)
     cell: CellProfile = Field(default_factory=CellProfile)
     tolerances: Tolerances = Field(default_factory=Tolerances)
+    #: Set by :meth:`for_arm` for an arm that is not the primary (not written in files).
+    served_arm: Name | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -283,13 +285,33 @@ class RobotProfile(_Strict):
 
     def for_arm(self, name: str | None) -> RobotProfile:
         """This profile as arm ``name`` sees it: that arm's fields at the top level, no
-        further arms (so an arm or gripper node reads its own arm without knowing others).
-        Raises :class:`ProfileError` for an unknown arm."""
+        further arms (so an arm or gripper node reads its own arm without knowing others),
+        directions given in the primary tool frame moved to this arm's tool frame. Raises
+        :class:`ProfileError` for an unknown arm."""
         if name is None or name == self.primary_arm:
             return self
         chosen = self.arm(name)
         fields = {field: getattr(chosen, field) for field in _ARM_FIELDS}
-        return self.model_copy(update={**fields, "primary_arm": name, "arms": {}})
+        # A direction in the primary arm's tool frame (approach) means each arm's own one.
+        directions = {
+            key: direction.model_copy(update={"frame": chosen.tool_frame})
+            if direction.frame == self.tool_frame
+            else direction
+            for key, direction in self.directions.items()
+        }
+        update = {
+            **fields,
+            "directions": directions,
+            "primary_arm": name,
+            "arms": {},
+            "served_arm": name,
+        }
+        return self.model_copy(update=update)
+
+    def endpoint_id(self, base: str) -> str:
+        """The endpoint id a node of this arm registers: ``base`` (``arm``, ``gripper``)
+        for the primary arm, ``<base>_<arm>`` (``arm_left``) for another."""
+        return base if self.served_arm is None else f"{base}_{self.served_arm}"
 
 
 PROFILES_DIR = Path(__file__).resolve().parent / "profiles"

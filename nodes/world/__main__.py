@@ -19,7 +19,7 @@ from doraforge.nodes.cli import build_parser, configure_logging, options_from_ar
 from doraforge.nodes.definition import EndpointDefinition
 from doraforge.nodes.robot.profile import ProfileError, RobotProfile, load_profile, profile_path
 from doraforge.nodes.runner import run_endpoint
-from doraforge.nodes.world.dataplane import WorldDataPlane
+from doraforge.nodes.world.dataplane import WorldDataPlane, arm_command_inputs
 from doraforge.nodes.world.endpoint import DESCRIPTOR, ResetAction, SceneStateQuery, world_status
 from doraforge.nodes.world.layout import build_world
 from doraforge.nodes.world.simulation import Simulation, SimulationOptions
@@ -80,7 +80,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         descriptor=DESCRIPTOR,
         operations={"scene_state": SceneStateQuery(simulation), "reset": ResetAction(simulation)},
         status=lambda: world_status(simulation),
-        data_plane=WorldDataPlane(simulation),
+        data_plane=WorldDataPlane(
+            simulation, arm_command_inputs([] if profile is None else list(profile.arms))
+        ),
     )
     return run_endpoint(definition, options=options_from_args(args))
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -18,16 +18,26 @@ log = logging.getLogger(__name__)
 COMMAND_INPUTS = frozenset({ARM_COMMAND, GRIPPER_COMMAND})
 
 
-class WorldDataPlane:
-    """Feeds position commands to the simulation and starts it once it can publish."""
+def arm_command_inputs(arms: Iterable[str]) -> frozenset[str]:
+    """The command inputs of a robot's further arms: ``arm_<arm>_command`` and
+    ``gripper_<arm>_command`` (the primary arm's are ``arm_command``, ``gripper_command``)."""
+    return frozenset(f"{part}_{arm}_command" for arm in arms for part in ("arm", "gripper"))
 
-    def __init__(self, simulation: Simulation) -> None:
+
+class WorldDataPlane:
+    """Feeds position commands to the simulation and starts it once it can publish.
+
+    ``extra_inputs`` are the command inputs of a multi-arm robot's further arms
+    (:func:`arm_command_inputs`); every command input feeds the same sparse targets."""
+
+    def __init__(self, simulation: Simulation, extra_inputs: frozenset[str] = frozenset()) -> None:
         self._simulation = simulation
+        self._inputs = COMMAND_INPUTS | extra_inputs
         self.rejected = 0
 
     @property
     def inputs(self) -> frozenset[str]:
-        return COMMAND_INPUTS
+        return self._inputs
 
     def attach(self, publish: Publish) -> None:
         self._simulation.start(publish)

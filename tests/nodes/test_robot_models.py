@@ -121,3 +121,34 @@ def test_the_world_node_refuses_an_unknown_robot_in_one_line(capsys: pytest.Capt
     message = capsys.readouterr().err.strip().splitlines()[-1]
     assert "ROBOT_PROFILE_INVALID: unknown robot 'ur5'" in message
     assert "openarm" in message
+
+
+def test_a_second_arm_registers_its_own_endpoints_in_its_own_tool_frame(openarm: RobotProfile):
+    from doraforge.nodes.arm import config as arm_config
+    from doraforge.nodes.arm.endpoint import definition as arm_definition
+    from doraforge.nodes.gripper import config as gripper_config
+    from doraforge.nodes.gripper.endpoint import definition as gripper_definition
+
+    left = openarm.for_arm("left")
+    assert (left.endpoint_id("arm"), left.endpoint_id("gripper")) == ("arm_left", "gripper_left")
+    assert openarm.endpoint_id("arm") == "arm"
+    assert left.directions["approach"].frame == "left_tool_center"
+    assert left.directions["up"].frame == "table"
+    arm = arm_definition(
+        arm_config.from_profile(left), Kinematics(left), endpoint_id=left.endpoint_id("arm")
+    )
+    gripper = gripper_definition(
+        gripper_config.from_profile(left), endpoint_id=left.endpoint_id("gripper")
+    )
+    assert arm.descriptor.endpoint_id == "arm_left"
+    assert gripper.descriptor.endpoint_id == "gripper_left"
+    assert {op.name for op in arm.descriptor.operations} >= {"move_to_pose", "arm_state"}
+
+
+def test_the_world_takes_the_further_arms_commands_on_their_own_inputs(openarm: RobotProfile):
+    from doraforge.nodes.world.dataplane import COMMAND_INPUTS, WorldDataPlane, arm_command_inputs
+
+    extra = arm_command_inputs(openarm.arms)
+    assert extra == {"arm_left_command", "gripper_left_command"}
+    plane = WorldDataPlane(simulation=None, extra_inputs=extra)  # type: ignore[arg-type]
+    assert plane.inputs == COMMAND_INPUTS | extra
