@@ -16,8 +16,11 @@ import pytest
 from doraforge.cli.demos.pick_place import pick_and_place
 from doraforge.dataflows import DATAFLOWS
 from tests.e2e.conftest import SIM_ENV, SIM_TOOLS, MockStack, dataflow_stack
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+BIMANUAL = Path(__file__).parent / "openarm_bimanual" / "dataflow.yml"
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +29,14 @@ def openarm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockStack]:
     with dataflow_stack(
         directory, DATAFLOWS / "sim-openarm.yml", SIM_TOOLS, SIM_ENV, start_timeout_s=180.0
     ) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def bimanual(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockStack]:
+    directory = tmp_path_factory.mktemp("openarm-bimanual-dataflow")
+    tools = (*SIM_TOOLS, "arm_left.move_to_pose", "gripper_left.grasp")
+    with dataflow_stack(directory, BIMANUAL, tools, SIM_ENV, start_timeout_s=180.0) as running:
         yield running
 
 
@@ -53,3 +64,37 @@ def test_pick_and_place_on_openarm_puts_the_cube_in_the_target(
     report = pick_and_place(openarm.http, tmp_path, say=lambda _: None)
     assert report.success, report.steps
     assert scene(openarm)["predicates"]["cube_in_target_and_resting"] is True
+
+
+def outputs(cell: MockStack, endpoint: str, operation: str) -> dict[str, Any]:
+    """A state Query's outputs, once it has state to answer from (a node just started may
+    answer ``*_NO_STATE`` until its first joint_state arrives)."""
+
+    def answered() -> dict[str, Any] | None:
+        response = cell.http.post(f"/tools/{endpoint}/{operation}:invoke", json={"arguments": {}})
+        result = cell.data(response)["response"]["result"]
+        return dict(result["outputs"]) if result["status"] == "succeeded" else None
+
+    found = eventually(answered, within=30.0, what=f"{endpoint}/{operation} to answer")
+    assert found is not None
+    return found
+
+
+def test_the_left_arm_is_its_own_pair_of_endpoints_in_its_own_frame(bimanual: MockStack) -> None:
+    frames = bimanual.context("arm_left.move_to_pose")["robot_frame_profile"]
+    assert frames["tool_frame"] == "left_tool_center"
+    assert frames["directions"]["approach"]["frame"] == "left_tool_center"
+    right_before = outputs(bimanual, "arm", "arm_state")["position"]
+    target = [0.2, 0.15, 0.1]
+    admitted = bimanual.start("arm_left.move_to_pose", {"position": target, "yaw": 3.1})
+    assert bimanual.terminal(admitted["invocation_id"], timeout_s=60.0)["phase"] == "completed"
+    reached = outputs(bimanual, "arm_left", "arm_state")["position"]
+    assert max(abs(a - b) for a, b in zip(reached, target, strict=True)) < 0.01
+    right_after = outputs(bimanual, "arm", "arm_state")["position"]
+    assert max(abs(a - b) for a, b in zip(right_before, right_after, strict=True)) < 0.005
+    grasp = bimanual.start("gripper_left.grasp", {})
+    assert bimanual.terminal(grasp["invocation_id"], timeout_s=60.0)["phase"] == "completed"
+    assert outputs(bimanual, "gripper_left", "gripper_state")["width"] < 0.01
+    assert (
+        outputs(bimanual, "gripper", "gripper_state")["width"] > 0.08
+    )  # the right gripper stayed open

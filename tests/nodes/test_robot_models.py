@@ -4,11 +4,13 @@ profile adds, one mount for the IK model and the world, and the bimanual profile
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import mujoco
 import numpy as np
 import pytest
 
+from doraforge.cli.demos.sim import ROBOT_PROFILES
 from doraforge.nodes.arm.kinematics import Kinematics
 from doraforge.nodes.motion.cli import parse_robot_node
 from doraforge.nodes.robot.model import compile_robot
@@ -152,3 +154,10 @@ def test_the_world_takes_the_further_arms_commands_on_their_own_inputs(openarm: 
     assert extra == {"arm_left_command", "gripper_left_command"}
     plane = WorldDataPlane(simulation=None, extra_inputs=extra)  # type: ignore[arg-type]
     assert plane.inputs == COMMAND_INPUTS | extra
+
+
+def test_every_demo_robot_has_a_skill_profile_that_starts_its_cell() -> None:
+    root = Path(__file__).resolve().parents[2] / "skills" / "pick-place"
+    for robot, profile in ROBOT_PROFILES.items():
+        dataflow = (root / "profiles" / profile / "dataflow.yml").read_text(encoding="utf-8")
+        assert ("--profile openarm" in dataflow) == (robot == "openarm"), robot
