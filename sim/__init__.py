@@ -16,8 +16,18 @@ mirrors it, so the width between the pads is twice the joint value, 0 to 0.08 m)
 has a position actuator of the same name. Cameras: ``scene`` (fixed, looking at the
 workspace) and ``wrist`` (on the hand, looking along the tool z axis).
 
+Other robots: :mod:`sim.cell` composes a cell with ``MjSpec`` from doraforge's furniture
+(``sim/assets/furniture.xml``: the same table, cube, target zone, scene camera and lights)
+and any robot MJCF at its mount, and a :class:`~sim.layout.RobotLayout` tells the world which
+joints, actuators (joint or tendon grippers), sites and cameras are each arm's
+(:data:`~sim.layout.SIM_ARM_LAYOUT` is the default cell's). The world node builds both from a
+robot profile (``nodes/world/layout.py``); OpenArm v2 ships that way.
+
 Modules, split as dm_control splits Physics from Task:
 
+- :mod:`sim.layout`: :class:`~sim.layout.RobotLayout` (arms, grippers, base frame, cameras,
+  cube region), plain data.
+- :mod:`sim.cell`: :func:`~sim.cell.compose_cell`, furniture plus a robot spec.
 - :mod:`sim.world`: :class:`~sim.world.World`, the physics state (targets in, joint state and
   a typed scene state out, free bodies placed, divergence detection). Its reset restores the
   model and draws nothing.
