@@ -53,9 +53,9 @@ def shipped() -> Iterator[Shipped]:
             yield Shipped(gateway, dataflow, gateway.parents[2])
 
 
-def profile_argument(args: list[str]) -> str | None:
-    for flag, value in itertools.pairwise(args):
-        if flag == "--profile":
+def flag(args: list[str], name: str) -> str | None:
+    for key, value in itertools.pairwise(args):
+        if key == name:
             return value
     return None
 
@@ -72,13 +72,16 @@ def resolve_profile(value: str | None, where: Shipped) -> Path:
 
 
 def robot_nodes(where: Shipped) -> dict[str, RobotProfile]:
-    """Endpoint id -> the profile its node loads, for every arm and gripper node."""
+    """Endpoint id (as the node registers it) -> the profile its node loads (as its ``--arm`` sees it, for a second arm
+    of a multi-arm profile), for every arm and gripper node."""
     document = yaml.safe_load(where.dataflow.read_text(encoding="utf-8"))
     found: dict[str, RobotProfile] = {}
     for node in document["nodes"]:
         args = shlex.split(str(node.get("args", "")))
         if len(args) >= 2 and args[0] == "-m" and args[1] in ROBOT_MODULES:
-            found[node["id"]] = frames_of(resolve_profile(profile_argument(args), where))
+            profile = frames_of(resolve_profile(flag(args, "--profile"), where))
+            served = profile.for_arm(flag(args, "--arm"))
+            found[served.endpoint_id(args[1].rsplit(".", 1)[1])] = served
     return found
 
 
