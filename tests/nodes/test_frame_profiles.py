@@ -72,8 +72,9 @@ def resolve_profile(value: str | None, where: Shipped) -> Path:
 
 
 def robot_nodes(where: Shipped) -> dict[str, RobotProfile]:
-    """Endpoint id (as the node registers it) -> the profile its node loads (as its ``--arm`` sees it, for a second arm
-    of a multi-arm profile), for every arm and gripper node."""
+    """Endpoint id (as the node registers it) -> the profile its node loads, as its
+    ``--arm`` sees it (a second arm of a multi-arm profile), for every arm and gripper
+    node."""
     document = yaml.safe_load(where.dataflow.read_text(encoding="utf-8"))
     found: dict[str, RobotProfile] = {}
     for node in document["nodes"]:
