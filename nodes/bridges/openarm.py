@@ -31,7 +31,7 @@ Dataflow stanza (``dataflows/openarm-dummy.yml``)::
 
     - id: bridge
       path: python
-      args: -m doraforge.nodes.bridges.openarm --profile PROFILE
+      args: -m doraforge.nodes.bridges.openarm --profile openarm_dummy
       inputs:
         tick: dora/timer/millis/10
         position: openarm/position
@@ -51,7 +51,6 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -63,7 +62,7 @@ from doraforge.nodes.cli import LOG_LEVEL_ENV, configure_logging
 from doraforge.nodes.dataplane import Publish
 from doraforge.nodes.robot import contract
 from doraforge.nodes.robot.contract import Limits, clamp, is_stale, merge_command
-from doraforge.nodes.robot.profile import ProfileError, RobotProfile, load_profile
+from doraforge.nodes.robot.profile import ProfileError, RobotProfile, load_profile, profile_path
 
 # Named, not __name__: run with -m, the module is __main__.
 logger = logging.getLogger("doraforge.nodes.bridges.openarm")
@@ -345,7 +344,11 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="doraforge bridge to an OpenArm Dora node (dora-openarm-dummy)"
     )
-    parser.add_argument("--profile", type=Path, required=True, help="robot profile YAML file")
+    parser.add_argument(
+        "--profile",
+        required=True,
+        help="robot profile: a shipped name (openarm_dummy) or a YAML file",
+    )
     parser.add_argument(
         "--max-age-s",
         type=float,
@@ -362,7 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configure_logging(args.log_level)
     try:
-        joints = joints_from_profile(load_profile(args.profile))
+        joints = joints_from_profile(load_profile(profile_path(args.profile)))
     except (ProfileError, BridgeConfigError) as exc:
         parser.error(str(exc))
     import dora  # only the Dora process needs the runtime
