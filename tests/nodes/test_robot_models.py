@@ -3,12 +3,15 @@ profile adds, one mount for the IK model and the world, and the bimanual profile
 
 from __future__ import annotations
 
+import copy
 import warnings
 from pathlib import Path
+from typing import Any
 
 import mujoco
 import numpy as np
 import pytest
+import yaml
 
 from doraforge.cli.demos.sim import ROBOT_PROFILES
 from doraforge.nodes.arm.kinematics import Kinematics
@@ -161,3 +164,34 @@ def test_every_demo_robot_has_a_skill_profile_that_starts_its_cell() -> None:
     for robot, profile in ROBOT_PROFILES.items():
         dataflow = (root / "profiles" / profile / "dataflow.yml").read_text(encoding="utf-8")
         assert ("--profile openarm" in dataflow) == (robot == "openarm"), robot
+
+
+def openarm_document() -> dict[str, Any]:
+    document = yaml.safe_load(profile_path("openarm").read_text(encoding="utf-8"))
+    assert isinstance(document, dict)
+    return document
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (
+            lambda d: d["arms"].update(right=copy.deepcopy(d["arms"]["left"])),
+            "must not repeat the primary arm",
+        ),
+        (
+            lambda d: d["arms"]["left"]["arm_joints"][0].update(name="openarm_right_joint1"),
+            "joint names must be unique across arms",
+        ),
+        (lambda d: d["cell"]["cube_region"].update(x=[0.3, 0.2]), "cell.cube_region"),
+        (lambda d: d["mount"].update(pos=[0.0, 0.0]), "mount.pos"),
+        (lambda d: d["arms"]["left"].update(home=[0.0]), "arms.left"),
+    ],
+)
+def test_an_invalid_multi_arm_profile_names_the_field(tmp_path: Path, edit, words: str) -> None:
+    document = openarm_document()
+    edit(document)
+    path = tmp_path / "robot.yml"
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    with pytest.raises(ProfileError, match=words):
+        load_profile(path)
