@@ -88,7 +88,7 @@ class Kinematics:
     def __init__(self, profile: RobotProfile, settings: IkSettings | None = None) -> None:
         self.model = compile_robot(profile)
         self.data = mujoco.MjData(self.model)
-        self.settings = settings or IkSettings()
+        self.settings = settings or IkSettings(position_tol=profile.tolerances.ik_position_m)
         self.joint_names = profile.arm_joint_names
         joint_ids = [self.model.joint(name).id for name in self.joint_names]
         self._qpos = np.array([self.model.jnt_qposadr[j] for j in joint_ids])

@@ -110,10 +110,14 @@ class GripperProfile(_Strict):
 
 
 class Tolerances(_Strict):
-    """When a motion counts as arrived: tool position error (m) and joint speed (rad/s)."""
+    """When a motion counts as arrived: tool position error (m) and joint speed (rad/s);
+    and how close (m) an IK solution must put the tool (``ik_position_m``: an arm whose
+    wrist limits cut its top-down reach converges to a millimetre or two short of the
+    exact point)."""
 
     position_m: PositiveFloat = 0.005
     settle_velocity: PositiveFloat = 0.02
+    ik_position_m: PositiveFloat = 0.001
 
 
 type Quat = Annotated[list[FiniteFloat], Field(min_length=4, max_length=4)]
@@ -169,12 +173,28 @@ class Range(_Strict):
         return self
 
 
+class SceneCamera(_Strict):
+    """Where the cell's fixed ``scene`` camera stands and the point it looks at (base
+    frame, m); its image x axis stays horizontal."""
+
+    pos: Vec3
+    look_at: Vec3
+
+    @model_validator(mode="after")
+    def _apart(self) -> Self:
+        if self.pos == self.look_at:
+            raise ValueError("scene_camera.pos and look_at must differ")
+        return self
+
+
 class CellProfile(_Strict):
     """How the simulated cell fits this robot's reach: the target zone's centre on the
-    table and the region a task draws the cube from (base frame, m)."""
+    table, the region a task draws the cube from (base frame, m) and, for a workspace the
+    default view compresses, where the scene camera looks from."""
 
     target_zone: Annotated[list[FiniteFloat], Field(min_length=2, max_length=2)] | None = None
     cube_region: Range | None = None
+    scene_camera: SceneCamera | None = None
 
 
 class ArmProfile(_Strict):

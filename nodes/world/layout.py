@@ -39,7 +39,12 @@ def build_world(profile: RobotProfile, *, shadows: bool = False) -> World:
     from doraforge.sim.cell import compose_cell
     from doraforge.sim.world import World
 
-    spec = compose_cell(robot_spec(profile), target_xy=profile.cell.target_zone)
+    camera = profile.cell.scene_camera
+    spec = compose_cell(
+        robot_spec(profile),
+        target_xy=profile.cell.target_zone,
+        scene_camera=None if camera is None else (camera.pos, camera.look_at),
+    )
     return World.from_spec(spec, layout_from_profile(profile), shadows=shadows)
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from doraforge.cli.demos.pick_place import pick_and_place
 from doraforge.dataflows import DATAFLOWS
+from doraforge.skill_runtime.dora_run import dora_environment
 from tests.e2e.conftest import SIM_ENV, SIM_TOOLS, MockStack, dataflow_stack
 from tests.support.waiting import eventually
 
@@ -98,3 +99,13 @@ def test_the_left_arm_is_its_own_pair_of_endpoints_in_its_own_frame(bimanual: Mo
     assert (
         outputs(bimanual, "gripper", "gripper_state")["width"] > 0.08
     )  # the right gripper stayed open
+
+
+def test_the_demo_on_openarm_verifies_its_pick_and_place(tmp_path: Path) -> None:
+    from tests.e2e.test_demo import run_demo
+
+    out = tmp_path / "demo"
+    env = dora_environment({"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    stdout = run_demo(env, "--robot", "openarm", "--seed", "2", "--out", str(out), timeout_s=400)
+    assert "start the sim-openarm runtime (openarm)" in stdout
+    assert "verdict: success · task succeeded" in stdout

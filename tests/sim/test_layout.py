@@ -174,3 +174,21 @@ def test_a_camera_alias_renders_the_model_camera_behind_it(world: World):
         direct = cameras.render(world.data, "hand_cam")
     assert frame.shape == (24, 32, 3)
     np.testing.assert_array_equal(frame, direct)
+
+
+def test_the_robots_sites_are_hidden_markers_in_the_composed_cell(world: World):
+    assert world.model.site_group[world.model.site("tool").id] == 4
+    assert world.model.site_group[world.model.site("target_zone").id] == 4
+
+
+def test_the_scene_camera_is_aimed_where_the_cell_says():
+    spec = compose_cell(
+        mujoco.MjSpec.from_string(TENDON_ROBOT), scene_camera=((0.9, -0.2, 0.8), (0.2, -0.2, 0.0))
+    )
+    world = World.from_spec(spec, TENDON_LAYOUT)
+    camera = world.model.camera("scene").id
+    np.testing.assert_allclose(world.data.cam_xpos[camera], (0.9, -0.2, 0.8))
+    forward = -world.data.cam_xmat[camera].reshape(3, 3)[:, 2]
+    expected = np.subtract((0.2, -0.2, 0.0), (0.9, -0.2, 0.8))
+    np.testing.assert_allclose(forward, expected / np.linalg.norm(expected), atol=1e-6)
+    assert abs(world.data.cam_xmat[camera].reshape(3, 3)[2, 0]) < 1e-9  # image x horizontal
