@@ -85,6 +85,7 @@ class Simulation:
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="physics", daemon=True)
         self._frame_seq = dict.fromkeys(options.cameras, 0)
+        self._frame_due = dict.fromkeys(options.cameras, 0.0)
         self.stats = SimulationStats()
 
     # ---------------------------------------------------------------- control (any thread)
@@ -139,6 +140,7 @@ class Simulation:
         started = time.monotonic()
         sim_origin = world.sim_time
         next_frame = started
+        self._frame_due = dict.fromkeys(self.options.cameras, started)
         next_state = started
         state_period = 1.0 / self.options.state_hz
         self._publish_state(environment)
@@ -159,14 +161,7 @@ class Simulation:
                 self._publish_state(environment)
                 next_state = max(next_state + state_period, now)
             if now >= next_frame:
-                self._render_all(world, cameras)
-                rendered = time.monotonic()
-                # Rendering gets at most half the wall clock: a model whose frames cost
-                # more than the camera period (OpenArm's meshes on a CPU renderer) would
-                # otherwise render back to back and starve the physics it shows.
-                next_frame = max(
-                    next_frame + 1.0 / self.options.camera_hz, rendered + (rendered - now)
-                )
+                next_frame = self._render_next(world, cameras, now)
             self._account(world, started, sim_origin)
             if self.options.paced:
                 self._pace(started, world.sim_time - sim_origin)
@@ -222,15 +217,30 @@ class Simulation:
             self._snapshot = snapshot
         self._emit("joint_state", state.to_arrow(), {"sim_time_ns": int(world.sim_time * 1e9)})
 
-    def _render_all(self, world: World, cameras: Cameras) -> None:
-        for name in self.options.cameras:
-            began = time.perf_counter()
-            pixels: np.ndarray = cameras.render(world.data, name)
-            self.stats.render_seconds += time.perf_counter() - began
-            self.stats.frames += 1
-            self._frame_seq[name] += 1
-            metadata = {"seq": self._frame_seq[name], "stamp_ns": time.time_ns(), "source": name}
-            self._emit(f"image_{name}", Image.from_numpy(pixels, "rgb8").to_arrow(), metadata)
+    def _render_next(self, world: World, cameras: Cameras, now: float) -> float:
+        """Render the camera whose frame is most overdue and return when the next render
+        may start.
+
+        One camera per pass: joint state goes out between two cameras' frames instead of
+        waiting behind all of them. Rendering gets at most half the wall clock: a model
+        whose frames cost more than the camera period (OpenArm's meshes on a CPU renderer)
+        would otherwise render back to back and starve the physics it shows.
+        """
+        period = 1.0 / self.options.camera_hz
+        name = min(self._frame_due, key=self._frame_due.__getitem__)
+        self._render(world, cameras, name)
+        rendered = time.monotonic()
+        self._frame_due[name] = max(self._frame_due[name] + period, now)
+        return max(min(self._frame_due.values()), rendered + (rendered - now))
+
+    def _render(self, world: World, cameras: Cameras, name: str) -> None:
+        began = time.perf_counter()
+        pixels: np.ndarray = cameras.render(world.data, name)
+        self.stats.render_seconds += time.perf_counter() - began
+        self.stats.frames += 1
+        self._frame_seq[name] += 1
+        metadata = {"seq": self._frame_seq[name], "stamp_ns": time.time_ns(), "source": name}
+        self._emit(f"image_{name}", Image.from_numpy(pixels, "rgb8").to_arrow(), metadata)
 
     def _emit(self, output: str, value: Any, metadata: dict[str, Any]) -> None:
         if self._publish is not None:
