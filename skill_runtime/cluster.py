@@ -1,0 +1,352 @@
+"""A dataflow across several Dora daemons: the machines its nodes name in ``deploy``.
+
+Dora's distributed mode is one ``dora coordinator`` plus one ``dora daemon --machine-id
+ID`` per machine; a node runs on the daemon whose machine id its ``deploy: {machine: ID}``
+names, and data between daemons goes over Zenoh. Facts of dora 1.1 this is built on
+(each checked against the real CLI):
+
+* A node with a ``deploy.machine`` runs in ``<daemon cwd>/_work/<session>/`` unless its
+  ``deploy.working_dir`` names a folder, so configs named relative to the dataflow
+  (``--config sim.gateway.yml``) are not found. Daemons on this host share its file
+  system: :func:`with_working_dirs` pins every node to the dataflow's own folder.
+* Daemons find each other by Zenoh multicast scouting unless told otherwise; containers
+  and CI runners often have no multicast. Each local daemon here listens on a free
+  loopback port (``--zenoh-listen``) and dials every other one (``--zenoh-connect``),
+  the clique dora documents for Zenoh 1.9 (peers do not relay for each other).
+* ``dora start --attach`` stays in the foreground until the dataflow ends; SIGINT makes
+  it stop the dataflow (STOP to every node, on every daemon). That process stands in
+  for ``dora run`` in :class:`ClusterDataflow`, which so stops like :class:`Dataflow`.
+* ``dora status`` reports one daemon whatever their number; ``dora start`` of a dataflow
+  naming a machine no daemon has registered fails, so :meth:`LocalCluster.up` waits
+  until ``dora cluster status`` lists every machine id.
+
+Every process here starts in a session of its own, and stopping kills each group and
+every node below each daemon, so nothing outlives a run (also on SIGTERM, through the
+caller's handler, as :class:`Dataflow`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+from doraforge.skill_runtime.dora_run import (
+    Dataflow,
+    _same_live_process,
+    _stat_fields,
+    descendants,
+    dora_binary,
+    free_port,
+)
+from doraforge.skill_runtime.errors import RuntimeStateError
+from doraforge.wire import strict_yaml
+
+#: Seconds the coordinator and every daemon get to come up and register.
+UP_TIMEOUT_S = 30.0
+_POLL_S = 0.1
+_DAEMON_ID = re.compile(
+    r"^(\S+)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\s", re.M
+)
+
+
+@dataclass(frozen=True)
+class CoordinatorAddress:
+    """Where a Dora coordinator listens (``HOST:PORT``)."""
+
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> CoordinatorAddress:
+        """``HOST:PORT`` (IPv6 in brackets); raises :class:`ValueError` naming the form."""
+        host, sep, port = text.rpartition(":")
+        host = host.strip("[]")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{text!r} is not HOST:PORT (e.g. 192.168.1.10:6013)")
+        return cls(host, int(port))
+
+    def cli_args(self) -> list[str]:
+        """The options every ``dora`` client command takes to reach this coordinator."""
+        return ["--coordinator-addr", self.host, "--coordinator-port", str(self.port)]
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def _document(dataflow: Path) -> dict[str, Any]:
+    try:
+        document = strict_yaml.load(dataflow.read_text(encoding="utf-8"), aliases=True)
+    except (OSError, UnicodeDecodeError, strict_yaml.YAMLRefused):
+        return {}
+    return document if isinstance(document, dict) else {}
+
+
+def _nodes(document: Mapping[str, Any]) -> list[dict[str, Any]]:
+    nodes = document.get("nodes")
+    return [node for node in nodes if isinstance(node, dict)] if isinstance(nodes, list) else []
+
+
+def _machine(node: Mapping[str, Any]) -> str | None:
+    deploy = node.get("deploy")
+    machine = deploy.get("machine") if isinstance(deploy, dict) else None
+    return machine if isinstance(machine, str) and machine else None
+
+
+def machine_ids(dataflow: Path) -> list[str]:
+    """The machine ids the nodes of ``dataflow`` name in ``deploy.machine``, sorted; empty
+    for a one-machine dataflow (or a file Dora will refuse itself)."""
+    return sorted({m for node in _nodes(_document(dataflow)) if (m := _machine(node))})
+
+
+def with_working_dirs(dataflow: Path, target: Path) -> Path:
+    """Write ``dataflow`` to ``target`` with each node's ``deploy.working_dir`` set to the
+    dataflow's folder where it names none, and return ``target``.
+
+    For daemons on this host only: they see this folder, and a node's configs named
+    relative to the dataflow are found as under ``dora run``. A node without ``deploy``
+    gets none (it runs on the daemon without a machine id, as Dora decides)."""
+    document = _document(dataflow)
+    folder = str(dataflow.resolve().parent)
+    for node in _nodes(document):
+        deploy = node.get("deploy")
+        if isinstance(deploy, dict) and _machine(node):
+            deploy.setdefault("working_dir", folder)
+    target.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    return target
+
+
+class _Process:
+    """One ``dora coordinator``/``daemon`` in a session of its own, its start time kept
+    so it is only ever signalled while the pid still names it."""
+
+    def __init__(self, role: str, command: list[str], env: Mapping[str, str], cwd: Path):
+        self.role = role
+        self.command = command
+        self.log_path = cwd / f"dora-{role}.log"
+        with self.log_path.open("ab") as log:  # the child keeps its own descriptor
+            self.popen = subprocess.Popen(
+                command,
+                env=dict(env),
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        fields = _stat_fields(self.popen.pid)
+        self._started = fields[19] if fields else ""
+
+    def alive(self) -> bool:
+        return _same_live_process(self.popen.pid, self._started)
+
+    def below(self) -> dict[int, str]:
+        return descendants(self.popen.pid) if self.alive() else {}
+
+    def kill(self) -> None:
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.popen.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=5)
+
+    def log_tail(self, limit: int = 1500) -> str:
+        with contextlib.suppress(OSError):
+            return self.log_path.read_text(errors="replace")[-limit:]
+        return ""
+
+
+class LocalCluster:
+    """A coordinator and one daemon per machine id on this host, all on free ports.
+
+    ``env`` is every node's base environment (daemons hand theirs to the nodes they
+    spawn); logs and the daemons' ``out/`` go to ``work_dir``."""
+
+    def __init__(self, machines: Sequence[str], env: Mapping[str, str], work_dir: Path):
+        if not machines:
+            raise ValueError("a cluster needs at least one machine id")
+        self.machines = list(machines)
+        self.env = {**env, "RUST_BACKTRACE": "0"}
+        self.work_dir = work_dir
+        self.address = CoordinatorAddress("127.0.0.1", free_port())
+        self.processes: dict[str, _Process] = {}
+
+    def up(self, timeout_s: float = UP_TIMEOUT_S) -> LocalCluster:
+        """Start the coordinator and the daemons; return once every machine registered.
+
+        Raises :class:`RuntimeStateError` ``RUN_CLUSTER_UNAVAILABLE`` (with the log
+        tails) when they do not within ``timeout_s``; whatever started is stopped."""
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        binary = dora_binary()
+        coordinator = [binary, "coordinator", "--interface", self.address.host]
+        coordinator += ["--port", str(self.address.port), "--store", "memory"]
+        self._spawn("coordinator", coordinator)
+        zenoh = {machine: free_port() for machine in self.machines}
+        for machine in self.machines:
+            self._spawn(f"daemon-{machine}", [binary, *self._daemon_args(machine, zenoh)])
+        try:
+            self._wait_registered(timeout_s)
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def _daemon_args(self, machine: str, zenoh: Mapping[str, int]) -> list[str]:
+        args = ["daemon", "--machine-id", machine, *self.address.cli_args()]
+        args += ["--local-listen-port", str(free_port())]
+        args += ["--zenoh-listen", f"127.0.0.1:{zenoh[machine]}"]
+        for other, port in zenoh.items():
+            if other != machine:
+                args += ["--zenoh-connect", f"tcp/127.0.0.1:{port}"]
+        return args
+
+    def _spawn(self, role: str, command: list[str]) -> None:
+        self.processes[role] = _Process(role, command, self.env, self.work_dir)
+
+    def registered(self) -> set[str]:
+        """The machine ids ``dora cluster status`` lists as connected right now."""
+        command = [dora_binary(), "cluster", "status", *self.address.cli_args()]
+        try:
+            done = subprocess.run(command, env=self.env, capture_output=True, text=True, timeout=10)
+        except subprocess.TimeoutExpired:
+            return set()
+        return registered_machines(done.stdout) if done.returncode == 0 else set()
+
+    def _wait_registered(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while self.registered() != set(self.machines):
+            dead = [p.role for p in self.processes.values() if not p.alive()]
+            if dead or time.monotonic() > deadline:
+                raise RuntimeStateError(
+                    "RUN_CLUSTER_UNAVAILABLE",
+                    f"Dora coordinator {self.address} and daemons {', '.join(self.machines)} "
+                    f"did not come up (dead: {', '.join(dead) or 'none'}); see the logs in "
+                    f"{self.work_dir}",
+                    retryable=True,
+                    details={"logs": {p.role: p.log_tail() for p in self.processes.values()}},
+                )
+            time.sleep(_POLL_S)
+
+    def daemon(self, machine: str) -> _Process:
+        """The daemon process of ``machine`` (a test kills it to lose that machine)."""
+        return self.processes[f"daemon-{machine}"]
+
+    def restart_daemon(self, machine: str) -> None:
+        """Start ``machine``'s daemon again (after it died) and wait until it registered."""
+        old = self.daemon(machine)
+        old.kill()
+        self._spawn(f"daemon-{machine}", old.command)
+        self._wait_registered(UP_TIMEOUT_S)
+
+    def node_processes(self) -> dict[int, str]:
+        """Every live process below a daemon (the nodes), with its start time."""
+        found: dict[int, str] = {}
+        for process in self.processes.values():
+            found.update(process.below())
+        return found
+
+    def down(self) -> None:
+        """SIGKILL every daemon's group, every node below it, then the coordinator."""
+        nodes = self.node_processes()
+        for process in self.processes.values():
+            if process.role != "coordinator":
+                process.kill()
+        _kill(nodes)
+        if "coordinator" in self.processes:
+            self.processes["coordinator"].kill()
+
+
+def registered_machines(status: str) -> set[str]:
+    """The machine ids of the daemons a ``dora cluster status`` table lists: each row's
+    daemon id is ``<machine id>-<uuid>``."""
+    return {found.group(1) for found in _DAEMON_ID.finditer(status)}
+
+
+def _kill(processes: Mapping[int, str]) -> None:
+    for pid, started in processes.items():
+        if _same_live_process(pid, started):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
+class ClusterDataflow(Dataflow):
+    """A dataflow run by ``dora start --attach`` on a coordinator: a :class:`LocalCluster`
+    this object starts and stops, or an existing one (``address``) it only starts the
+    dataflow on and stops it from.
+
+    It stops like :class:`Dataflow` (SIGINT to the foreground ``dora start``, which stops
+    the dataflow on every daemon; then SIGKILL): with a local cluster the daemons, their
+    nodes and the coordinator go too. On an existing coordinator :meth:`kill` ends with
+    ``dora stop --force``, as remote nodes are not this host's processes.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        env: Mapping[str, str],
+        log: IO[bytes] | None = None,
+        *,
+        cluster: LocalCluster | None = None,
+        address: CoordinatorAddress | None = None,
+        name: str | None = None,
+    ):
+        super().__init__(path, env, log)
+        if (cluster is None) == (address is None):
+            raise ValueError("give exactly one of cluster (started here) or address")
+        self.cluster = cluster
+        self.address = cluster.address if cluster is not None else address
+        self.name = name or f"{self.path.stem}-{os.getpid()}-{time.time_ns() % 10**9}"
+        self._stopped_remote = False
+
+    def start(self) -> ClusterDataflow:
+        """Bring the local cluster up (if any), then ``dora start --attach`` in a session
+        of its own."""
+        if not self.path.is_file():
+            raise FileNotFoundError(f"dataflow {self.path} does not exist")
+        if self.cluster is not None:
+            self.cluster.up()
+        assert self.address is not None
+        command = [dora_binary(), "start", str(self.path), "--attach", "--name", self.name]
+        self.process = subprocess.Popen(
+            [*command, *self.address.cli_args()],
+            env=self.env,
+            cwd=self.path.parent,
+            stdout=self._log,
+            stderr=subprocess.STDOUT if self._log else None,
+            start_new_session=True,
+        )
+        fields = _stat_fields(self.process.pid)
+        self._started = fields[19] if fields else ""
+        return self
+
+    def _remember_nodes(self) -> None:
+        super()._remember_nodes()
+        if self.cluster is not None:
+            self._below.update(self.cluster.node_processes())
+
+    def kill(self) -> None:
+        """SIGKILL ``dora start`` and every node; the local cluster goes down, a remote
+        dataflow is force-stopped on its coordinator."""
+        if self.process is None:
+            return
+        super().kill()
+        if self.cluster is not None:
+            self.cluster.down()
+        elif not self._stopped_remote:
+            self._stopped_remote = True
+            self._force_stop_remote()
+
+    def _force_stop_remote(self) -> None:
+        assert self.address is not None
+        command = [dora_binary(), "stop", self.name, "--force", *self.address.cli_args()]
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            subprocess.run(command, env=self.env, capture_output=True, timeout=15)
