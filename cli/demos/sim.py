@@ -62,7 +62,10 @@ def run_demo(
         runtime = RuntimeManager(home, progress=update)
         state = runtime.start(SKILL, profile, port=port or free_port())
     ctx._runtime = runtime
-    out.say(f"3. runtime {state.state}: Gateway {state.gateway_url} (bearer token, per start)")
+    out.say(
+        f"3. runtime {state.state} ({profile} profile, robot {robot}): "
+        f"Gateway {state.gateway_url} (bearer token, per start)"
+    )
     try:
         if seed:
             _reset(state.gateway_url, runtime_token(state), seed)

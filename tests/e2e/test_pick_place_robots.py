@@ -107,5 +107,5 @@ def test_the_demo_on_openarm_verifies_its_pick_and_place(tmp_path: Path) -> None
     out = tmp_path / "demo"
     env = dora_environment({"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     stdout = run_demo(env, "--robot", "openarm", "--seed", "2", "--out", str(out), timeout_s=400)
-    assert "start the sim-openarm runtime (openarm)" in stdout
+    assert "(sim-openarm profile, robot openarm)" in stdout
     assert "verdict: success · task succeeded" in stdout
