@@ -26,6 +26,13 @@ from doraforge.gateway.config import load_config
 from doraforge.gateway.errors import ConfigError
 from doraforge.paos.gateway_auth import dataflow_auth
 from doraforge.skill_runtime import dora_generation
+from doraforge.skill_runtime.cluster import (
+    ClusterDataflow,
+    CoordinatorAddress,
+    LocalCluster,
+    machine_ids,
+    with_working_dirs,
+)
 from doraforge.skill_runtime.dora import dora_version, require_node_library
 from doraforge.skill_runtime.dora_run import (
     STOP_GRACE_S,
@@ -64,6 +71,16 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "(also spelled dataflows/sim.yml)",
     )
     run.add_argument("--port", type=_port, default=None, help="the dataflow's Gateway port")
+    run.add_argument(
+        "--coordinator",
+        type=_coordinator,
+        default=None,
+        metavar="HOST:PORT",
+        help="start the dataflow on this running Dora coordinator (its daemons run the "
+        "nodes, with their own environment) instead of on this host; without it a dataflow "
+        "whose nodes name machines (deploy: {machine: ID}) gets a coordinator and one "
+        "loopback daemon per machine id here",
+    )
     run.set_defaults(handler=_run)
 
 
@@ -75,6 +92,13 @@ def _port(text: str) -> int:
     if not 0 < port < 65536:
         raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (1-65535)")
     return port
+
+
+def _coordinator(text: str) -> CoordinatorAddress:
+    try:
+        return CoordinatorAddress.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 @dataclass(frozen=True)
@@ -220,6 +244,8 @@ def _runnable(ctx: Context, source: Path, run_dir: Path) -> Path:
 def _run(ctx: Context, args: argparse.Namespace) -> int:
     source = dataflows.locate(args.dataflow)
     _refuse_other_generation(ctx, source)
+    if args.coordinator is not None:
+        return _run_on_coordinator(ctx, source, args)
     ports = gateway_ports(source, args.port, ctx.environ)
     for host, port in ports:
         refuse_busy_port(port, host)
@@ -228,21 +254,63 @@ def _run(ctx: Context, args: argparse.Namespace) -> int:
     overrides = {JOURNAL_ENV: ctx.environ.get(JOURNAL_ENV) or str(run_dir / "gateway.journal")}
     if args.port is not None:
         overrides[PORT_ENV] = str(args.port)
+    machines = machine_ids(path)
     with dataflow_auth(ctx.environ) as auth:
-        dataflow = Dataflow(path, dora_environment(auth.environment(ctx.environ), **overrides))
+        env = dora_environment(auth.environment(ctx.environ), **overrides)
+        dataflow = _local_dataflow(ctx, path, env, machines, run_dir)
         ctx.out.say(f"running {dataflow.path} (Ctrl-C stops it)")
         for host, port in ports:
             ctx.out.say(f"Gateway on http://{host}:{port}")
         ctx.out.say(f"run directory {run_dir} (the Gateway journal, unless its config names one)")
         ctx.out.say(f"Gateway authentication: {auth.mode}")
-        stopper = _SignalStop(ctx, dataflow)
-        stopper.install()
+        return _foreground(ctx, dataflow)
+
+
+def _local_dataflow(
+    ctx: Context, path: Path, env: Mapping[str, str], machines: list[str], run_dir: Path
+) -> Dataflow:
+    """``dora run`` for a one-machine dataflow; for one whose nodes name machines, a
+    coordinator and one loopback daemon per machine id on this host (:class:`LocalCluster`)
+    with the nodes pinned to the dataflow's folder."""
+    if not machines:
+        return Dataflow(path, env)
+    pinned = with_working_dirs(path, run_dir / f"{path.stem}.cluster.yml")
+    cluster = LocalCluster(machines, env, run_dir / "cluster")
+    ctx.out.say(
+        f"machines {', '.join(machines)}: one Dora daemon each on this host, coordinator "
+        f"{cluster.address} (logs in {cluster.work_dir})"
+    )
+    return ClusterDataflow(pinned, env, cluster=cluster)
+
+
+def _run_on_coordinator(ctx: Context, source: Path, args: argparse.Namespace) -> int:
+    """Start ``source`` on an existing coordinator and stop it there with the run.
+
+    Its daemons spawn the nodes with their own environment and files: this host's
+    ``--port``, token file and journal mean nothing there, so ``--port`` is refused."""
+    if args.port is not None:
+        raise RuntimeStateError(
+            "RUN_PORT_REMOTE",
+            "--port cannot reach a Gateway on another machine's daemon; set port in its "
+            "Gateway config or DORAFORGE_GATEWAY_PORT in that daemon's environment",
+        )
+    env = dora_environment(ctx.environ)
+    dataflow = ClusterDataflow(source, env, address=args.coordinator)
+    ctx.out.say(f"running {dataflow.path} on coordinator {args.coordinator} (Ctrl-C stops it)")
+    ctx.out.say("its nodes run with the environment of the daemons of their machines")
+    return _foreground(ctx, dataflow)
+
+
+def _foreground(ctx: Context, dataflow: Dataflow) -> int:
+    """Run ``dataflow`` until it ends or a signal stops it; the exit status of the run."""
+    stopper = _SignalStop(ctx, dataflow)
+    stopper.install()
+    try:
         dataflow.start()
-        try:
-            # The token file (for a $DORAFORGE_GATEWAY_TOKEN value) lives until Dora exits.
-            status = dataflow.wait()
-        finally:
-            dataflow.kill()  # a node Dora left behind goes with the run
+        # The token file (for a $DORAFORGE_GATEWAY_TOKEN value) lives until Dora exits.
+        status = dataflow.wait()
+    finally:
+        dataflow.kill()  # a node Dora left behind goes with the run
     if stopper.killed:
         ctx.out.fail(f"RUN_KILLED: nodes still ran {STOP_GRACE_S:g} s after the stop; killed")
         return 1
