@@ -314,6 +314,10 @@ class ClusterDataflow(Dataflow):
             raise FileNotFoundError(f"dataflow {self.path} does not exist")
         if self.cluster is not None:
             self.cluster.up()
+        self._attach()
+        return self
+
+    def _attach(self) -> None:
         assert self.address is not None
         command = [dora_binary(), "start", str(self.path), "--attach", "--name", self.name]
         self.process = subprocess.Popen(
@@ -326,7 +330,26 @@ class ClusterDataflow(Dataflow):
         )
         fields = _stat_fields(self.process.pid)
         self._started = fields[19] if fields else ""
-        return self
+
+    def restart(self) -> None:
+        """Force-stop the dataflow on its coordinator, kill what is left of its nodes, and
+        start the same descriptor again under a new name, the cluster left up.
+
+        This is the recovery Dora 1.1 allows once a lost machine's daemon is back: a
+        daemon that registers again gets no nodes of a dataflow that was running, so the
+        dataflow is started anew (its Gateway with a new instance id, its invocations
+        journalled as they ended)."""
+        if self.process is None:
+            raise RuntimeError("restart() before start()")
+        self._remember_nodes()
+        if self._dora_alive():
+            self._signal(signal.SIGKILL)
+        self.process.wait()
+        self._force_stop_remote()
+        _kill({pid: started for pid, started in self._below.items()})
+        self._below.clear()
+        self.name = f"{self.name.split('~')[0]}~{time.time_ns() % 10**9}"
+        self._attach()
 
     def _remember_nodes(self) -> None:
         super()._remember_nodes()

@@ -1,0 +1,263 @@
+"""The simulated cell split across two Dora daemons (``dataflows/sim-split.yml``).
+
+A real coordinator and two real daemons with distinct machine ids (``robot``: world, arm,
+gripper; ``workstation``: Gateway, camera) on this host over loopback: no network
+namespaces (they need privileges this machine's test runs do not have), so the daemons
+are told apart by machine id only, and their data crosses through Zenoh over TCP on
+127.0.0.1 as it would between two computers. Driven over HTTP only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import psutil
+import pytest
+
+from doraforge.dataflows import DATAFLOWS
+from doraforge.skill_runtime.cluster import (
+    ClusterDataflow,
+    LocalCluster,
+    machine_ids,
+    with_working_dirs,
+)
+from doraforge.skill_runtime.dora_run import dora_environment, free_port, private_copy
+from tests.e2e.conftest import GATEWAY_MARK, SIM_ENV, SIM_TOOLS, MockStack
+from tests.support.waiting import eventually
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+SPLIT = DATAFLOWS / "sim-split.yml"
+START_TIMEOUT_S = 180.0
+STOP_GRACE_S = 15.0
+ROBOT_MARKS = ("-m doraforge.nodes.world", "-m doraforge.nodes.arm", "-m doraforge.nodes.gripper")
+
+
+class SplitCell(MockStack):
+    """A :class:`MockStack` whose nodes are below two daemons, not below ``dora run``."""
+
+    def __init__(self, dataflow: ClusterDataflow, cluster: LocalCluster, **kw: Any):
+        super().__init__(dataflow, **kw)
+        self.cluster = cluster
+        self.split = dataflow
+        self.seen: dict[int, str] = {}
+        self.log: IO[bytes] | None = None
+
+    def nodes(self, mark: str) -> list[psutil.Process]:
+        found = []
+        for pid in self.cluster.node_processes():
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                process = psutil.Process(pid)
+                alive = process.status() != psutil.STATUS_ZOMBIE
+                if alive and mark in " ".join(process.cmdline()):
+                    found.append(process)
+        return found
+
+    def machine_of(self, mark: str) -> str:
+        """The machine id of the daemon the ``mark`` node runs below."""
+        node = self.node(mark).pid
+        for machine in self.cluster.machines:
+            if node in self.cluster.daemon(machine).below():
+                return machine
+        raise AssertionError(f"{mark} runs below no daemon")
+
+    def everything(self) -> list[psutil.Process]:
+        """The coordinator, the daemons and every node: what must be gone after the run."""
+        pids = [p.popen.pid for p in self.cluster.processes.values()]
+        pids += [*self.cluster.node_processes(), *self.seen]
+        if self.dataflow.process is not None:
+            pids.append(self.dataflow.process.pid)
+        found = []
+        for pid in pids:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                found.append(psutil.Process(pid))
+        return found
+
+    def close(self) -> None:
+        self.http.close()
+        processes = self.everything()
+        self.dataflow.stop(grace_s=STOP_GRACE_S)
+        self.dataflow.kill()
+        if self.log is not None:
+            self.log.close()
+        _, alive = psutil.wait_procs(processes, timeout=STOP_GRACE_S)
+        alive = [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
+        assert not alive, f"processes outlived the split cell: {alive}\n{self.tail()}"
+
+
+def _launch(directory: Path, attempt: int) -> SplitCell:
+    run_dir = directory / f"run-{attempt}"
+    run_dir.mkdir(parents=True)
+    copy = private_copy(SPLIT, run_dir)
+    pinned = with_working_dirs(copy, run_dir / "sim-split.cluster.yml")
+    port = free_port()
+    journal = run_dir / "gateway.journal"
+    env = dora_environment(
+        os.environ,
+        DORAFORGE_GATEWAY_PORT=str(port),
+        DORAFORGE_GATEWAY_JOURNAL=str(journal),
+        **SIM_ENV,
+    )
+    cluster = LocalCluster(machine_ids(copy), env, run_dir / "cluster")
+    log_path = run_dir / "dora-start.log"
+    log = log_path.open("wb")  # open while the cell lives: a restart writes to it too
+    cell = SplitCell(
+        ClusterDataflow(pinned, env, log, cluster=cluster),
+        cluster,
+        port=port,
+        log_path=log_path,
+        journal=journal,
+    )
+    cell.log = log
+    try:
+        cell.split.start()
+    except BaseException:
+        log.close()
+        raise
+    return cell
+
+
+@contextlib.contextmanager
+def split_cell(directory: Path) -> Iterator[SplitCell]:
+    """The split cell, ready when its robot tools are (retried once on a lost port)."""
+    for attempt in (1, 2):
+        cell = _launch(directory, attempt)
+        try:
+            eventually(
+                lambda c=cell: (
+                    all(c.ready(t) for t in SIM_TOOLS)
+                    or c.port_conflict()
+                    or not c.dataflow.running()
+                ),
+                within=START_TIMEOUT_S,
+                what="the split cell to be ready, lose its port or exit",
+                detail=cell.tail,
+                interval=0.2,
+            )
+            if all(cell.ready(t) for t in SIM_TOOLS) and cell.owns_port():
+                yield cell
+                return
+            if not cell.port_conflict() or attempt == 2:
+                pytest.fail(f"the split cell did not become ready\n{cell.tail()}")
+        finally:
+            cell.close()
+
+
+@pytest.fixture(scope="module")
+def cell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SplitCell]:
+    with split_cell(tmp_path_factory.mktemp("sim-split")) as running:
+        yield running
+
+
+def scene(cell: MockStack) -> dict[str, Any]:
+    response = cell.http.post("/tools/world/scene_state:invoke", json={"arguments": {}})
+    result = cell.data(response)["response"]["result"]
+    assert result["status"] == "succeeded", result
+    return dict(result["outputs"])
+
+
+def stepping(cell: MockStack) -> bool:
+    """Whether the world answers a scene Query with a state (it has stepped once)."""
+    response = cell.http.post("/tools/world/scene_state:invoke", json={"arguments": {}})
+    result = cell.data(response)["response"]["result"]
+    return bool(result["status"] == "succeeded")
+
+
+def test_the_nodes_run_on_the_daemons_their_machines_name(cell: SplitCell) -> None:
+    assert machine_ids(SPLIT) == ["robot", "workstation"]
+    assert cell.machine_of(GATEWAY_MARK) == "workstation"
+    assert cell.machine_of("-m doraforge.nodes.camera") == "workstation"
+    for mark in ROBOT_MARKS:
+        assert cell.machine_of(mark) == "robot"
+
+
+def test_a_query_and_an_action_reach_the_robot_daemon(cell: SplitCell) -> None:
+    eventually(lambda: stepping(cell), within=30.0, what="the world to step")
+    state = scene(cell)
+    assert state["sim_time"] >= 0
+    admitted = cell.start("arm.home", {})
+    final = cell.terminal(admitted["invocation_id"], timeout_s=60.0)
+    assert final["phase"] == "completed", final
+    # Joint state crossed daemons: the Gateway's observation cache holds a fresh one.
+    joints = cell.data(cell.http.get("/observations/state"))["joint_state"]
+    assert len(joints["position"]) >= 6
+
+
+def test_a_camera_frame_crosses_daemons(cell: SplitCell) -> None:
+    latest = cell.http.get("/observations/images/scene/latest")
+    assert latest.status_code == 200, latest.text
+    assert latest.headers["content-type"] == "image/jpeg"
+    assert latest.content[:2] == b"\xff\xd8"  # a JPEG, rendered on the robot machine
+    capture = cell.http.post(
+        "/tools/camera/capture:invoke", json={"arguments": {"source": "scene"}}
+    )
+    result = cell.data(capture)["response"]["result"]
+    assert result["status"] == "succeeded", result
+
+
+def _kill_machine(cell: SplitCell, machine: str) -> None:
+    """The robot computer goes away: its daemon and every node below it, SIGKILL."""
+    daemon = cell.cluster.daemon(machine)
+    nodes = daemon.below()
+    cell.seen.update(nodes)
+    daemon.kill()
+    for pid in nodes:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    psutil.wait_procs([psutil.Process(p) for p in nodes if psutil.pid_exists(p)], timeout=10)
+
+
+def test_the_robot_daemon_dying_mid_action_ends_it_unknown_and_recovers(tmp_path: Path) -> None:
+    with split_cell(tmp_path) as cell:
+        run = cell.start("arm.home", {})
+        assert cell.terminal(run["invocation_id"], timeout_s=60.0)["phase"] == "completed"
+        origin = scene(cell)["gripper"]["tool_position"]
+        target = [origin[0], origin[1] - 0.25, origin[2] - 0.1]
+        admitted = cell.start("arm.move_to_pose", {"position": target, "speed": 0.02})
+        invocation_id = admitted["invocation_id"]
+        cell.poll(invocation_id, lambda s: s["phase"] == "running", 30.0)
+        _kill_machine(cell, "robot")
+
+        final = cell.terminal(invocation_id, timeout_s=60.0)
+        assert final["phase"] == "unknown", final
+        assert final["result"]["status"] == "unknown", final
+        # The robot's tools report themselves unavailable, with a structured error.
+        eventually(
+            lambda: not cell.ready("arm.move_to_pose"),
+            within=30.0,
+            what="arm.move_to_pose to become unavailable",
+        )
+        refused = cell.invoke("arm.home", {})
+        assert refused.status_code == 503, refused.text
+        error = refused.json()["error"]
+        assert error["code"] == "FORGE_TOOL_ENDPOINT_UNAVAILABLE", error
+        assert error["retryable"] is True
+        assert error["details"] == {"endpoint_id": "arm"}
+        query = cell.http.post("/tools/world/scene_state:invoke", json={"arguments": {}})
+        assert query.status_code == 503, query.text
+        assert query.json()["error"]["code"] == "FORGE_TOOL_ENDPOINT_UNAVAILABLE"
+        assert cell.context("arm.move_to_pose")["readiness"]["endpoint_registered"] is False
+
+        # Recovery in Dora 1.1: the robot daemon comes back, and the dataflow is
+        # started again on the same coordinator (a returning daemon gets no nodes of a
+        # dataflow that was running).
+        cell.cluster.restart_daemon("robot")
+        assert not cell.ready("arm.move_to_pose")
+        cell.seen.update(cell.cluster.node_processes())
+        cell.split.restart()
+        eventually(
+            lambda: all(cell.ready(tool) for tool in SIM_TOOLS),
+            within=START_TIMEOUT_S,
+            what="the restarted split cell to be ready",
+            detail=cell.tail,
+        )
+        eventually(lambda: stepping(cell), within=30.0, what="the new world to step")
+        run = cell.start("arm.home", {})
+        assert cell.terminal(run["invocation_id"], timeout_s=60.0)["phase"] == "completed"
+        # The invocation lost with the robot stays unknown across the restart.
+        assert cell.status(invocation_id)["phase"] == "unknown"
