@@ -13,6 +13,8 @@ names, and data between daemons goes over Zenoh. Facts of dora 1.1 this is built
   and CI runners often have no multicast. Each local daemon here listens on a free
   loopback port (``--zenoh-listen``) and dials every other one (``--zenoh-connect``),
   the clique dora documents for Zenoh 1.9 (peers do not relay for each other).
+* Every output sent to another daemon goes with Zenoh congestion control DROP: the
+  daemons run with :data:`CLUSTER_ZENOH_OVERLAY` (its comments say what and why).
 * ``dora start --attach`` stays in the foreground until the dataflow ends; SIGINT makes
   it stop the dataflow (STOP to every node, on every daemon). That process stands in
   for ``dora run`` in :class:`ClusterDataflow`, which so stops like :class:`Dataflow`.
@@ -40,6 +42,7 @@ from typing import IO, Any
 
 import yaml
 
+from doraforge.dataflows import DATAFLOWS
 from doraforge.skill_runtime.dora_run import (
     Dataflow,
     _same_live_process,
@@ -51,6 +54,8 @@ from doraforge.skill_runtime.dora_run import (
 from doraforge.skill_runtime.errors import RuntimeStateError
 from doraforge.wire import strict_yaml
 
+#: The Zenoh settings of daemons that exchange data (no silent drop of a frame in transit).
+CLUSTER_ZENOH_OVERLAY = DATAFLOWS / "zenoh-cluster-overlay.json5"
 #: Seconds the coordinator and every daemon get to come up and register.
 UP_TIMEOUT_S = 30.0
 _POLL_S = 0.1
@@ -121,6 +126,7 @@ def with_working_dirs(dataflow: Path, target: Path) -> Path:
         deploy = node.get("deploy")
         if isinstance(deploy, dict) and _machine(node):
             deploy.setdefault("working_dir", folder)
+    target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
     return target
 
@@ -175,7 +181,11 @@ class LocalCluster:
         if not machines:
             raise ValueError("a cluster needs at least one machine id")
         self.machines = list(machines)
-        self.env = {**env, "RUST_BACKTRACE": "0"}
+        self.env = {
+            **env,
+            "RUST_BACKTRACE": "0",
+            "DORA_ZENOH_CONFIG_OVERLAY": str(CLUSTER_ZENOH_OVERLAY),
+        }
         self.work_dir = work_dir
         self.address = CoordinatorAddress("127.0.0.1", free_port())
         self.processes: dict[str, _Process] = {}
