@@ -12,10 +12,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+import httpx
 import psutil
 import pytest
 
@@ -28,6 +31,7 @@ from doraforge.skill_runtime.cluster import (
 )
 from doraforge.skill_runtime.dora_run import dora_environment, free_port, private_copy
 from tests.e2e.conftest import GATEWAY_MARK, SIM_ENV, SIM_TOOLS, MockStack
+from tests.paths import PROJECT_ROOT
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -261,3 +265,126 @@ def test_the_robot_daemon_dying_mid_action_ends_it_unknown_and_recovers(tmp_path
         assert cell.terminal(run["invocation_id"], timeout_s=60.0)["phase"] == "completed"
         # The invocation lost with the robot stays unknown across the restart.
         assert cell.status(invocation_id)["phase"] == "unknown"
+
+
+# ------------------------------------------------------------------ doraforge run
+
+
+def _cli_env(tmp_path: Path, port: int) -> dict[str, str]:
+    return dora_environment(
+        {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)},
+        DORAFORGE_GATEWAY_PORT=str(port),
+        DORAFORGE_GATEWAY_JOURNAL=str(tmp_path / "gateway.journal"),
+        XDG_STATE_HOME=str(tmp_path / "state"),
+        **SIM_ENV,
+    )
+
+
+def _scene_answers(port: int) -> bool:
+    with contextlib.suppress(Exception):
+        response = httpx.post(
+            f"http://127.0.0.1:{port}/tools/world/scene_state:invoke",
+            json={"arguments": {}},
+            timeout=2.0,
+        )
+        result = response.json()["data"]["response"]["result"]
+        return bool(result["status"] == "succeeded")
+    return False
+
+
+def _below(root: psutil.Process, seen: dict[int, psutil.Process]) -> bool:
+    """Remember every process below ``root`` (daemons, coordinator, nodes); always True."""
+    with contextlib.suppress(psutil.NoSuchProcess):
+        for child in root.children(recursive=True):
+            seen.setdefault(child.pid, child)
+    return True
+
+
+def _gone(processes: list[psutil.Process]) -> list[psutil.Process]:
+    _, alive = psutil.wait_procs(processes, timeout=STOP_GRACE_S)
+    return [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_doraforge_run_starts_daemons_per_machine_and_sigterm_stops_everything(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    log = tmp_path / "run.log"
+    command = [sys.executable, "-m", "doraforge.cli", "run", "dataflows/sim-split.yml"]
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            command,
+            cwd=PROJECT_ROOT,
+            env=_cli_env(tmp_path, port),
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    root = psutil.Process(process.pid)
+    seen: dict[int, psutil.Process] = {}
+    try:
+        eventually(
+            lambda: _below(root, seen) and _scene_answers(port),
+            within=START_TIMEOUT_S,
+            what="the split cell under doraforge run to answer",
+            detail=lambda: log.read_text(errors="replace")[-3000:],
+        )
+        _below(root, seen)
+        commands = [" ".join(p.cmdline()) for p in seen.values() if p.is_running()]
+        daemons = [c for c in commands if " daemon " in f" {c} "]
+        assert len(daemons) == 2, commands
+        assert any("--machine-id robot" in c for c in daemons)
+        assert any("--machine-id workstation" in c for c in daemons)
+        assert all("6013" not in c.split() for c in commands)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0, log.read_text(errors="replace")[-3000:]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert _gone(list(seen.values())) == []
+    text = log.read_text(errors="replace")
+    assert "machines robot, workstation: one Dora daemon each on this host" in text
+
+
+def test_doraforge_run_on_an_existing_coordinator_starts_and_stops_only_the_dataflow(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    env = _cli_env(tmp_path, port)
+    copy = private_copy(SPLIT, tmp_path / "flow")
+    # On real machines the Gateway node's deploy.working_dir names where its config is.
+    pinned = with_working_dirs(copy, tmp_path / "flow" / "sim-split.pinned.yml")
+    cluster = LocalCluster(machine_ids(copy), env, tmp_path / "cluster").up()
+    try:
+        command = [sys.executable, "-m", "doraforge.cli", "run", str(pinned)]
+        command += ["--coordinator", str(cluster.address)]
+        log = tmp_path / "run.log"
+        with log.open("wb") as output:
+            process = subprocess.Popen(
+                command, cwd=PROJECT_ROOT, env=env, stdout=output, stderr=subprocess.STDOUT
+            )
+        try:
+            eventually(
+                lambda: _scene_answers(port),
+                within=START_TIMEOUT_S,
+                what="the split cell on the existing coordinator to answer",
+                detail=lambda: log.read_text(errors="replace")[-3000:],
+            )
+            # doraforge started no coordinator or daemon of its own.
+            own = psutil.Process(process.pid).children(recursive=True)
+            assert not [p for p in own if "dora daemon" in " ".join(p.cmdline())]
+            nodes = [psutil.Process(pid) for pid in cluster.node_processes()]
+            assert len(nodes) >= 5
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=30) == 0, log.read_text(errors="replace")[-3000:]
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        assert _gone(nodes) == []
+        # The cluster it attached to is still there, with nothing of the run left.
+        assert cluster.registered() == {"robot", "workstation"}
+        assert cluster.node_processes() == {}
+    finally:
+        cluster.down()
+    assert [p.role for p in cluster.processes.values() if p.alive()] == []
