@@ -1,8 +1,10 @@
 """Pick-and-place on every shipped robot model under a real ``dora run``, over HTTP only.
 
 sim_arm runs in ``test_sim_cell.py``; here the OpenArm v2 cell (``dataflows/sim-openarm.yml``:
-the same nodes, each with ``--profile openarm``) runs the demo's unchanged script for three
-seeds, the world reset between them rather than Dora restarted.
+the same nodes, each with ``--profile openarm``, and the left arm's pair with ``--arm left``)
+runs the demo's unchanged script for three seeds, the world reset between them rather than
+Dora restarted; then the left arm moves on its own endpoints; and ``doraforge demo --robot
+openarm`` verifies its task.
 """
 
 from __future__ import annotations
@@ -21,23 +23,15 @@ from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-BIMANUAL = Path(__file__).parent / "openarm_bimanual" / "dataflow.yml"
+OPENARM_TOOLS = (*SIM_TOOLS, "arm_left.move_to_pose", "gripper_left.grasp")
 
 
 @pytest.fixture(scope="module")
 def openarm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockStack]:
     directory = tmp_path_factory.mktemp("sim-openarm-dataflow")
     with dataflow_stack(
-        directory, DATAFLOWS / "sim-openarm.yml", SIM_TOOLS, SIM_ENV, start_timeout_s=180.0
+        directory, DATAFLOWS / "sim-openarm.yml", OPENARM_TOOLS, SIM_ENV, start_timeout_s=180.0
     ) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def bimanual(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockStack]:
-    directory = tmp_path_factory.mktemp("openarm-bimanual-dataflow")
-    tools = (*SIM_TOOLS, "arm_left.move_to_pose", "gripper_left.grasp")
-    with dataflow_stack(directory, BIMANUAL, tools, SIM_ENV, start_timeout_s=180.0) as running:
         yield running
 
 
@@ -81,23 +75,23 @@ def outputs(cell: MockStack, endpoint: str, operation: str) -> dict[str, Any]:
     return found
 
 
-def test_the_left_arm_is_its_own_pair_of_endpoints_in_its_own_frame(bimanual: MockStack) -> None:
-    frames = bimanual.context("arm_left.move_to_pose")["robot_frame_profile"]
+def test_the_left_arm_is_its_own_pair_of_endpoints_in_its_own_frame(openarm: MockStack) -> None:
+    frames = openarm.context("arm_left.move_to_pose")["robot_frame_profile"]
     assert frames["tool_frame"] == "left_tool_center"
     assert frames["directions"]["approach"]["frame"] == "left_tool_center"
-    right_before = outputs(bimanual, "arm", "arm_state")["position"]
+    right_before = outputs(openarm, "arm", "arm_state")["position"]
     target = [0.2, 0.15, 0.1]
-    admitted = bimanual.start("arm_left.move_to_pose", {"position": target, "yaw": 3.1})
-    assert bimanual.terminal(admitted["invocation_id"], timeout_s=60.0)["phase"] == "completed"
-    reached = outputs(bimanual, "arm_left", "arm_state")["position"]
+    admitted = openarm.start("arm_left.move_to_pose", {"position": target, "yaw": 3.1})
+    assert openarm.terminal(admitted["invocation_id"], timeout_s=60.0)["phase"] == "completed"
+    reached = outputs(openarm, "arm_left", "arm_state")["position"]
     assert max(abs(a - b) for a, b in zip(reached, target, strict=True)) < 0.01
-    right_after = outputs(bimanual, "arm", "arm_state")["position"]
+    right_after = outputs(openarm, "arm", "arm_state")["position"]
     assert max(abs(a - b) for a, b in zip(right_before, right_after, strict=True)) < 0.005
-    grasp = bimanual.start("gripper_left.grasp", {})
-    assert bimanual.terminal(grasp["invocation_id"], timeout_s=60.0)["phase"] == "completed"
-    assert outputs(bimanual, "gripper_left", "gripper_state")["width"] < 0.01
+    grasp = openarm.start("gripper_left.grasp", {})
+    assert openarm.terminal(grasp["invocation_id"], timeout_s=60.0)["phase"] == "completed"
+    assert outputs(openarm, "gripper_left", "gripper_state")["width"] < 0.01
     assert (
-        outputs(bimanual, "gripper", "gripper_state")["width"] > 0.08
+        outputs(openarm, "gripper", "gripper_state")["width"] > 0.08
     )  # the right gripper stayed open
 
 
