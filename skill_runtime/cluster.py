@@ -34,6 +34,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -189,12 +190,19 @@ class LocalCluster:
         self.work_dir = work_dir
         self.address = CoordinatorAddress("127.0.0.1", free_port())
         self.processes: dict[str, _Process] = {}
+        self._cancelled = threading.Event()
+
+    def cancel(self) -> None:
+        """Make a :meth:`up` under way (another thread, or the frame a signal handler
+        interrupted) stop waiting and take down what it started."""
+        self._cancelled.set()
 
     def up(self, timeout_s: float = UP_TIMEOUT_S) -> LocalCluster:
         """Start the coordinator and the daemons; return once every machine registered.
 
         Raises :class:`RuntimeStateError` ``RUN_CLUSTER_UNAVAILABLE`` (with the log
-        tails) when they do not within ``timeout_s``; whatever started is stopped."""
+        tails) when they do not within ``timeout_s``; whatever started is stopped, as after
+        :meth:`cancel` (which returns at once, nothing left running)."""
         self.work_dir.mkdir(parents=True, exist_ok=True)
         binary = dora_binary()
         coordinator = [binary, "coordinator", "--interface", self.address.host]
@@ -208,6 +216,8 @@ class LocalCluster:
         except BaseException:
             self.down()
             raise
+        if self._cancelled.is_set():
+            self.down()
         return self
 
     def _daemon_args(self, machine: str, zenoh: Mapping[str, int]) -> list[str]:
@@ -233,7 +243,7 @@ class LocalCluster:
 
     def _wait_registered(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        while self.registered() != set(self.machines):
+        while not self._cancelled.is_set() and self.registered() != set(self.machines):
             dead = [p.role for p in self.processes.values() if not p.alive()]
             if dead or time.monotonic() > deadline:
                 raise RuntimeStateError(
@@ -316,15 +326,21 @@ class ClusterDataflow(Dataflow):
         self.address = cluster.address if cluster is not None else address
         self.name = name or f"{self.path.stem}-{os.getpid()}-{time.time_ns() % 10**9}"
         self._stopped_remote = False
+        # A stop before `dora start` runs (Ctrl-C while the daemons come up) cancels the
+        # start; re-entrant, as a signal handler may call kill() in the starting thread.
+        self._starting = threading.RLock()
+        self._cancelled = False
 
     def start(self) -> ClusterDataflow:
         """Bring the local cluster up (if any), then ``dora start --attach`` in a session
-        of its own."""
+        of its own; neither when :meth:`kill` came first."""
         if not self.path.is_file():
             raise FileNotFoundError(f"dataflow {self.path} does not exist")
         if self.cluster is not None:
             self.cluster.up()
-        self._attach()
+        with self._starting:
+            if not self._cancelled:
+                self._attach()
         return self
 
     def _attach(self) -> None:
@@ -368,9 +384,14 @@ class ClusterDataflow(Dataflow):
 
     def kill(self) -> None:
         """SIGKILL ``dora start`` and every node; the local cluster goes down, a remote
-        dataflow is force-stopped on its coordinator."""
-        if self.process is None:
-            return
+        dataflow is force-stopped on its coordinator. Before ``dora start`` ran, the start
+        is cancelled instead (the cluster coming up goes down)."""
+        with self._starting:
+            if self.process is None:
+                self._cancelled = True
+                if self.cluster is not None:
+                    self.cluster.cancel()
+                return
         super().kill()
         if self.cluster is not None:
             self.cluster.down()

@@ -251,6 +251,8 @@ def test_the_robot_daemon_dying_mid_action_ends_it_unknown_and_recovers(tmp_path
         # started again on the same coordinator (a returning daemon gets no nodes of a
         # dataflow that was running).
         cell.cluster.restart_daemon("robot")
+        assert cell.cluster.registered() == {"robot", "workstation"}
+        assert cell.cluster.daemon("robot").below() == {}  # no node came back with it
         assert not cell.ready("arm.move_to_pose")
         cell.seen.update(cell.cluster.node_processes())
         cell.split.restart()
@@ -388,3 +390,38 @@ def test_doraforge_run_on_an_existing_coordinator_starts_and_stops_only_the_data
     finally:
         cluster.down()
     assert [p.role for p in cluster.processes.values() if p.alive()] == []
+
+
+def test_sigterm_while_the_daemons_come_up_leaves_nothing_running(tmp_path: Path) -> None:
+    port = free_port()
+    log = tmp_path / "run.log"
+    command = [sys.executable, "-m", "doraforge.cli", "run", "dataflows/sim-split.yml"]
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            command,
+            cwd=PROJECT_ROOT,
+            env=_cli_env(tmp_path, port),
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    root = psutil.Process(process.pid)
+    seen: dict[int, psutil.Process] = {}
+
+    def coordinator_started() -> bool:
+        _below(root, seen)
+        for child in list(seen.values()):
+            with contextlib.suppress(psutil.Error):
+                if "coordinator" in child.cmdline():
+                    return True
+        return False
+
+    try:
+        eventually(coordinator_started, within=60.0, what="the coordinator to start")
+        process.send_signal(signal.SIGTERM)  # the daemons are registering (or just did)
+        assert process.wait(timeout=30) == 0, log.read_text(errors="replace")[-3000:]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert _gone(list(seen.values())) == []
+    assert not _scene_answers(port)
