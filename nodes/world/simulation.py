@@ -1,9 +1,11 @@
 """The physics thread of the world node: fixed timestep, joint state out, cameras out.
 
-The simulation owns a ``sim.Environment`` (the physics and its task) and one
-``sim.render.Cameras`` in a single thread (the GL context belongs to the thread that created
-it). Other threads talk to it only through thread-safe requests: joint targets, a reset, and
-reading the latest scene snapshot (the ``scene_state`` JSON with the task's predicates).
+The simulation owns a ``sim.Environment`` (the physics and its task) in one thread; its
+camera frames are rendered from snapshots of that physics in a second thread that owns the
+``sim.render.Cameras`` and their GL context (``nodes/world/frames.py``), so an expensive
+frame never holds back the joint state. Other threads talk to it only through thread-safe
+requests: joint targets, a reset, and reading the latest scene snapshot (the ``scene_state``
+JSON with the task's predicates).
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from forge_msgs import Image, JointState
+from forge_msgs import JointState
 
 from doraforge.nodes.dataplane import Publish
+from doraforge.nodes.world.frames import FrameWorker
 from doraforge.nodes.world.scene import SceneJson, scene_json
 
 if TYPE_CHECKING:  # sim imports MuJoCo, which must wait until the GL backend is chosen
@@ -64,7 +66,8 @@ class SimulationStats:
 
 class Simulation:
     """Steps an environment's physics at its timestep in a background thread and publishes
-    what it sees. ``make_environment`` and ``make_cameras`` run in that thread."""
+    what it sees. ``make_environment`` runs in that thread; ``make_cameras`` in the frame
+    thread that renders snapshots of it (:class:`~doraforge.nodes.world.frames.FrameWorker`)."""
 
     def __init__(
         self,
@@ -84,8 +87,6 @@ class Simulation:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="physics", daemon=True)
-        self._frame_seq = dict.fromkeys(options.cameras, 0)
-        self._frame_due = dict.fromkeys(options.cameras, 0.0)
         self.stats = SimulationStats()
 
     # ---------------------------------------------------------------- control (any thread)
@@ -131,16 +132,17 @@ class Simulation:
         try:
             environment = self._make_environment()
             world = environment.physics
-            cameras = self._make_cameras(world)
+            frames = FrameWorker(
+                world, self._make_cameras, self.options, self._emit, self.stats, self._failed
+            )
         except Exception as exc:  # the node stays up and reports itself unavailable
             log.exception("cannot build the simulated world")
             self._diverged = f"world failed to load: {exc}"
             return
+        frames.start()
         steps_per_state = max(1, round(1.0 / (self.options.state_hz * world.timestep)))
         started = time.monotonic()
         sim_origin = world.sim_time
-        next_frame = started
-        self._frame_due = dict.fromkeys(self.options.cameras, started)
         next_state = started
         state_period = 1.0 / self.options.state_hz
         self._publish_state(environment)
@@ -160,12 +162,11 @@ class Simulation:
             if now >= next_state:
                 self._publish_state(environment)
                 next_state = max(next_state + state_period, now)
-            if now >= next_frame:
-                next_frame = self._render_next(world, cameras, now)
+            frames.offer()
             self._account(world, started, sim_origin)
             if self.options.paced:
                 self._pace(started, world.sim_time - sim_origin)
-        cameras.close()
+        frames.close()
 
     def _step(self, world: World, n: int) -> bool:
         from doraforge.sim.world import PhysicsDiverged
@@ -217,30 +218,8 @@ class Simulation:
             self._snapshot = snapshot
         self._emit("joint_state", state.to_arrow(), {"sim_time_ns": int(world.sim_time * 1e9)})
 
-    def _render_next(self, world: World, cameras: Cameras, now: float) -> float:
-        """Render the camera whose frame is most overdue and return when the next render
-        may start.
-
-        One camera per pass: joint state goes out between two cameras' frames instead of
-        waiting behind all of them. Rendering gets at most half the wall clock: a model
-        whose frames cost more than the camera period (OpenArm's meshes on a CPU renderer)
-        would otherwise render back to back and starve the physics it shows.
-        """
-        period = 1.0 / self.options.camera_hz
-        name = min(self._frame_due, key=self._frame_due.__getitem__)
-        self._render(world, cameras, name)
-        rendered = time.monotonic()
-        self._frame_due[name] = max(self._frame_due[name] + period, now)
-        return max(min(self._frame_due.values()), rendered + (rendered - now))
-
-    def _render(self, world: World, cameras: Cameras, name: str) -> None:
-        began = time.perf_counter()
-        pixels: np.ndarray = cameras.render(world.data, name)
-        self.stats.render_seconds += time.perf_counter() - began
-        self.stats.frames += 1
-        self._frame_seq[name] += 1
-        metadata = {"seq": self._frame_seq[name], "stamp_ns": time.time_ns(), "source": name}
-        self._emit(f"image_{name}", Image.from_numpy(pixels, "rgb8").to_arrow(), metadata)
+    def _failed(self, reason: str) -> None:
+        self._diverged = reason
 
     def _emit(self, output: str, value: Any, metadata: dict[str, Any]) -> None:
         if self._publish is not None:
