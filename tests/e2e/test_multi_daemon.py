@@ -172,6 +172,22 @@ def stepping(cell: MockStack) -> bool:
     return bool(result["status"] == "succeeded")
 
 
+def admit(cell: MockStack, tool_id: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Admit an Action once its provider can take it: the arm refuses (422, retryable,
+    ``ARM_NO_STATE``) until joint state from the world has reached it."""
+    admitted: dict[str, Any] = {}
+
+    def admitted_now() -> bool:
+        response = cell.invoke(tool_id, arguments)
+        if response.status_code == 422 and response.json()["error"]["retryable"]:
+            return False
+        admitted.update(cell.data(response, 202))
+        return True
+
+    eventually(admitted_now, within=30.0, what=f"{tool_id} to be admitted")
+    return admitted
+
+
 def test_the_nodes_run_on_the_daemons_their_machines_name(cell: SplitCell) -> None:
     assert machine_ids(SPLIT) == ["robot", "workstation"]
     assert cell.machine_of(GATEWAY_MARK) == "workstation"
@@ -184,7 +200,7 @@ def test_a_query_and_an_action_reach_the_robot_daemon(cell: SplitCell) -> None:
     eventually(lambda: stepping(cell), within=30.0, what="the world to step")
     state = scene(cell)
     assert state["sim_time"] >= 0
-    admitted = cell.start("arm.home", {})
+    admitted = admit(cell, "arm.home", {})
     final = cell.terminal(admitted["invocation_id"], timeout_s=60.0)
     assert final["phase"] == "completed", final
     # Joint state crossed daemons: the Gateway's observation cache holds a fresh one.
@@ -218,7 +234,7 @@ def _kill_machine(cell: SplitCell, machine: str) -> None:
 
 def test_the_robot_daemon_dying_mid_action_ends_it_unknown_and_recovers(tmp_path: Path) -> None:
     with split_cell(tmp_path) as cell:
-        run = cell.start("arm.home", {})
+        run = admit(cell, "arm.home", {})
         assert cell.terminal(run["invocation_id"], timeout_s=60.0)["phase"] == "completed"
         origin = scene(cell)["gripper"]["tool_position"]
         target = [origin[0], origin[1] - 0.25, origin[2] - 0.1]
@@ -263,7 +279,7 @@ def test_the_robot_daemon_dying_mid_action_ends_it_unknown_and_recovers(tmp_path
             detail=cell.tail,
         )
         eventually(lambda: stepping(cell), within=30.0, what="the new world to step")
-        run = cell.start("arm.home", {})
+        run = admit(cell, "arm.home", {})
         assert cell.terminal(run["invocation_id"], timeout_s=60.0)["phase"] == "completed"
         # The invocation lost with the robot stays unknown across the restart.
         assert cell.status(invocation_id)["phase"] == "unknown"
