@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -167,3 +169,55 @@ def test_scene_snapshots_carry_the_success_predicates(simulation: Simulation):
     assert scene is not None
     # A fresh cell: the cube rests on the table outside the target zone.
     assert scene["predicates"] == {"cube_in_target_and_resting": False, "cube_lifted": False}
+
+
+class SlowCameras:
+    """Cameras whose every frame takes ``seconds`` (an expensive model on a loaded CPU)."""
+
+    def __init__(self, world: World, seconds: float) -> None:
+        self._cameras = Cameras(world.model, height=24, width=32)
+        self._seconds = seconds
+        self.camera_names = self._cameras.camera_names
+
+    def render(self, data: Any, camera_name: str) -> Any:
+        frame = self._cameras.render(data, camera_name)
+        threading.Event().wait(self._seconds)  # the cost of the frame, not a test wait
+        return frame
+
+    def close(self) -> None:
+        self._cameras.close()
+
+
+class ReceiptClock(Collector):
+    """A collector that also notes when (wall clock) each joint state arrived."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.received: list[float] = []
+
+    def __call__(self, output: str, value: Any, metadata: Any = None) -> None:
+        super().__call__(output, value, metadata)
+        if output == "joint_state":
+            with self.lock:
+                self.received.append(time.monotonic())
+
+
+def test_joint_state_keeps_flowing_while_a_frame_renders_slowly():
+    options = SimulationOptions(paced=True, camera_hz=15.0, width=32, height=24)
+    sim = Simulation(
+        lambda: Environment(World(), PickPlace(), seed=3),
+        lambda world: SlowCameras(world, seconds=1.5),  # type: ignore[arg-type,return-value]
+        options,
+    )
+    collector = ReceiptClock()
+    sim.start(collector)
+    try:
+        wait_for(lambda: len(collector.of("image_wrist")) >= 1, "two slow frames")
+    finally:
+        sim.stop()
+    with collector.lock:
+        received = list(collector.received)
+    gaps = [later - earlier for earlier, later in itertools.pairwise(received)]
+    # Frames take 1.5 s each; the physics thread publishes state at 100 Hz through them.
+    assert len(received) > 100
+    assert max(gaps) < 0.5
