@@ -42,8 +42,8 @@ DESCRIPTOR = ToolEndpointDescriptor(
 )
 
 
-def _error(code: str, message: str) -> ToolError:
-    return ToolError(code=code, message=message)
+def _error(code: str, message: str, *, retryable: bool = False) -> ToolError:
+    return ToolError(code=code, message=message, retryable=retryable)
 
 
 class SceneStateQuery:
@@ -61,7 +61,10 @@ class SceneStateQuery:
             return ToolResult(status="failed", error=error)
         snapshot = self._simulation.snapshot()
         if snapshot is None:
-            return ToolResult(status="failed", error=_error("WORLD_NOT_READY", "no step yet"))
+            # The physics thread is still building the model (a packaged robot's meshes take
+            # seconds): asking again shortly will work.
+            error = _error("WORLD_NOT_READY", "no physics step yet; ask again", retryable=True)
+            return ToolResult(status="failed", error=error)
         return ToolResult(status="succeeded", outputs=snapshot)
 
 
@@ -123,7 +126,14 @@ def _seed(arguments: Mapping[str, Any]) -> int | None:
 
 
 def world_status(simulation: Simulation) -> EndpointStatus:
-    """``unavailable`` while physics is diverged (reset recovers it), else ``ready``."""
+    """``unavailable`` before the first physics step (the model is still being built) and
+    while physics is diverged (reset recovers it), else ``ready``."""
+    if simulation.snapshot() is None and not simulation.diverged:
+        return EndpointStatus(
+            endpoint_id=ENDPOINT_ID,
+            state="unavailable",
+            details={"reason": "starting: no physics step yet"},
+        )
     if simulation.diverged:
         return EndpointStatus(
             endpoint_id=ENDPOINT_ID,

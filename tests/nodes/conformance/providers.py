@@ -393,10 +393,9 @@ CASES = (
         volatile_outputs=frozenset({"sim_time", "objects", "gripper", "predicates"}),
         frames_required=frozenset({"scene_state", "reset"}),
         lenient={("reset", "seed=None"): "an explicit null seed means the current one"},
-        # Known deviations, reported with issue 15 (nodes/world is not this suite's to
-        # change): before the first step WORLD_NOT_READY is not marked retryable and health
-        # still says ready. Flip these when nodes/world/endpoint.py is fixed.
-        unbacked=Unbacked("WORLD_NOT_READY", False, "ready"),
+        # Before the first physics step (a packaged robot's model is still being built):
+        # a retryable WORLD_NOT_READY, and health says unavailable.
+        unbacked=Unbacked("WORLD_NOT_READY", True, "unavailable"),
     ),
     ProviderCase(
         name="mock",
