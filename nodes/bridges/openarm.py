@@ -88,7 +88,7 @@ POSITION_FIELDS = ("qpos", "new_position")
 #: OpenArm's sample-time metadata (Unix ns): dora-openarm-mujoco's, then the dummy's.
 ROBOT_STAMP_KEYS = ("observation_timestamp", "timestamp")
 #: ``joint_state`` metadata: the robot's sample time (Unix ns, the robot's clock).
-STAMP_NS = "stamp_ns"
+STAMP_NS = contract.STATE_STAMP_NS
 #: Default bound on the age of OpenArm's newest position before it counts as stale.
 MAX_AGE_S = 0.5
 #: Before its first position, a robot node may take this long to start (Python, imports).

@@ -58,6 +58,9 @@ IMAGE_ENCODING = "rgb8"
 
 #: On ``joint_state`` from the world: the simulated clock at the sample (ns).
 SIM_TIME_NS = "sim_time_ns"
+#: On ``joint_state`` from a real robot's adapter or a bridge: the robot's own sample time
+#: (Unix ns, the robot's clock); velocities and staleness are judged against it.
+STATE_STAMP_NS = "stamp_ns"
 #: On ``image_<camera>``: frame counter per camera, wall-clock stamp (ns), camera name.
 FRAME_SEQ = "seq"
 FRAME_STAMP_NS = "stamp_ns"
