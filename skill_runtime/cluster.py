@@ -346,16 +346,7 @@ class ClusterDataflow(Dataflow):
     def _attach(self) -> None:
         assert self.address is not None
         command = [dora_binary(), "start", str(self.path), "--attach", "--name", self.name]
-        self.process = subprocess.Popen(
-            [*command, *self.address.cli_args()],
-            env=self.env,
-            cwd=self.path.parent,
-            stdout=self._log,
-            stderr=subprocess.STDOUT if self._log else None,
-            start_new_session=True,
-        )
-        fields = _stat_fields(self.process.pid)
-        self._started = fields[19] if fields else ""
+        self._spawn([*command, *self.address.cli_args()])
 
     def restart(self) -> None:
         """Force-stop the dataflow on its coordinator, kill what is left of its nodes, and

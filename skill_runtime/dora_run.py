@@ -229,8 +229,15 @@ class Dataflow:
         """Spawn ``dora run`` in its own session so the whole group can be stopped."""
         if not self.path.is_file():
             raise FileNotFoundError(f"dataflow {self.path} does not exist")
+        self._spawn([dora_binary(), "run", str(self.path)])
+        return self
+
+    def _spawn(self, command: list[str]) -> None:
+        """Run ``command`` (a ``dora`` command that owns the dataflow's lifetime) in its own
+        session beside the dataflow file, logging to the log, and remember its start time
+        so a recycled pid is never mistaken for it."""
         self.process = subprocess.Popen(
-            [dora_binary(), "run", str(self.path)],
+            command,
             env=self.env,
             cwd=self.path.parent,
             stdout=self._log,
@@ -239,7 +246,6 @@ class Dataflow:
         )
         fields = _stat_fields(self.process.pid)
         self._started = fields[19] if fields else ""
-        return self
 
     def running(self) -> bool:
         """Whether ``dora run`` is still alive."""

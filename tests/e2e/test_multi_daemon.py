@@ -318,6 +318,18 @@ def _below(root: psutil.Process, seen: dict[int, psutil.Process]) -> bool:
     return True
 
 
+def _doraforge_run(arguments: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """``doraforge run ARGUMENTS`` from the project folder, its output to ``log``."""
+    with log.open("wb") as output:
+        return subprocess.Popen(
+            [sys.executable, "-m", "doraforge.cli", "run", *arguments],
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+
+
 def _gone(processes: list[psutil.Process]) -> list[psutil.Process]:
     _, alive = psutil.wait_procs(processes, timeout=STOP_GRACE_S)
     return [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
@@ -328,15 +340,7 @@ def test_doraforge_run_starts_daemons_per_machine_and_sigterm_stops_everything(
 ) -> None:
     port = free_port()
     log = tmp_path / "run.log"
-    command = [sys.executable, "-m", "doraforge.cli", "run", "dataflows/sim-split.yml"]
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            command,
-            cwd=PROJECT_ROOT,
-            env=_cli_env(tmp_path, port),
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
+    process = _doraforge_run(["dataflows/sim-split.yml"], _cli_env(tmp_path, port), log)
     root = psutil.Process(process.pid)
     seen: dict[int, psutil.Process] = {}
     try:
@@ -376,13 +380,8 @@ def test_doraforge_run_on_an_existing_coordinator_starts_and_stops_only_the_data
     pinned = with_working_dirs(copy, tmp_path / "flow" / "sim-split.pinned.yml")
     cluster = LocalCluster(machine_ids(copy), env, tmp_path / "cluster").up()
     try:
-        command = [sys.executable, "-m", "doraforge.cli", "run", str(pinned)]
-        command += ["--coordinator", str(cluster.address)]
         log = tmp_path / "run.log"
-        with log.open("wb") as output:
-            process = subprocess.Popen(
-                command, cwd=PROJECT_ROOT, env=env, stdout=output, stderr=subprocess.STDOUT
-            )
+        process = _doraforge_run([str(pinned), "--coordinator", str(cluster.address)], env, log)
         try:
             eventually(
                 lambda: _scene_answers(port),
@@ -415,15 +414,7 @@ def test_doraforge_run_on_an_existing_coordinator_starts_and_stops_only_the_data
 def test_sigterm_while_the_daemons_come_up_leaves_nothing_running(tmp_path: Path) -> None:
     port = free_port()
     log = tmp_path / "run.log"
-    command = [sys.executable, "-m", "doraforge.cli", "run", "dataflows/sim-split.yml"]
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            command,
-            cwd=PROJECT_ROOT,
-            env=_cli_env(tmp_path, port),
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
+    process = _doraforge_run(["dataflows/sim-split.yml"], _cli_env(tmp_path, port), log)
     root = psutil.Process(process.pid)
     seen: dict[int, psutil.Process] = {}
 
