@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import mujoco
 import numpy as np
 
+from doraforge.sim.mjwarnings import warnings_logged
 from doraforge.sim.world import ASSETS
 
 FURNITURE = ASSETS / "furniture.xml"
@@ -61,7 +62,8 @@ def compose_cell(
         _aim(cell.camera(SCENE_CAMERA), *scene_camera)
     # An empty prefix keeps the profile's names (MuJoCo warns at compile; a name collision
     # with the furniture fails the compile).
-    cell.attach(robot, frame=cell.worldbody.add_frame(), prefix="")
+    with warnings_logged():
+        cell.attach(robot, frame=cell.worldbody.add_frame(), prefix="")
     return cell
 
 

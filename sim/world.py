@@ -21,6 +21,7 @@ import numpy as np
 
 from doraforge.sim.errors import PhysicsDiverged
 from doraforge.sim.layout import SIM_ARM_LAYOUT, ArmLayout, GripperLayout, RobotLayout
+from doraforge.sim.mjwarnings import warnings_logged
 from doraforge.sim.state import (
     GripperState,
     ObjectState,
@@ -104,7 +105,7 @@ class World:
     def from_spec(cls, spec: mujoco.MjSpec, layout: RobotLayout, *, shadows: bool = False) -> World:
         """A world on the compiled ``spec`` (a cell composed with ``MjSpec``). Raises
         ``ValueError`` when the spec does not compile or lacks what ``layout`` names."""
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), warnings_logged():
             # A robot attached without a name prefix (compose_cell keeps the profile's
             # names) makes MuJoCo warn that the model may not save back to one file.
             warnings.filterwarnings("ignore", message="Attaching a spec with an empty prefix")
