@@ -343,11 +343,29 @@ SIM_TOOLS = ("world.scene_state", "arm.move_to_pose", "gripper.grasp", "camera.c
 SIM_ENV = {"DORAFORGE_SIM_UNPACED": "1", "DORAFORGE_LOG_LEVEL": "WARNING"}
 
 
-def sim_stack(directory: Path) -> contextlib.AbstractContextManager[MockStack]:
-    """The simulated cell (unpaced physics), ready when its robot tools are."""
-    return dataflow_stack(
+@contextlib.contextmanager
+def sim_stack(directory: Path) -> Iterator[MockStack]:
+    """The simulated cell (unpaced physics), ready when its robot tools are and the arm
+    has joint state (the tools register before the world's first physics step; an Action
+    admitted in between is a retryable ``ARM_NO_STATE``)."""
+    with dataflow_stack(
         directory, DATAFLOWS / "sim.yml", SIM_TOOLS, SIM_ENV, start_timeout_s=120.0
-    )
+    ) as running:
+        eventually(
+            lambda: _arm_has_state(running),
+            within=60.0,
+            what="the arm's first joint state",
+            detail=running.tail,
+        )
+        yield running
+
+
+def _arm_has_state(stack: MockStack) -> bool:
+    response = stack.http.post("/tools/arm/arm_state:invoke", json={"arguments": {}})
+    if response.status_code != 200:
+        return False
+    result = response.json()["data"]["response"]["result"]
+    return bool(result["status"] == "succeeded" and result["outputs"].get("stale_ms", 1e9) < 500)
 
 
 @pytest.fixture(scope="module")
