@@ -258,3 +258,17 @@ async def recheck(
             "PAOS_TOOL_NOT_READY", f"{tool_id} is not ready", retryable=True, details=details
         )
     return context
+
+
+def runtime_key(document: Mapping[str, Any]) -> str:
+    """The runtime a stored binding document occupies, as the task store keys its slots.
+
+    An installed skill's runtime is the skill's name (``skill:pick-place``): a restart of
+    the same skill gives a new ``runtime_instance`` but drives the same cell, so a task
+    left open on the old instance still holds that cell. An ad-hoc binding (no installed
+    skill, :meth:`BindingCandidate.adhoc`) occupies its Gateway (``gateway:<url>``).
+    """
+    skill = document.get("skill")
+    if document.get("runtime_instance") is None and skill in (None, "adhoc"):
+        return f"gateway:{document.get('gateway_url')}"
+    return f"skill:{skill}"

@@ -1,5 +1,7 @@
 -- PAOS AgentTask store. Invariants live here, not only in Python:
---   * at most one non-terminal task (a unique partial index on a constant);
+--   * at most one non-terminal task per slot (a unique partial index on tasks.slot,
+--     created by paos/store/slots.py, which also upgrades older stores): the slot is
+--     'global' or the task's runtime, as the home's task_slots setting says;
 --   * bindings, revisions' identity, evidence, verification attempts and episodes are
 --     append-only; a terminal ToolExecutionRecord never changes again.
 CREATE TABLE IF NOT EXISTS bindings (
@@ -24,11 +26,17 @@ CREATE TABLE IF NOT EXISTS tasks (
     outcome_json   TEXT,
     created_at_ms  INTEGER NOT NULL,
     updated_at_ms  INTEGER NOT NULL,
-    terminal_at_ms INTEGER
+    terminal_at_ms INTEGER,
+    -- The runtime the binding occupies (paos.binding.runtime_key) and the slot the task
+    -- holds; NULL only in terminal rows written before slots existed.
+    runtime_key    TEXT,
+    slot           TEXT
 );
--- One non-terminal AgentTask globally: two processes racing to create one get exactly one.
-CREATE UNIQUE INDEX IF NOT EXISTS one_active_task ON tasks ((1))
-    WHERE state IN ('executing', 'awaiting_replan', 'cancelling');
+-- Home-level settings every process on this store obeys (task_slots: global | per_runtime).
+CREATE TABLE IF NOT EXISTS store_settings (
+    key            TEXT PRIMARY KEY,
+    value          TEXT NOT NULL
+);
 CREATE TRIGGER IF NOT EXISTS terminal_task_frozen BEFORE UPDATE ON tasks
     WHEN OLD.state IN ('succeeded', 'failed', 'cancelled')
 BEGIN SELECT RAISE(ABORT, 'PAOS_TASK_TERMINAL'); END;

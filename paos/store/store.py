@@ -1,7 +1,8 @@
 """The AgentTask store: SQLite in WAL mode, every write in ``BEGIN IMMEDIATE``.
 
 One store file is shared by every PAOS process on the machine. Invariants that must hold
-across processes (one non-terminal task, immutable terminal records and bindings) are
+across processes (one non-terminal task per slot, :mod:`paos.store.slots`; immutable
+terminal records and bindings) are
 enforced by the schema itself; this module turns their violations into typed errors.
 A database that cannot be read or written (disk full, locked past the busy timeout, I/O
 error) is :class:`StoreUnavailable`: no ``sqlite3`` exception leaves this module.
@@ -19,7 +20,9 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from doraforge.paos.binding import runtime_key
 from doraforge.paos.errors import PaosError
+from doraforge.paos.store import slots
 from doraforge.paos.store.models import (
     TERMINAL_RECORD_STATES,
     TERMINAL_TASK_STATES,
@@ -40,7 +43,7 @@ class StoreError(PaosError):
 
 
 class TaskSlotTaken(StoreError):
-    """Another non-terminal AgentTask exists; only one may be active at a time."""
+    """Another non-terminal AgentTask holds the slot (the home's, or this runtime's)."""
 
 
 class NotFound(StoreError, LookupError):
@@ -138,6 +141,7 @@ class AgentTaskStore:
             self._db.execute("PRAGMA foreign_keys = ON")
             # Idempotent DDL; executescript manages its own transaction.
             self._db.executescript(_SCHEMA.read_text(encoding="utf-8"))
+            slots.migrate(self._db)
 
     def close(self) -> None:
         """Close this process's connection."""
@@ -212,32 +216,83 @@ class AgentTaskStore:
         goal: str,
         contract: dict[str, Any],
     ) -> TaskRow:
-        """Create the one active task and its revision 1; :class:`TaskSlotTaken` if busy."""
+        """Create a task and its revision 1 in the slot its binding's runtime takes under
+        the home's task slots (:mod:`paos.store.slots`); :class:`TaskSlotTaken`
+        ``PAOS_TASK_ACTIVE`` naming the task and runtime that hold the slot, if taken."""
         now = self._now()
+        slot = slots.GLOBAL_SLOT
         try:
             with self._write() as db:
+                # Mode and runtime are read under the write lock: no other process can
+                # switch the mode or take the slot between this read and the insert.
+                key = runtime_key(self.binding(binding_id))
+                slot = slots.slot_for(slots.mode(db), key)
                 db.execute(
                     "INSERT INTO tasks (task_id, binding_id, goal, contract_json, state,"
-                    " created_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, 'executing', ?, ?)",
-                    (task_id, binding_id, goal, _json(contract), now, now),
+                    " created_at_ms, updated_at_ms, runtime_key, slot)"
+                    " VALUES (?, ?, ?, ?, 'executing', ?, ?, ?, ?)",
+                    (task_id, binding_id, goal, _json(contract), now, now, key, slot),
                 )
                 db.execute(
                     "INSERT INTO revisions VALUES (?, ?, 1, 'initial plan', NULL, ?)",
                     (revision_id, task_id, now),
                 )
         except sqlite3.IntegrityError as exc:
-            if "one_active_task" in str(exc):
-                active = self.active_task()
-                held = active.task_id if active else None
-                which = f"AgentTask {held}" if held else "another AgentTask"
-                raise TaskSlotTaken(
-                    "PAOS_TASK_ACTIVE",
-                    f"{which} is still active; finalize it or cancel it first "
-                    f"(`doraforge task cancel {held or 'TASK_ID'}`)",
-                    details={"active_task_id": held},
-                ) from exc
+            if slots.SLOT_VIOLATION in str(exc):
+                raise self._slot_taken(slot) from exc
             raise StoreError("PAOS_STORE_CONFLICT", str(exc)) from exc
         return self.task(task_id)
+
+    def _slot_taken(self, slot: str) -> TaskSlotTaken:
+        """``PAOS_TASK_ACTIVE`` naming the task holding ``slot`` and the runtime it is on."""
+        with _translated("read"):
+            row = slots.holder(self._db, slot)
+        held = row["task_id"] if row is not None else None
+        document = self.binding(row["binding_id"]) if row is not None else {}
+        mode = "per_runtime" if slot != slots.GLOBAL_SLOT else "global"
+        cell = f" on skill {document['skill']}" if document.get("skill") else ""
+        which = f"AgentTask {held}{cell}" if held else "another AgentTask"
+        scope = "this runtime's" if mode == "per_runtime" else "the home's only"
+        return TaskSlotTaken(
+            "PAOS_TASK_ACTIVE",
+            f"{which} holds {scope} task slot ({mode} task slots); finalize it or cancel "
+            f"it first (`doraforge task cancel {held or 'TASK_ID'}`)",
+            details={
+                "active_task_id": held,
+                "task_slots": mode,
+                "runtime_key": row["runtime_key"] if row is not None else None,
+                "skill": document.get("skill"),
+                "runtime_instance_id": document.get("runtime_instance"),
+                "gateway_identity": (document.get("gateway_identity") or {}).get("instance_id"),
+            },
+        )
+
+    def task_slots(self) -> slots.TaskSlots:
+        """The home's task-slot mode: ``global`` (the default) or ``per_runtime``."""
+        with _translated("read"):
+            return slots.mode(self._db)
+
+    def set_task_slots(self, mode: slots.TaskSlots) -> None:
+        """Set the home's task-slot mode for every process on this store.
+
+        Raises :class:`TaskSlotTaken` ``PAOS_TASK_SLOTS_BUSY`` (nothing changed) when
+        ``global`` is asked while several tasks are non-terminal.
+        """
+        if mode not in slots.TASK_SLOTS:
+            raise StoreError(
+                "PAOS_TASK_SLOTS_INVALID", f"task slots are one of {list(slots.TASK_SLOTS)}"
+            )
+        try:
+            with self._write() as db:
+                slots.set_mode(db, mode)
+        except sqlite3.IntegrityError as exc:
+            active = [task.task_id for task in self.active_tasks()]
+            raise TaskSlotTaken(
+                "PAOS_TASK_SLOTS_BUSY",
+                f"{len(active)} tasks are active, and global task slots allow one; "
+                "finalize or cancel all but one first (`doraforge task list`)",
+                details={"active_task_ids": active},
+            ) from exc
 
     def task(self, task_id: str) -> TaskRow:
         """The task with ``task_id``."""
@@ -251,11 +306,18 @@ class AgentTaskStore:
         return [TaskRow.of(row) for row in rows]
 
     def active_task(self) -> TaskRow | None:
-        """The one non-terminal task, if any."""
-        row = self._first(
+        """The oldest non-terminal task, if any (the only one under ``global`` task slots;
+        with ``per_runtime`` ones use :meth:`active_tasks`)."""
+        active = self.active_tasks()
+        return active[0] if active else None
+
+    def active_tasks(self) -> list[TaskRow]:
+        """Every non-terminal task, oldest first (at most one per slot)."""
+        rows = self._rows(
             "SELECT * FROM tasks WHERE state NOT IN ('succeeded', 'failed', 'cancelled')"
+            " ORDER BY created_at_ms, rowid"
         )
-        return None if row is None else TaskRow.of(row)
+        return [TaskRow.of(row) for row in rows]
 
     def transition(
         self,
