@@ -15,6 +15,9 @@ from doraforge.cli.context import Context
 from doraforge.cli.output import local_time
 from doraforge.skill_runtime.errors import RuntimeStateError
 
+#: A home-level default for ``skill start --coordinator HOST:PORT``.
+COORDINATOR_ENV = "DORAFORGE_COORDINATOR"
+
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     skill = commands.add_parser("skill", help="pack, install and run skill bundles")
@@ -41,14 +44,29 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         command.add_argument("name")
         command.set_defaults(handler=handler)
     _register_logs(sub)
-    start = sub.add_parser("start", help="start the skill's runtime on Dora")
+    start = sub.add_parser(
+        "start",
+        help="start the skill's runtime on Dora",
+        description="Start the skill on this home's own Dora coordinator (one local daemon per "
+        "machine id its dataflow names in deploy: {machine: ID}), or with --coordinator on an "
+        f"existing one whose daemons run elsewhere (default ${COORDINATOR_ENV} when set).",
+    )
     start.add_argument("name")
     start.add_argument("--profile")
     start.add_argument(
         "--port",
-        type=int,
+        type=_gateway_port,
         default=None,
-        help="the skill's Gateway port (default: the one in its manifest's gateway_url)",
+        help="the skill's Gateway port, or auto for a free one (default: the one in its "
+        "manifest's gateway_url); the state records the URL",
+    )
+    start.add_argument(
+        "--coordinator",
+        type=_coordinator,
+        default=None,
+        metavar="HOST:PORT",
+        help="run on this existing Dora coordinator (its daemons started by someone else); "
+        "skill stop then stops only the skill's dataflow there",
     )
     start.set_defaults(handler=_start)
     stop = sub.add_parser("stop", help="stop the skill's runtime")
@@ -75,6 +93,26 @@ def _register_logs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     logs.add_argument("--follow", "-f", action="store_true", help="then stream new lines")
     logs.add_argument("--all", action="store_true", help="keep Dora's own diagnostics")
     logs.set_defaults(handler=_logs)
+
+
+def _gateway_port(text: str) -> int:
+    from doraforge.skill_runtime.runtime import AUTO_PORT
+
+    if text == "auto":
+        return AUTO_PORT
+    port = int(text) if text.isdigit() else -1
+    if not 0 < port < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (1-65535) or auto")
+    return port
+
+
+def _coordinator(text: str) -> Any:
+    from doraforge.skill_runtime.cluster import CoordinatorAddress
+
+    try:
+        return CoordinatorAddress.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _positive(text: str) -> int:
@@ -191,13 +229,41 @@ def _remove(ctx: Context, args: argparse.Namespace) -> int:
 def _start(ctx: Context, args: argparse.Namespace) -> int:
     from doraforge.skill_runtime.runtime import RuntimeManager
 
+    coordinator = args.coordinator or _coordinator_setting(ctx)
     with ctx.out.progress(f"starting {args.name}") as update:
         manager = RuntimeManager(ctx.home, progress=update)
-        state = manager.start(args.name, args.profile, port=args.port)
+        state = manager.start(args.name, args.profile, port=args.port, coordinator=coordinator)
     ctx.out.say(f"{args.name} is {state.state} (Gateway {state.gateway_url})")
+    if placement := _placement(state.model_dump(mode="json")):
+        ctx.out.say(f"{args.name} {placement}")
     if ctx.out.as_json:
         ctx.out.data(_plain(state))
     return 0
+
+
+def _coordinator_setting(ctx: Context) -> Any:
+    """``$DORAFORGE_COORDINATOR`` as the default ``--coordinator`` (read at the entry point)."""
+    text = ctx.environ.get(COORDINATOR_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        return _coordinator(text)
+    except argparse.ArgumentTypeError as exc:
+        raise RuntimeStateError(
+            "SKILL_COORDINATOR_INVALID", f"${COORDINATOR_ENV}: {exc}; unset it or fix it"
+        ) from exc
+
+
+def _placement(state: dict[str, Any]) -> str:
+    """Where a runtime runs, for a skill on machines or on an attached coordinator ("" for
+    one on this home's own single daemon, as always)."""
+    machines = ", ".join(state.get("machines") or {})
+    attached = state.get("coordinator_attached")
+    if not machines and not attached:
+        return ""
+    where = f"coordinator {state.get('coordinator_host')}:{state.get('coordinator_port')}"
+    where += " (attached: its own daemons)" if attached else " (this home's, local daemons)"
+    return f"runs on machines {machines} of {where}" if machines else f"runs on {where}"
 
 
 def _stop(ctx: Context, args: argparse.Namespace) -> int:
@@ -240,6 +306,8 @@ def _status(ctx: Context, args: argparse.Namespace) -> int:
     ctx.out.table("skill runtimes", columns, rows, found, whole=columns)
     # A reason is a sentence: on its own line it is read whole, not squeezed into a column.
     for state in found:
+        if placement := _placement(state):
+            ctx.out.say(f"{state['name']} {placement}")
         if state.get("error"):
             ctx.out.say(f"{state['name']} {state['state']}: {_reason(state['error'])}")
     return 0

@@ -34,9 +34,10 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -61,7 +62,7 @@ CLUSTER_ZENOH_OVERLAY = DATAFLOWS / "zenoh-cluster-overlay.json5"
 UP_TIMEOUT_S = 30.0
 _POLL_S = 0.1
 _DAEMON_ID = re.compile(
-    r"^(\S+)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\s", re.M
+    r"^(?:(\S+)-)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\s", re.M
 )
 
 
@@ -114,6 +115,11 @@ def machine_ids(dataflow: Path) -> list[str]:
     return sorted({m for node in _nodes(_document(dataflow)) if (m := _machine(node))})
 
 
+def unpinned_nodes(dataflow: Path) -> list[str]:
+    """The ids of the nodes of ``dataflow`` that name no machine."""
+    return [str(node.get("id")) for node in _nodes(_document(dataflow)) if not _machine(node)]
+
+
 def with_working_dirs(dataflow: Path, target: Path) -> Path:
     """Write ``dataflow`` to ``target`` with each node's ``deploy.working_dir`` set to the
     dataflow's folder where it names none, and return ``target``.
@@ -132,16 +138,49 @@ def with_working_dirs(dataflow: Path, target: Path) -> Path:
     return target
 
 
-class _Process:
-    """One ``dora coordinator``/``daemon`` in a session of its own, its start time kept
-    so it is only ever signalled while the pid still names it."""
+#: Spawns a process detached from its caller (a new session, re-parented once this helper
+#: exits), so a home's coordinator and daemons outlive the command that started them and
+#: never become its zombies. Prints the pid.
+_DETACH = (
+    "import subprocess, sys\n"
+    "log = open(sys.argv[1], 'ab')\n"
+    "child = subprocess.Popen(sys.argv[3:], cwd=sys.argv[2], stdin=subprocess.DEVNULL,"
+    " stdout=log, stderr=log, start_new_session=True)\n"
+    "print(child.pid)\n"
+)
 
-    def __init__(self, role: str, command: list[str], env: Mapping[str, str], cwd: Path):
+
+class DoraProcess:
+    """One ``dora coordinator``/``daemon`` in a session of its own, its start time kept
+    so it is only ever signalled while the pid still names it.
+
+    The one launcher of Dora services: :class:`LocalCluster` keeps its processes as
+    children (:meth:`spawn`); the Skill Runtime starts its home's services
+    :meth:`detached`, as they outlive the command, and a later command finds one again
+    by its recorded pid and start time (:meth:`adopt`)."""
+
+    def __init__(
+        self,
+        role: str,
+        pid: int,
+        started: str,
+        log_path: Path,
+        command: list[str],
+        popen: subprocess.Popen[bytes] | None = None,
+    ):
         self.role = role
+        self.pid = pid
+        self.started = started
+        self.log_path = log_path
         self.command = command
-        self.log_path = cwd / f"dora-{role}.log"
-        with self.log_path.open("ab") as log:  # the child keeps its own descriptor
-            self.popen = subprocess.Popen(
+        self.popen = popen
+
+    @classmethod
+    def spawn(cls, role: str, command: list[str], env: Mapping[str, str], cwd: Path) -> DoraProcess:
+        """Start ``command`` as a child of this process, its output to ``cwd/dora-ROLE.log``."""
+        log_path = cwd / f"dora-{role}.log"
+        with log_path.open("ab") as log:  # the child keeps its own descriptor
+            popen = subprocess.Popen(
                 command,
                 env=dict(env),
                 cwd=cwd,
@@ -150,26 +189,85 @@ class _Process:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        fields = _stat_fields(self.popen.pid)
-        self._started = fields[19] if fields else ""
+        return cls(role, popen.pid, _start_time(popen.pid), log_path, command, popen)
+
+    @classmethod
+    def detached(
+        cls, role: str, command: list[str], env: Mapping[str, str], cwd: Path, log_path: Path
+    ) -> DoraProcess:
+        """Start ``command`` detached from this process (see :data:`_DETACH`).
+
+        Raises :class:`RuntimeStateError` ``SKILL_DORA_UNAVAILABLE`` when it cannot start."""
+        helper = [sys.executable, "-c", _DETACH, str(log_path), str(cwd), *command]
+        done = subprocess.run(helper, env=dict(env), capture_output=True, text=True, timeout=30)
+        if done.returncode != 0 or not done.stdout.strip().isdigit():
+            raise RuntimeStateError(
+                "SKILL_DORA_UNAVAILABLE",
+                f"cannot start dora {role}: {done.stderr.strip()[-300:]}",
+            )
+        pid = int(done.stdout.strip())
+        return cls(role, pid, _start_time(pid), log_path, command)
+
+    @classmethod
+    def adopt(cls, role: str, pid: int, started: str, log_path: Path) -> DoraProcess:
+        """The process an earlier command started and recorded (``pid``, ``started``)."""
+        return cls(role, pid, started, log_path, [])
 
     def alive(self) -> bool:
-        return _same_live_process(self.popen.pid, self._started)
+        return _same_live_process(self.pid, self.started)
 
     def below(self) -> dict[int, str]:
-        return descendants(self.popen.pid) if self.alive() else {}
+        return descendants(self.pid) if self.alive() else {}
 
     def kill(self) -> None:
         if self.alive():
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.popen.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(timeout=5)
+                os.killpg(self.pid, signal.SIGKILL)
+        if self.popen is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(timeout=5)
 
     def log_tail(self, limit: int = 1500) -> str:
         with contextlib.suppress(OSError):
             return self.log_path.read_text(errors="replace")[-limit:]
         return ""
+
+
+def _start_time(pid: int) -> str:
+    fields = _stat_fields(pid)
+    return fields[19] if fields else ""
+
+
+def daemon_args(
+    machine: str,
+    address: CoordinatorAddress,
+    *,
+    listen_port: int,
+    zenoh_port: int,
+    peers: Iterable[int],
+) -> list[str]:
+    """``dora daemon`` options for ``machine`` on this host: its coordinator, a free local
+    listen port, a Zenoh listener on loopback ``zenoh_port`` that other daemons dial, and a
+    dial to every daemon already listening on ``peers`` (the clique Zenoh 1.9 needs)."""
+    args = ["daemon", "--machine-id", machine, *address.cli_args()]
+    args += ["--local-listen-port", str(listen_port)]
+    args += ["--zenoh-listen", f"127.0.0.1:{zenoh_port}"]
+    for port in peers:
+        args += ["--zenoh-connect", f"tcp/127.0.0.1:{port}"]
+    return args
+
+
+def cluster_status(
+    binary: str, address: CoordinatorAddress, env: Mapping[str, str]
+) -> list[tuple[str | None, str]] | None:
+    """The daemons ``dora cluster status`` lists (see :func:`daemon_rows`), ``None`` when
+    the coordinator does not answer."""
+    command = [binary, "cluster", "status", *address.cli_args()]
+    try:
+        done = subprocess.run(command, env=dict(env), capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return daemon_rows(done.stdout) if done.returncode == 0 else None
 
 
 class LocalCluster:
@@ -189,7 +287,7 @@ class LocalCluster:
         }
         self.work_dir = work_dir
         self.address = CoordinatorAddress("127.0.0.1", free_port())
-        self.processes: dict[str, _Process] = {}
+        self.processes: dict[str, DoraProcess] = {}
         self._cancelled = threading.Event()
 
     def cancel(self) -> None:
@@ -221,25 +319,18 @@ class LocalCluster:
         return self
 
     def _daemon_args(self, machine: str, zenoh: Mapping[str, int]) -> list[str]:
-        args = ["daemon", "--machine-id", machine, *self.address.cli_args()]
-        args += ["--local-listen-port", str(free_port())]
-        args += ["--zenoh-listen", f"127.0.0.1:{zenoh[machine]}"]
-        for other, port in zenoh.items():
-            if other != machine:
-                args += ["--zenoh-connect", f"tcp/127.0.0.1:{port}"]
-        return args
+        peers = [port for other, port in zenoh.items() if other != machine]
+        return daemon_args(
+            machine, self.address, listen_port=free_port(), zenoh_port=zenoh[machine], peers=peers
+        )
 
     def _spawn(self, role: str, command: list[str]) -> None:
-        self.processes[role] = _Process(role, command, self.env, self.work_dir)
+        self.processes[role] = DoraProcess.spawn(role, command, self.env, self.work_dir)
 
     def registered(self) -> set[str]:
         """The machine ids ``dora cluster status`` lists as connected right now."""
-        command = [dora_binary(), "cluster", "status", *self.address.cli_args()]
-        try:
-            done = subprocess.run(command, env=self.env, capture_output=True, text=True, timeout=10)
-        except subprocess.TimeoutExpired:
-            return set()
-        return registered_machines(done.stdout) if done.returncode == 0 else set()
+        rows = cluster_status(dora_binary(), self.address, self.env)
+        return {machine for machine, _ in rows or [] if machine}
 
     def _wait_registered(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -256,7 +347,7 @@ class LocalCluster:
                 )
             time.sleep(_POLL_S)
 
-    def daemon(self, machine: str) -> _Process:
+    def daemon(self, machine: str) -> DoraProcess:
         """The daemon process of ``machine`` (a test kills it to lose that machine)."""
         return self.processes[f"daemon-{machine}"]
 
@@ -285,10 +376,16 @@ class LocalCluster:
             self.processes["coordinator"].kill()
 
 
+def daemon_rows(status: str) -> list[tuple[str | None, str]]:
+    """``(machine id, daemon id)`` of each daemon a ``dora cluster status`` table lists:
+    a daemon id is ``<machine id>-<uuid>``, a bare ``<uuid>`` for a daemon started without
+    ``--machine-id`` (machine ``None``)."""
+    return [(found.group(1), found.group(0).strip()) for found in _DAEMON_ID.finditer(status)]
+
+
 def registered_machines(status: str) -> set[str]:
-    """The machine ids of the daemons a ``dora cluster status`` table lists: each row's
-    daemon id is ``<machine id>-<uuid>``."""
-    return {found.group(1) for found in _DAEMON_ID.finditer(status)}
+    """The machine ids of the daemons a ``dora cluster status`` table lists."""
+    return {machine for machine, _ in daemon_rows(status) if machine}
 
 
 def _kill(processes: Mapping[int, str]) -> None:

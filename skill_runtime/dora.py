@@ -34,29 +34,26 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from doraforge.skill_runtime.dora_generation import INSTALL_HINT, library_refusal
 from doraforge.skill_runtime.errors import RuntimeStateError
 
+if TYPE_CHECKING:
+    from doraforge.skill_runtime.cluster import DoraProcess
+
+# The cluster module (the one launcher of Dora services, the daemons' options) imports
+# dora_run, which imports this module: its names are imported where they are used.
+
 MIN_VERSION = (1, 1)
 SHARED_DEFAULT_PORT = 6013
+#: Where this home's own coordinator listens for the commands of this host.
+LOOPBACK = "127.0.0.1"
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 _STARTED = re.compile(r"dataflow start(?:ed| triggered): ([0-9a-f-]{36})")
-#: Spawns a process detached from us (new session, re-parented once this helper exits), so
-#: the coordinator and daemon outlive the command that started them and never become our
-#: zombies. Prints the pid.
-_DETACH = (
-    "import subprocess, sys\n"
-    "log = open(sys.argv[1], 'ab')\n"
-    "child = subprocess.Popen(sys.argv[3:], cwd=sys.argv[2], stdin=subprocess.DEVNULL,"
-    " stdout=log, stderr=log, start_new_session=True)\n"
-    "print(child.pid)\n"
-)
 
 
 def dora_version(
@@ -164,22 +161,40 @@ def kill_pids(pids: list[int]) -> None:
 
 
 class DoraControl:
-    """The lifecycle commands against one home's private coordinator on ``port``."""
+    """The lifecycle commands against one coordinator: this home's private one on
+    ``port`` (``owned``), or one someone else runs at ``host:port`` that a skill attached
+    to (not ``owned``: nothing here ever starts or ``dora down``s it, and its port may
+    be Dora's default 6013)."""
 
-    def __init__(self, binary: str, *, port: int, env: Mapping[str, str], log_dir: Path) -> None:
-        if port == SHARED_DEFAULT_PORT:
+    def __init__(
+        self,
+        binary: str,
+        *,
+        port: int,
+        env: Mapping[str, str],
+        log_dir: Path,
+        host: str = LOOPBACK,
+        owned: bool = True,
+    ) -> None:
+        if owned and port == SHARED_DEFAULT_PORT:
             raise ValueError("port 6013 is Dora's machine-wide default; a home never uses it")
+        from doraforge.skill_runtime.cluster import CoordinatorAddress
+
         self.binary = binary
-        self.port = port
+        self.address = CoordinatorAddress(host, port)
+        self.owned = owned
         self.log_dir = log_dir
         # Plain one-line errors instead of Rust backtraces in our logs and error details.
         self._env = {**env, "RUST_BACKTRACE": "0", "RUST_LIB_BACKTRACE": "0"}
 
+    @property
+    def port(self) -> int:
+        return self.address.port
+
     def _cli(
         self, *args: str, cwd: Path | None = None, timeout_s: float = 30.0
     ) -> subprocess.CompletedProcess[str]:
-        command = [self.binary, *args, "--coordinator-addr", "127.0.0.1"]
-        command += ["--coordinator-port", str(self.port)]
+        command = [self.binary, *args, *self.address.cli_args()]
         try:
             return subprocess.run(
                 command, env=self._env, cwd=cwd, capture_output=True, text=True, timeout=timeout_s
@@ -209,8 +224,7 @@ class DoraControl:
         :class:`RuntimeStateError` ``SKILL_DORA_UNAVAILABLE`` with the log tails when they
         do not come up within ``timeout_s``.
         """
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        self._work_dir.mkdir(parents=True, exist_ok=True)
+        self._require_owned("up")
         port = str(self.port)
         self._detach("coordinator", ["coordinator", "--quiet", "--port", port, "--store", "memory"])
         daemon = ["daemon", "--quiet", "--coordinator-port", port]
@@ -230,19 +244,51 @@ class DoraControl:
         # The daemon creates `out/` in its working directory; keep it inside the home.
         return self.log_dir.parent / "dora"
 
-    def _detach(self, role: str, args: list[str], env: Mapping[str, str] | None = None) -> int:
+    def _detach(
+        self, role: str, args: list[str], env: Mapping[str, str] | None = None
+    ) -> DoraProcess:
+        from doraforge.skill_runtime.cluster import DoraProcess
+
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._work_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_dir / f"dora-{role}.log"
-        command = [sys.executable, "-c", _DETACH, str(log), str(self._work_dir), self.binary]
-        command += args
-        done = subprocess.run(
-            command, env={**self._env, **(env or {})}, capture_output=True, text=True, timeout=30
+        command = [self.binary, *args]
+        return DoraProcess.detached(
+            role, command, {**self._env, **(env or {})}, self._work_dir, log
         )
-        if done.returncode != 0:
-            raise RuntimeStateError(
-                "SKILL_DORA_UNAVAILABLE",
-                f"cannot start dora {role}: {done.stderr.strip()[-300:]}",
-            )
-        return int(done.stdout.strip())
+
+    def _require_owned(self, action: str) -> None:
+        if not self.owned:
+            raise ValueError(f"coordinator {self.address} is not this home's: never {action} it")
+
+    def start_machine(
+        self,
+        machine: str,
+        *,
+        listen_port: int,
+        zenoh_port: int,
+        peers: Iterable[int],
+        daemon_env: Mapping[str, str],
+    ) -> DoraProcess:
+        """Start a ``dora daemon --machine-id MACHINE`` on this host for this home's
+        coordinator, detached, in the Zenoh loopback clique of :func:`daemon_args` (with
+        the cluster overlay of :data:`CLUSTER_ZENOH_OVERLAY`). It registers in the
+        background: :meth:`daemons` lists it once it has."""
+        from doraforge.skill_runtime.cluster import CLUSTER_ZENOH_OVERLAY, daemon_args
+
+        self._require_owned("add a daemon to")
+        args = daemon_args(
+            machine, self.address, listen_port=listen_port, zenoh_port=zenoh_port, peers=peers
+        )
+        env = {**daemon_env, "DORA_ZENOH_CONFIG_OVERLAY": str(CLUSTER_ZENOH_OVERLAY)}
+        return self._detach(f"daemon-{machine}", args, env)
+
+    def daemons(self) -> list[tuple[str | None, str]] | None:
+        """``(machine id or None, daemon id)`` of every daemon connected to the coordinator
+        (``dora cluster status``), ``None`` when it does not answer."""
+        from doraforge.skill_runtime.cluster import cluster_status
+
+        return cluster_status(self.binary, self.address, self._env)
 
     def _log_tail(self, role: str, limit: int = 2000) -> str:
         with contextlib.suppress(OSError):
@@ -319,7 +365,9 @@ class DoraControl:
             time.sleep(0.1)
 
     def down(self) -> bool:
-        """``dora down`` (refused by Dora while anything runs); ``True`` once it is down."""
+        """``dora down`` (refused by Dora while anything runs); ``True`` once it is down.
+        Only ever for this home's own coordinator (``ValueError`` otherwise)."""
+        self._require_owned("dora down")
         done = self._cli("down", timeout_s=30)
         return done.returncode == 0
 
@@ -347,8 +395,7 @@ class DoraControl:
         """``dora logs UUID --follow --tail 0 --log-format json``: the lines written from
         now on, on the returned process's stdout. The caller ends the process."""
         command = [self.binary, *_log_args(dataflow_uuid, node, True), "--follow"]
-        command += ["--tail", "0", "--coordinator-addr", "127.0.0.1"]
-        command += ["--coordinator-port", str(self.port)]
+        command += ["--tail", "0", *self.address.cli_args()]
         return subprocess.Popen(
             command,
             env=self._env,

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -41,7 +41,16 @@ from doraforge.paos.home import PaosHome
 from doraforge.paos.store import AgentTaskStore
 from doraforge.skill_runtime import dora_generation, gateway_probe, node_logs, stop_guards
 from doraforge.skill_runtime.catalog import current_bundle, not_installed
+from doraforge.skill_runtime.cluster import (
+    CLUSTER_ZENOH_OVERLAY,
+    CoordinatorAddress,
+    DoraProcess,
+    machine_ids,
+    unpinned_nodes,
+    with_working_dirs,
+)
 from doraforge.skill_runtime.dora import (
+    LOOPBACK,
     DoraControl,
     dora_version,
     require_minimum,
@@ -69,6 +78,7 @@ from doraforge.skill_runtime.launch import (
 )
 from doraforge.skill_runtime.manifest import NAME_PATTERN, Profile, SkillManifest, load_manifest
 from doraforge.skill_runtime.runtime_state import (
+    MachineDaemon,
     RecordedError,
     RuntimeState,
     all_states,
@@ -81,7 +91,7 @@ from doraforge.skill_runtime.runtime_state import (
 )
 from doraforge.wire.files import atomic_write_text
 
-__all__ = ["RuntimeManager", "RuntimeState"]
+__all__ = ["AUTO_PORT", "RuntimeManager", "RuntimeState"]
 
 type Progress = Callable[[str, float], None]
 
@@ -90,20 +100,37 @@ STOP_GRACE_S = 10.0
 #: Seconds this home's coordinator and daemon get to come up.
 SERVICES_TIMEOUT_S = 20.0
 POLL_S = 0.1
+#: ``start(port=AUTO_PORT)``: the skill's Gateway on a free port, recorded in the state URL.
+AUTO_PORT = 0
 #: The operator's token variables: meant for PAOS's own clients, never for Dora's processes.
 _OPERATOR_TOKEN_VARIABLES = (TOKEN_ENV, TOKEN_FILE_ENV)
 # How many Dora log lines are read per line shown when Dora's diagnostics are filtered.
 _DIAGNOSTICS_HEADROOM = 50
 
 
+class _LocalDaemon(BaseModel):
+    """A ``dora daemon --machine-id`` this home started: its process (pid and start time,
+    so only that process is ever signalled) and its ports."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pid: int = Field(gt=0)
+    started: str
+    local_listen_port: int = Field(gt=0, lt=65536)
+    zenoh_port: int = Field(gt=0, lt=65536)
+
+
 class _Services(BaseModel):
-    """``runtime/dora.json``: the private ports of this home's coordinator and daemon."""
+    """``runtime/dora.json``: the private ports of this home's coordinator and daemon, and
+    the daemon of each machine id a running skill's dataflow names (shared by every skill
+    of the home that names it; ``machines`` is optional, so older files still read)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     state_version: int = 1
     coordinator_port: int = Field(gt=0, lt=65536)
     daemon_listen_port: int = Field(gt=0, lt=65536)
+    machines: dict[str, _LocalDaemon] = Field(default_factory=dict)
 
 
 class RuntimeManager:
@@ -143,16 +170,28 @@ class RuntimeManager:
     # ------------------------------------------------------------------ public commands
 
     def start(
-        self, name: str, profile: str | None = None, *, port: int | None = None
+        self,
+        name: str,
+        profile: str | None = None,
+        *,
+        port: int | None = None,
+        coordinator: CoordinatorAddress | None = None,
     ) -> RuntimeState:
         """Start ``name`` with ``profile`` (the only one, else ``default``) and wait until
         it is ready; returns the ``running`` state. On failure nothing is left running and
         ``failed`` is persisted with the error, which is raised.
 
-        ``port`` moves the skill's Gateway off the manifest's ``gateway_url`` port: the
-        dataflow gets it as ``DORAFORGE_GATEWAY_PORT`` and the state records the URL, which
-        every later command dials. A port already held is ``GATEWAY_PORT_BUSY``, raised
-        before anything starts."""
+        ``port`` moves the skill's Gateway off the manifest's ``gateway_url`` port
+        (:data:`AUTO_PORT`: a free one): the dataflow gets it as ``DORAFORGE_GATEWAY_PORT``
+        and the state records the URL, which every later command dials. A port already held
+        is ``GATEWAY_PORT_BUSY``, raised before anything starts.
+
+        A dataflow whose nodes name machines (``deploy: {machine: M}``) runs on this home's
+        coordinator with one local daemon per machine id (``state.machines``). With
+        ``coordinator`` it runs on that existing coordinator instead, whose daemons someone
+        else started (``coordinator_attached``): refused before anything starts with
+        ``SKILL_COORDINATOR_UNAVAILABLE`` when it does not answer and
+        ``SKILL_MACHINE_MISSING`` when it has no daemon for a machine the dataflow names."""
         _check_name(name)
         with skill_lock(self.runtime_dir, name):
             bundle = self._bundle(name)
@@ -161,9 +200,11 @@ class RuntimeManager:
             chosen = manifest.profiles[profile_name]
             self._refuse_live(name)
             self._preflight(bundle, manifest, chosen)
-            url = gateway_url_on(manifest.gateway_url, port)
+            machines = self._placement(bundle / chosen.dataflow, coordinator)
+            url = gateway_url_on(manifest.gateway_url, free_port() if port == AUTO_PORT else port)
             _refuse_taken(url)
-            state = write_state(self.runtime_dir, self._new_state(manifest, profile_name, url))
+            fresh = self._new_state(manifest, profile_name, url, coordinator, machines)
+            state = write_state(self.runtime_dir, fresh)
             self._log(name, f"starting {manifest.version} profile {profile_name}")
             try:
                 return self._launch(state, bundle, manifest, chosen)
@@ -294,13 +335,13 @@ class RuntimeManager:
                 f"skill {name!r} is not running, so there is nothing to follow; "
                 f"`doraforge skill logs {name}` shows its last logs",
             )
-        dora = self._control(state.coordinator_port)
+        dora = self._control_of(state)
         cwd = Path(state.launch_dataflow).parent
         return dora.follow_logs(state.dataflow_uuid, cwd=cwd, node=node)
 
     def _node_logs(self, state: RuntimeState, lines: int, node: str | None, keep_dora: bool) -> str:
         dataflow, launch = state.dataflow_uuid or "", Path(state.launch_dataflow or ".")
-        dora, cwd = self._control(state.coordinator_port), launch.parent
+        dora, cwd = self._control_of(state), launch.parent
         if keep_dora:
             return dora.logs(dataflow, lines=lines, cwd=cwd, node=node)
         # Diagnostics can outnumber the nodes' lines a hundred to one: read far enough back
@@ -375,10 +416,66 @@ class RuntimeManager:
         # The nodes' dora-rs must speak to this CLI's daemon, or every node dies at start.
         require_node_library(installed, project_env["UV_PYTHON"], project_env)
 
-    def _new_state(self, manifest: SkillManifest, profile: str, url: str) -> RuntimeState:
+    def _placement(self, dataflow: Path, coordinator: CoordinatorAddress | None) -> list[str]:
+        """The machine ids ``dataflow`` names, checked against where it will run.
+
+        On this home's daemons every node must name a machine (a node without one would
+        run on the home's own daemon, outside the machines' Zenoh links):
+        ``SKILL_DEPLOY_PARTIAL``. On an existing ``coordinator``, it must answer and have
+        a daemon for each machine (one without ``--machine-id`` for a dataflow that names
+        none)."""
+        machines = machine_ids(dataflow)
+        if coordinator is not None:
+            self._refuse_unfit(coordinator, machines)
+        elif machines and (loose := unpinned_nodes(dataflow)):
+            raise RuntimeStateError(
+                "SKILL_DEPLOY_PARTIAL",
+                f"nodes {', '.join(loose)} of {dataflow.name} name no machine while others "
+                f"name {', '.join(machines)}; give every node deploy: {{machine: ...}}",
+                details={"nodes": loose, "machines": machines},
+            )
+        return machines
+
+    def _refuse_unfit(self, coordinator: CoordinatorAddress, machines: list[str]) -> None:
+        rows = self._attached(coordinator.host, coordinator.port).daemons()
+        if rows is None:
+            raise RuntimeStateError(
+                "SKILL_COORDINATOR_UNAVAILABLE",
+                f"no Dora coordinator answers at {coordinator}; start it there "
+                "(`dora coordinator`) or pass the right --coordinator HOST:PORT",
+                retryable=True,
+                details={"coordinator": str(coordinator)},
+            )
+        present = {machine for machine, _ in rows}
+        missing = [m for m in machines if m not in present]
+        if not machines and None not in present:
+            missing = [""]  # a dataflow naming no machine runs on a daemon without an id
+        if missing:
+            first = f" --machine-id {missing[0]}" if missing[0] else ""
+            which = ", ".join(missing) if missing[0] else "a daemon without --machine-id"
+            raise RuntimeStateError(
+                "SKILL_MACHINE_MISSING",
+                f"coordinator {coordinator} has no daemon for {which}; start `dora daemon"
+                f"{first} {' '.join(coordinator.cli_args())}` on that machine first",
+                retryable=True,
+                details={"coordinator": str(coordinator), "missing": missing},
+            )
+
+    def _new_state(
+        self,
+        manifest: SkillManifest,
+        profile: str,
+        url: str,
+        coordinator: CoordinatorAddress | None,
+        machines: list[str],
+    ) -> RuntimeState:
         now = utc_now()
-        with home_lock(self.runtime_dir):
-            port = self._services().coordinator_port
+        if coordinator is None:
+            with home_lock(self.runtime_dir):
+                coordinator = CoordinatorAddress(LOOPBACK, self._services().coordinator_port)
+            attached = False
+        else:
+            attached = True
         return RuntimeState(
             name=manifest.name,
             version=manifest.version,
@@ -386,7 +483,11 @@ class RuntimeManager:
             state="starting",
             runtime_instance_id=f"rt-{uuid.uuid4().hex}",
             dataflow_name=manifest.name,
-            coordinator_port=port,
+            coordinator_port=coordinator.port,
+            coordinator_host=coordinator.host,
+            coordinator_attached=attached,
+            # Recorded before any daemon starts: a stop of another skill meanwhile keeps them.
+            machines={machine: MachineDaemon() for machine in machines},
             gateway_url=url,
             started_at=now,
             updated_at=now,
@@ -401,6 +502,9 @@ class RuntimeManager:
         )
         launch_dir = self.runtime_dir / "launch" / state.name
         launch = write_launch_copy(bundle / profile.dataflow, launch_dir, values)
+        if state.machines and not state.coordinator_attached:
+            # This host's daemons see the launch folder: nodes run there, as without machines.
+            launch = with_working_dirs(launch, launch)
         digest = environment_digest(bundle, profile.dataflow, state.profile)
         # Recorded before it is written, so a failure from here on always removes it.
         token_file = str(create_token_file(self.runtime_dir, state.name))
@@ -413,8 +517,11 @@ class RuntimeManager:
                 gateway_token_file=token_file,
             ),
         )
-        dora = self._ensure_services()
-        state = write_state(self.runtime_dir, state.moved("starting", coordinator_port=dora.port))
+        dora, machines = self._coordinator_for(state)
+        state = write_state(
+            self.runtime_dir,
+            state.moved("starting", coordinator_port=dora.port, machines=machines),
+        )
         started = time.monotonic()
         self.progress("starting the dataflow", 0.0)
         env = self._dataflow_env(state, bundle, profile, values)
@@ -426,6 +533,16 @@ class RuntimeManager:
         running = state.moved("running", gateway_identity=identity, error=None)
         self._log(state.name, f"running; Gateway identity {identity}")
         return write_state(self.runtime_dir, running)
+
+    def _coordinator_for(self, state: RuntimeState) -> tuple[DoraControl, dict[str, MachineDaemon]]:
+        """The coordinator ``state`` runs on, with the daemon of each of its machines: an
+        attached one as it is (checked at start), else this home's, brought up."""
+        if not state.coordinator_attached:
+            return self._ensure_services(sorted(state.machines))
+        dora = self._control_of(state)
+        rows = dora.daemons() or []
+        found = {machine: daemon for machine, daemon in rows if machine in state.machines}
+        return dora, {m: MachineDaemon(daemon_id=found.get(m)) for m in state.machines}
 
     def _run_hook(self, state: RuntimeState, bundle: Path, timeout_s: float) -> None:
         hook = bundle / "start.sh"
@@ -545,7 +662,7 @@ class RuntimeManager:
 
     def _stop_dataflow(self, state: RuntimeState) -> None:
         """Stop whatever Dora runs for ``state`` and verify no node process survives."""
-        dora = self._control(state.coordinator_port)
+        dora = self._control_of(state)
         uuids = [state.dataflow_uuid] if state.dataflow_uuid else []
         if not uuids:
             # `dora start` may have started it without us learning the uuid; a running
@@ -569,9 +686,7 @@ class RuntimeManager:
     def _dataflow_running(self, state: RuntimeState) -> bool:
         if state.dataflow_uuid is None:
             return False
-        return self._control(state.coordinator_port).dataflow_status(state.dataflow_uuid) == (
-            "Running"
-        )
+        return self._control_of(state).dataflow_status(state.dataflow_uuid) == "Running"
 
     def _mark_lost(self, state: RuntimeState) -> RuntimeState:
         error = RecordedError(
@@ -606,46 +721,142 @@ class RuntimeManager:
             return _Services.model_validate_json(self._services_path.read_text(encoding="utf-8"))
         except (FileNotFoundError, ValidationError):
             services = _Services(coordinator_port=free_port(), daemon_listen_port=free_port())
-            atomic_write_text(self._services_path, services.model_dump_json(indent=2) + "\n")
+            self._save_services(services)
             return services
 
     def _control(self, port: int) -> DoraControl:
+        """This home's own coordinator on ``port``."""
         return DoraControl(
             self.dora, port=port, env=self._project_env(), log_dir=self.runtime_dir / "logs"
         )
 
-    def _ensure_services(self) -> DoraControl:
-        """This home's coordinator and daemon, started when they do not answer."""
+    def _attached(self, host: str, port: int) -> DoraControl:
+        """A coordinator someone else runs: never brought up or down from here."""
+        log_dir = self.runtime_dir / "logs"
+        return DoraControl(
+            self.dora, port=port, host=host, owned=False, env=self._project_env(), log_dir=log_dir
+        )
+
+    def _control_of(self, state: RuntimeState) -> DoraControl:
+        """The coordinator ``state`` was started on."""
+        if state.coordinator_attached:
+            return self._attached(state.coordinator_host, state.coordinator_port)
+        return self._control(state.coordinator_port)
+
+    def _ensure_services(
+        self, machines: list[str] | None = None
+    ) -> tuple[DoraControl, dict[str, MachineDaemon]]:
+        """This home's coordinator and daemon, started when they do not answer, and one
+        local daemon per machine id in ``machines`` (started when not registered)."""
         with home_lock(self.runtime_dir):
             services = self._services()
             dora = self._control(services.coordinator_port)
-            if dora.services_up():
-                return dora
-            if dora.rows() is not None:
-                dora.down()  # a coordinator whose daemon is gone cannot start anything
-            if port_in_use(dora.port) or port_in_use(services.daemon_listen_port):
-                # Someone else took a port since it was chosen: choose again, for good.
-                services = _Services(coordinator_port=free_port(), daemon_listen_port=free_port())
-                atomic_write_text(self._services_path, services.model_dump_json(indent=2) + "\n")
-                dora = self._control(services.coordinator_port)
-            self.progress("starting this home's Dora coordinator", 0.0)
-            daemon_env = {**self._project_env(), "DORA_COORDINATOR_PORT": str(dora.port)}
-            dora.up(
-                listen_port=services.daemon_listen_port,
-                daemon_env=daemon_env,
-                timeout_s=SERVICES_TIMEOUT_S,
-            )
-            return dora
+            if not dora.services_up():
+                dora, services = self._bring_up(dora, services)
+            if not machines:
+                return dora, {}
+            return dora, self._ensure_machines(dora, services, machines)
+
+    def _bring_up(self, dora: DoraControl, services: _Services) -> tuple[DoraControl, _Services]:
+        """Start this home's coordinator and daemon (call with the home lock held)."""
+        if dora.rows() is not None:
+            dora.down()  # a coordinator whose daemon is gone cannot start anything
+        _kill_daemons(self._daemon_log_dir, services.machines)  # they served the old one
+        services = services.model_copy(update={"machines": {}})
+        if port_in_use(dora.port) or port_in_use(services.daemon_listen_port):
+            # Someone else took a port since it was chosen: choose again, for good.
+            services = _Services(coordinator_port=free_port(), daemon_listen_port=free_port())
+            dora = self._control(services.coordinator_port)
+        self._save_services(services)
+        self.progress("starting this home's Dora coordinator", 0.0)
+        daemon_env = {**self._project_env(), "DORA_COORDINATOR_PORT": str(dora.port)}
+        dora.up(
+            listen_port=services.daemon_listen_port,
+            daemon_env=daemon_env,
+            timeout_s=SERVICES_TIMEOUT_S,
+        )
+        return dora, services
+
+    def _ensure_machines(
+        self, dora: DoraControl, services: _Services, machines: list[str]
+    ) -> dict[str, MachineDaemon]:
+        """A registered local daemon for every machine id in ``machines``; each new one
+        dials those of the home already listening. Raises ``SKILL_DORA_UNAVAILABLE`` (with
+        the log tails) when one does not register within :data:`SERVICES_TIMEOUT_S`."""
+        registered = _by_machine(dora.daemons() or [])
+        daemons = dict(services.machines)
+        for machine in (m for m in machines if m not in registered):
+            stale = daemons.pop(machine, None)  # alive, perhaps, but not registered
+            if stale is not None:
+                _kill_daemons(self._daemon_log_dir, {machine: stale})
+            daemons[machine] = self._start_machine(dora, machine, daemons.values())
+            # Recorded at once, so whatever happens next never loses track of the process.
+            self._save_services(services.model_copy(update={"machines": daemons}))
+        registered = self._wait_machines(dora, machines)
+        pids = {machine: daemon.pid for machine, daemon in daemons.items()}
+        return {m: MachineDaemon(daemon_id=registered[m], pid=pids.get(m)) for m in machines}
+
+    def _start_machine(
+        self, dora: DoraControl, machine: str, others: Iterable[_LocalDaemon]
+    ) -> _LocalDaemon:
+        self.progress(f"starting the Dora daemon of machine {machine}", 0.0)
+        listen, zenoh = free_port(), free_port()
+        process = dora.start_machine(
+            machine,
+            listen_port=listen,
+            zenoh_port=zenoh,
+            peers=[daemon.zenoh_port for daemon in others],
+            daemon_env=self._project_env(),
+        )
+        return _LocalDaemon(
+            pid=process.pid, started=process.started, local_listen_port=listen, zenoh_port=zenoh
+        )
+
+    def _wait_machines(self, dora: DoraControl, machines: list[str]) -> dict[str, str]:
+        deadline = time.monotonic() + SERVICES_TIMEOUT_S
+        while not set(machines) <= (registered := _by_machine(dora.daemons() or [])).keys():
+            if time.monotonic() > deadline:
+                missing = sorted(set(machines) - registered.keys())
+                logs = self._daemon_log_dir
+                raise RuntimeStateError(
+                    "SKILL_DORA_UNAVAILABLE",
+                    f"the Dora daemons of machines {', '.join(missing)} did not register with "
+                    f"coordinator {dora.address}; see {logs}/dora-daemon-<machine>.log",
+                    retryable=True,
+                    details={
+                        "logs": {m: _log_tail(logs / f"dora-daemon-{m}.log") for m in missing}
+                    },
+                )
+            time.sleep(POLL_S)
+        return registered
+
+    @property
+    def _daemon_log_dir(self) -> Path:
+        return self.runtime_dir / "logs"
+
+    def _save_services(self, services: _Services) -> None:
+        atomic_write_text(self._services_path, services.model_dump_json(indent=2) + "\n")
 
     def _down_if_idle(self) -> None:
-        """``dora down`` this home's coordinator once none of its skills is live."""
+        """Stop the machine daemons no live skill of this home names, and ``dora down``
+        this home's coordinator once none of its skills is live (a skill attached to
+        another coordinator does not count: that one is never touched)."""
         with home_lock(self.runtime_dir):
-            if any(s.live for s in all_states(self.runtime_dir)):
-                return
-            dora = self._control(self._services().coordinator_port)
-            # Dora refuses `down` while dataflows run; checking first keeps the log quiet.
-            if dora.services_up() and not dora.running_uuids():
-                dora.down()
+            live = [
+                s for s in all_states(self.runtime_dir) if s.live and not s.coordinator_attached
+            ]
+            services = self._services()
+            if not live:
+                dora = self._control(services.coordinator_port)
+                # Dora refuses `down` while dataflows run; checking first keeps the log quiet.
+                if dora.services_up() and not dora.running_uuids():
+                    dora.down()
+            needed = {machine for state in live for machine in state.machines}
+            unneeded = {m: d for m, d in services.machines.items() if m not in needed}
+            if unneeded:
+                _kill_daemons(self._daemon_log_dir, unneeded)
+                kept = {m: d for m, d in services.machines.items() if m in needed}
+                self._save_services(services.model_copy(update={"machines": kept}))
 
     # ------------------------------------------------------------------ environments
 
@@ -661,12 +872,23 @@ class RuntimeManager:
         env["PYTHONUNBUFFERED"] = "1"
         return env
 
+    def _placement_env(self, state: RuntimeState) -> dict[str, str]:
+        """``PATH`` and the Zenoh overlay for the nodes: this home's, with the cluster
+        overlay when the nodes are split over machines; none on an attached coordinator,
+        whose daemons (perhaps on other hosts) give their nodes their own."""
+        if state.coordinator_attached:
+            return {}
+        project = self._project_env()
+        env = {key: project[key] for key in ("PATH", "DORA_ZENOH_CONFIG_OVERLAY")}
+        if state.machines:
+            env["DORA_ZENOH_CONFIG_OVERLAY"] = str(CLUSTER_ZENOH_OVERLAY)
+        return env
+
     def _dataflow_env(
         self, state: RuntimeState, bundle: Path, profile: Profile, values: Mapping[str, str]
     ) -> dict[str, str]:
         """What ``dora start --env`` passes: nodes get the DAEMON's environment otherwise."""
-        project = self._project_env()
-        env = {key: project[key] for key in ("PATH", "DORA_ZENOH_CONFIG_OVERLAY")}
+        env = self._placement_env(state)
         env["PYTHONUNBUFFERED"] = "1"
         # Each home keeps its own Gateway journal (the default is one file per gateway_id,
         # shared by every home on the machine).
@@ -791,5 +1013,25 @@ def _which(name: str, search_path: str) -> str | None:
 def _tail(path: Path, lines: int) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _by_machine(rows: list[tuple[str | None, str]]) -> dict[str, str]:
+    """Machine id to daemon id, of the daemons that have one."""
+    return {machine: daemon for machine, daemon in rows if machine}
+
+
+def _kill_daemons(log_dir: Path, daemons: Mapping[str, _LocalDaemon]) -> None:
+    """SIGKILL each recorded machine daemon's group while its pid still names it (its
+    nodes are gone by then: every dataflow on it was stopped, or its coordinator is)."""
+    for machine, daemon in daemons.items():
+        log = log_dir / f"dora-daemon-{machine}.log"
+        DoraProcess.adopt(f"daemon-{machine}", daemon.pid, daemon.started, log).kill()
+
+
+def _log_tail(path: Path, limit: int = 1500) -> str:
+    try:
+        return path.read_text(errors="replace")[-limit:]
     except OSError:
         return ""

@@ -44,6 +44,19 @@ class RecordedError(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
+class MachineDaemon(BaseModel):
+    """The Dora daemon one machine id of a skill's dataflow runs on.
+
+    ``daemon_id`` is Dora's (``dora cluster status``: ``<machine>-<uuid>``); ``pid`` is the
+    local process this home started for it, ``None`` on a coordinator the skill attached to
+    (its daemons are someone else's, possibly on other hosts)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    daemon_id: str | None = None
+    pid: int | None = Field(default=None, gt=0)
+
+
 class RuntimeState(BaseModel):
     """One skill's runtime as last recorded (``runtime/<name>.json``, version 1).
 
@@ -54,6 +67,12 @@ class RuntimeState(BaseModel):
     ``gateway_token_file`` is the 0600 file holding this start's Gateway bearer token
     (``None`` once removed, and in records written before Gateways had tokens: the field
     is optional, so those still read as version 1).
+
+    The coordinator is ``coordinator_host:coordinator_port``: this home's own on loopback,
+    or, with ``coordinator_attached``, an existing one the skill was started on (its stop
+    stops only the dataflow there). ``machines`` maps each machine id the dataflow's nodes
+    name in ``deploy.machine`` to its daemon; empty for a one-machine dataflow. All three
+    are optional, so records written before them still read as version 1.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -67,6 +86,9 @@ class RuntimeState(BaseModel):
     dataflow_name: str
     dataflow_uuid: str | None = None
     coordinator_port: int = Field(gt=0, lt=65536)
+    coordinator_host: str = Field(default="127.0.0.1", min_length=1, max_length=255)
+    coordinator_attached: bool = False
+    machines: dict[str, MachineDaemon] = Field(default_factory=dict)
     gateway_url: str
     gateway_identity: dict[str, Any] | None = None
     gateway_token_file: str | None = None

@@ -110,7 +110,7 @@ def test_start_without_a_profile_lists_the_profiles(installed: Path, capsys):
     assert code == 1
     assert one_line(err) == (
         "doraforge: SKILL_PROFILE_REQUIRED: pick-place has several profiles: choose one with "
-        "--profile (hardware, sim, sim-openarm)"
+        "--profile (hardware, sim, sim-openarm, sim-split)"
     )
 
 
@@ -119,7 +119,7 @@ def test_start_with_an_unknown_profile_lists_the_profiles(installed: Path, capsy
     assert code == 1
     assert one_line(err) == (
         "doraforge: SKILL_PROFILE_UNKNOWN: pick-place has no profile 'simm' "
-        "(its profiles: hardware, sim, sim-openarm)"
+        "(its profiles: hardware, sim, sim-openarm, sim-split)"
     )
 
 

@@ -36,10 +36,10 @@ async def test_an_installed_skill_is_its_name_version_profiles_and_sections(
     assert skill.label == f"{SKILL} 1.0.0"
     assert skill.route == "/console/#/skills"
     assert skill.metadata["version"] == "1.0.0"
-    assert skill.metadata["profiles"] == "hardware, sim, sim-openarm"
+    assert skill.metadata["profiles"] == "hardware, sim, sim-openarm, sim-split"
     assert str(skill.metadata["sections"]).startswith("Workflow (as an AgentTask), Tools, Profiles")
     assert skill.counts["required_tools"] == 8
-    assert skill.counts["profiles"] == 3
+    assert skill.counts["profiles"] == 4
     # The document is private matching text, not returned.
     assert "gripper.grasp" in skill.text
     assert "gripper.grasp" not in returned(skill)
