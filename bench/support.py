@@ -1,17 +1,27 @@
-"""Shared pieces of the benchmarks: percentiles, latency loops, node processes."""
+"""Shared pieces of the benchmarks: percentiles, latency loops, node processes, floor and
+subject measured in alternating rounds, and stopping what a benchmark started."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import inspect
 import json
+import os
+import signal
 import statistics
+import subprocess
+import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn
 
 import aiohttp
 import httpx
 import psutil
+
+from doraforge.skill_runtime.dora_run import exit_on_sigterm
 
 
 def summary(samples_s: list[float]) -> dict[str, float]:
@@ -131,3 +141,150 @@ def find_node(root_pid: int, marker: str) -> psutil.Process:
 def run(coroutine: Awaitable[Any]) -> Any:
     """Run a coroutine on a fresh loop."""
     return asyncio.run(coroutine)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- interleaved rounds
+
+#: One round of a floor or a subject: given the round's index, its figure (a cost: seconds
+#: for the round's work, or per unit of it). An async benchmark may return an awaitable.
+type RoundFn = Callable[[int], float]
+type AsyncRoundFn = Callable[[int], float | Awaitable[float]]
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """The figures of a floor and its subject over the same rounds, measured alternately
+    (floor, subject, floor, subject ...), so both sides see the same moments of the machine."""
+
+    floor: tuple[float, ...]
+    subject: tuple[float, ...]
+
+    @property
+    def ratios(self) -> tuple[float, ...]:
+        """Subject ÷ floor of each round."""
+        return tuple(s / f for f, s in zip(self.floor, self.subject, strict=True))
+
+    @property
+    def ratio(self) -> float:
+        """The median of the per-round ratios: a noisy moment (another process, a disk
+        flush) spoils the one round it falls in, never the figure."""
+        return float(statistics.median(self.ratios))
+
+    def median(self, side: str) -> float:
+        """The median figure of ``"floor"`` or ``"subject"``."""
+        return float(statistics.median(getattr(self, side)))
+
+    def figures(
+        self, floor: str, subject: str, *, scale: float = 1.0, digits: int = 3
+    ) -> dict[str, Any]:
+        """Per-round figures as ``{floor}_rounds`` and ``{subject}_rounds`` (times
+        ``scale``), the per-round ratios and their median, for a benchmark's JSON line."""
+        return {
+            f"{floor}_rounds": [round(value * scale, digits) for value in self.floor],
+            f"{subject}_rounds": [round(value * scale, digits) for value in self.subject],
+            "ratio_rounds": [round(value, 3) for value in self.ratios],
+            "ratio_median": round(self.ratio, 3),
+        }
+
+
+def interleave(
+    floor: RoundFn,
+    subject: RoundFn,
+    rounds: int,
+    *,
+    show: Callable[[int, float, float], None] | None = None,
+) -> Rounds:
+    """Run ``rounds`` rounds of ``floor`` then ``subject``; ``show(index, floor, subject)``
+    after each (a progress line)."""
+    floors: list[float] = []
+    subjects: list[float] = []
+    for index in range(rounds):
+        floors.append(floor(index))
+        subjects.append(subject(index))
+        if show is not None:
+            show(index, floors[-1], subjects[-1])
+    return Rounds(tuple(floors), tuple(subjects))
+
+
+async def interleave_async(
+    floor: AsyncRoundFn,
+    subject: AsyncRoundFn,
+    rounds: int,
+    *,
+    show: Callable[[int, float, float], None] | None = None,
+) -> Rounds:
+    """:func:`interleave` where either side may be a coroutine function."""
+    floors: list[float] = []
+    subjects: list[float] = []
+    for index in range(rounds):
+        floors.append(await _figure(floor(index)))
+        subjects.append(await _figure(subject(index)))
+        if show is not None:
+            show(index, floors[-1], subjects[-1])
+    return Rounds(tuple(floors), tuple(subjects))
+
+
+async def _figure(value: float | Awaitable[float]) -> float:
+    return float(await value) if inspect.isawaitable(value) else float(value)
+
+
+# ---------------------------------------------------------------- processes a benchmark starts
+
+
+def run_group(command: Sequence[str], **popen: Any) -> None:
+    """Run ``command`` in a process group of its own and wait for it; raise
+    :class:`subprocess.CalledProcessError` if it fails.
+
+    Interrupted while waiting (Ctrl-C, or SIGTERM under :func:`benchmark_main`), the whole
+    group is killed before the interruption goes on: a shell pipeline's ``tar``, ``gzip``
+    and ``sha256sum`` die with it, where ``subprocess.run`` would kill only the shell."""
+    process = subprocess.Popen(list(command), start_new_session=True, **popen)
+    try:
+        code = process.wait()
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise
+    if code != 0:
+        raise subprocess.CalledProcessError(code, list(command))
+
+
+def stop_children(grace_s: float = 3.0) -> list[str]:
+    """SIGTERM every process still below this one, SIGKILL what is left after ``grace_s``;
+    returns their command lines. A benchmark's last safety net: its own cleanup (a
+    dataflow's stop, an MCP session's close) has already run, and anything found here is
+    what that cleanup missed."""
+    children = psutil.Process().children(recursive=True)
+    commands = []
+    for child in children:
+        with contextlib.suppress(psutil.Error):
+            commands.append(" ".join(child.cmdline()))
+            child.terminate()
+    _, alive = psutil.wait_procs(children, timeout=grace_s)
+    for child in alive:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    psutil.wait_procs(alive, timeout=grace_s)
+    return commands
+
+
+def benchmark_main(main: Callable[[], int | None]) -> NoReturn:
+    """Run a benchmark's ``main`` and exit with its status.
+
+    SIGTERM (``timeout``, a CI runner, ``kill``) unwinds ``main`` as Ctrl-C does
+    (:func:`~doraforge.skill_runtime.dora_run.exit_on_sigterm`), so every ``with`` and
+    ``finally`` that stops a dataflow, a server or an MCP session runs; then
+    :func:`stop_children` ends whatever is still below this process. An interrupted run
+    ends with one line and no traceback."""
+    exit_on_sigterm()
+    try:
+        status: int | str | None = main()
+    except KeyboardInterrupt:
+        status = "interrupted; the benchmark stopped what it started"
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut this short
+        left = stop_children()
+        if left:
+            print(f"stopped {len(left)} leftover process(es): {left}", file=sys.stderr)
+    sys.exit(status)
