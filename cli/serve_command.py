@@ -54,6 +54,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="a context scope agents may read (repeatable; replaces the default navigation, "
         f"skills, tools, runtime); one of {', '.join(SCOPES)}",
     )
+    serve.add_argument(
+        "--task-slots",
+        choices=("global", "per_runtime"),
+        default=None,
+        help="set the home's task slots: global (one active AgentTask in the home, a new "
+        "home's default) or per_runtime (one per running skill, for a fleet of cells); "
+        "config key task_slots; unset keeps the home's",
+    )
     serve.add_argument("--config", type=Path, default=None, help="a YAML or JSON config file")
     serve.add_argument(
         "--token-env", default=None, metavar="VAR", help="environment variable with the token"
@@ -105,7 +113,10 @@ def _serve(ctx: Context, args: argparse.Namespace) -> int:
         insecure=args.insecure,
         context_profile=args.context_profile,
         context_scopes=args.context_scope,
+        task_slots=args.task_slots,
     )
+    if settings.task_slots is not None:
+        _set_task_slots(ctx, settings.task_slots)
     # The registry reaches only running skills' Gateways: their runtime tokens, never the
     # operator's ad-hoc one.
     tokens = ctx.gateway_tokens(operator=False)
@@ -129,3 +140,17 @@ def _serve(ctx: Context, args: argparse.Namespace) -> int:
     mount(app, Console(ctx.home, robot, ctx.runtime, tokens))
     serve(app, settings, say=ctx.out.say)
     return 0
+
+
+def _set_task_slots(ctx: Context, mode: str) -> None:
+    """Set the home's task slots before serving; ``PAOS_TASK_SLOTS_BUSY`` (one line, from
+    the CLI's error edge) when global is asked while several tasks are active."""
+    from doraforge.paos.store import AgentTaskStore
+
+    store = AgentTaskStore(ctx.home.store_path)
+    try:
+        if store.task_slots() != mode:
+            store.set_task_slots(mode)  # type: ignore[arg-type]  # choices are TaskSlots
+            ctx.out.say(f"task slots of {ctx.home.root}: {mode}")
+    finally:
+        store.close()

@@ -153,10 +153,16 @@ def _error_of(exc: PaosError) -> dict[str, Any]:
         error["remote_state"] = remote_state
     if remote_state == "unknown":
         error["stopped"] = False  # PhyAgentOS's word: nothing says the robot stopped
-    for name in ("invocation_id", "attempt_id", "record_id"):
+    for name in (*_IDS, *_CELL):
         if exc.details.get(name) is not None:
             error[name] = exc.details[name]
     return error
+
+
+_IDS = ("invocation_id", "attempt_id", "record_id")
+#: What names a cell in a refusal: which task and runtime hold a slot, which cells an
+#: ambiguous call could have meant.
+_CELL = ("active_task_id", "skill", "runtime_instance_id", "task_slots", "candidates")
 
 
 def _unclassified(exc: sqlite3.Error | OSError) -> dict[str, Any]:
@@ -173,10 +179,22 @@ def _unclassified(exc: sqlite3.Error | OSError) -> dict[str, Any]:
 
 
 def _default_gateway(service: TaskService) -> str:
-    """PhyAgentOS's shape names no Gateway: the active task's, else the latest activation's."""
-    task = service.store.active_task()
-    if task is not None:
-        return service.binding(task).gateway_url
+    """PhyAgentOS's shape names no Gateway: the active task's, else the latest activation's.
+
+    With several active tasks (``per_runtime`` task slots, several cells at work) no task
+    is "the" task: ``PAOS_CELL_AMBIGUOUS`` lists the candidates instead of a guess.
+    """
+    active = service.store.active_tasks()
+    if len(active) > 1:
+        candidates = [_candidate(service, task) for task in active]
+        raise PaosError(
+            "PAOS_CELL_AMBIGUOUS",
+            f"{len(active)} tasks are active on different cells "
+            f"({', '.join(str(c['skill']) for c in candidates)}); pass task_id",
+            details={"candidates": candidates},
+        )
+    if active:
+        return service.binding(active[0]).gateway_url
     latest = activations(service).latest()
     if latest is None:
         raise PaosError(
@@ -184,6 +202,16 @@ def _default_gateway(service: TaskService) -> str:
             "no task and no activation: pass task_id or gateway_url, or call activate_skill",
         )
     return str(latest.skill.candidate.gateway_url)
+
+
+def _candidate(service: TaskService, task: Any) -> dict[str, Any]:
+    """One active task as an ambiguity's candidate: its id and the cell it is bound to."""
+    binding = service.binding(task)
+    return {
+        "task_id": task.task_id,
+        "skill": binding.skill,
+        "runtime_instance_id": binding.runtime_instance,
+    }
 
 
 async def _context(service: TaskService, a: dict[str, Any]) -> Any:

@@ -16,6 +16,8 @@ so it can never be reused for other arguments or another call. The outcomes:
 
 A second ``clear`` for the same fingerprint while it is pending (an idempotent retry)
 attaches to the same approval. Every request, decision, expiry and withdrawal is audited.
+A call that concerns one cell of a fleet (a skill's runtime and robot) names it: the
+approval's ``cell``, shown to the operator and carried by every audit event of it.
 State is process memory: a pending call cannot outlive the process that holds it.
 """
 
@@ -30,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from doraforge.registry.audit import AuditLog, redact_arguments
+from doraforge.registry.audit import AuditLog, CellName, redact_arguments
 from doraforge.registry.errors import Conflict, InvalidRequest, NotFound
 from doraforge.registry.gates import Deadline, Denied
 from doraforge.wire.canonical import sha256_hex
@@ -92,11 +94,13 @@ class Approval:
     reason: str | None = None
     decided_at: float | None = None
     waiters: int = 0
+    cell: CellName | None = None
     decided: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
     def public(self) -> dict[str, Any]:
-        """The record the HTTP API and the CLI show; credential-looking values masked."""
-        return {
+        """The record the HTTP API and the CLI show; credential-looking values masked;
+        ``cell`` (skill, runtime instance, robot) when the call concerns one cell."""
+        record = {
             "id": self.id,
             "tool": self.request.tool,
             "version": self.request.version,
@@ -110,6 +114,9 @@ class Approval:
             "reason": self.reason,
             "decided_at": None if self.decided_at is None else iso(self.decided_at),
         }
+        if self.cell is not None:
+            record["cell"] = dict(self.cell)
+        return record
 
 
 def iso(epoch_s: float) -> str:
@@ -159,7 +166,7 @@ class ApprovalStore:
     async def clear(self, request: ApprovalRequest) -> Approval:
         """Wait for an operator's decision on ``request``; return the approval when it was
         approved, else raise :class:`Denied` (denied, timeout, withdrawn, queue full)."""
-        approval = self._attach(request)
+        approval = self._attach(request, await self._cell(request))
         remaining = max(0.0, approval.expires_on_clock - self._clock())
         approval.waiters += 1
         try:
@@ -219,7 +226,13 @@ class ApprovalStore:
             if approval.request.request_id == request_id:
                 self._settle(approval, "withdrawn", "the caller went away")
 
-    def _attach(self, request: ApprovalRequest) -> Approval:
+    async def _cell(self, request: ApprovalRequest) -> CellName | None:
+        """The cell the call concerns, noted for its audit records too."""
+        cell = await self._audit.cell_of(request.tool, request.arguments)
+        self._audit.note_cell(request.request_id, cell)
+        return cell
+
+    def _attach(self, request: ApprovalRequest, cell: CellName | None = None) -> Approval:
         fingerprint = request.fingerprint
         held = next((a for a in self._pending.values() if a.fingerprint == fingerprint), None)
         if held is not None:  # an idempotent retry of the same call waits on the same one
@@ -239,6 +252,7 @@ class ApprovalStore:
             requested_at=now,
             expires_at=now + self._timeout_s,
             expires_on_clock=self._clock() + self._timeout_s,
+            cell=cell,
         )
         self._pending[approval.id] = approval
         self._record("requested", approval)
@@ -276,6 +290,7 @@ class ApprovalStore:
             fingerprint=approval.fingerprint,
             reason=approval.reason,
             by=by or None,
+            cell=approval.cell,
         )
 
 

@@ -8,6 +8,12 @@ Approval events (requested, approved, denied, expired, withdrawn) are records of
 (``kind: "approval"``): the approval id, request, tool, caller, the call's fingerprint and
 the operator's reason, never the arguments. Records live in a bounded in-memory deque and,
 optionally, are appended to a JSONL file.
+
+A call that concerns one cell of a fleet (a skill's runtime and the robot of its tool,
+:mod:`registry.cells`) is named in its records as ``cell``: the robot tools note the cell
+of each requestId before they run (:meth:`AuditLog.note_cell`), and approvals ask
+:meth:`AuditLog.cell_of`, so one registry over several cells never audits an ambiguous
+"arm.move_to_pose approved".
 """
 
 from __future__ import annotations
@@ -16,8 +22,8 @@ import functools
 import json
 import re
 import time
-from collections import deque
-from collections.abc import Iterable, Mapping
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +33,13 @@ SENSITIVE_KEY = re.compile(
 )
 
 type AuditRecord = dict[str, Any]
+#: A cell as records carry it (``registry.cells.Cell.public``).
+type CellName = Mapping[str, str | None]
+#: Names the cell of a call from its tool name and arguments, or ``None``.
+type CellNamer = Callable[[str, Mapping[str, Any]], Awaitable[CellName | None]]
+
+#: How many requestIds' cells are remembered until their outcome is recorded.
+MAX_NOTED_CELLS = 4096
 
 
 def redact_keys(keys: Iterable[str]) -> list[str]:
@@ -61,6 +74,25 @@ class AuditLog:
     def __init__(self, *, max_records: int = 10_000, path: Path | str | None = None) -> None:
         self._records: deque[AuditRecord] = deque(maxlen=max_records)
         self._path = Path(path) if path is not None else None
+        self._cells: OrderedDict[str, CellName] = OrderedDict()
+        self._namer: CellNamer | None = None
+
+    def name_cells(self, namer: CellNamer) -> None:
+        """Let approvals name the cell of the call they hold (see :meth:`cell_of`)."""
+        self._namer = namer
+
+    async def cell_of(self, tool: str, arguments: Mapping[str, Any]) -> CellName | None:
+        """The cell a call concerns, when a namer is set and can tell; else ``None``."""
+        return None if self._namer is None else await self._namer(tool, arguments)
+
+    def note_cell(self, request_id: str, cell: CellName | None) -> None:
+        """Remember the cell of ``request_id``: its records (outcome, duplicates) carry it."""
+        if cell is None:
+            return
+        self._cells[request_id] = dict(cell)
+        self._cells.move_to_end(request_id)
+        while len(self._cells) > MAX_NOTED_CELLS:
+            self._cells.popitem(last=False)
 
     def record(
         self,
@@ -77,7 +109,7 @@ class AuditLog:
     ) -> AuditRecord:
         """Append one redacted record and return it."""
         # Fixed fields only: argument values, results and error details never enter.
-        entry = {
+        entry: AuditRecord = {
             "at": time.time(),
             "requestId": request_id,
             "name": name,
@@ -89,6 +121,9 @@ class AuditLog:
             "argumentKeys": redact_keys(argument_keys),
             "duplicate": duplicate,
         }
+        cell = self._cells.get(request_id) if request_id is not None else None
+        if cell is not None:
+            entry["cell"] = dict(cell)
         return self._append(entry)
 
     def record_approval(
@@ -102,9 +137,11 @@ class AuditLog:
         fingerprint: str,
         reason: str | None = None,
         by: str | None = None,
+        cell: CellName | None = None,
     ) -> AuditRecord:
         """Append one approval event (``requested``, ``approved``, ``denied``, ``expired``,
-        ``withdrawn``) and return it; ``by`` names the operator principal of a decision."""
+        ``withdrawn``) and return it; ``by`` names the operator principal of a decision,
+        ``cell`` the cell the call concerns (when it concerns one)."""
         entry = {
             "at": time.time(),
             "kind": "approval",
@@ -117,6 +154,8 @@ class AuditLog:
             "reason": reason,
             "by": by,
         }
+        if cell is not None:
+            entry["cell"] = dict(cell)
         return self._append(entry)
 
     def _append(self, entry: AuditRecord) -> AuditRecord:

@@ -17,12 +17,18 @@ No tool takes a URL: where PAOS accepts ``gateway_url`` the registry offers ``sk
 (:mod:`registry.robot_schemas`) and resolves the installed, running skill's Gateway itself
 (:mod:`registry.skill_gateway`). Every Gateway is reached through the TaskService's one
 bounded set of clients, and failures reach agents without internal exception text.
+
+One registry may front several running skills (cells). A diagnostic call that names
+neither ``skill`` nor ``task_id`` while more than one skill runs is refused
+``SKILL_AMBIGUOUS`` with the running skills as candidates, never sent to a guess; and
+every ``forge.*`` call's audit records and approval name the cell it concerns
+(:mod:`registry.cells`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -30,8 +36,10 @@ from doraforge.paos.agent_tools import TOOLS, AgentTool, Risk, SideEffect
 from doraforge.paos.errors import PaosError
 from doraforge.paos.home import PaosHome
 from doraforge.registry import frames
+from doraforge.registry.audit import AuditLog, CellName
+from doraforge.registry.cells import CellNames, running_cells
 from doraforge.registry.errors import ToolFailure
-from doraforge.registry.model import Adapter
+from doraforge.registry.model import Adapter, CallContext, ContextAdapter
 from doraforge.registry.robot_schemas import (
     CAMERA_FRAME_INPUT,
     EVIDENCE_FRAME_INPUT,
@@ -111,11 +119,19 @@ class RobotTools:
     _task_service: Any = field(default=None, repr=False)
     #: Resolves a ``skill`` argument to its installed, running Gateway (never a caller's URL).
     gateways: SkillGateways = field(init=False, repr=False)
+    #: Names the cell (skill, runtime instance, robot) each call concerns.
+    cells: CellNames = field(init=False, repr=False)
     _runtime: Callable[[], Any] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._runtime = self.runtime_factory or _default_runtime(self.home)
         self.gateways = SkillGateways(self.home, self._runtime)
+        self.cells = CellNames(self.home, self.task_service, self.gateways.url)
+
+    async def cell_of(self, tool: str, arguments: Mapping[str, Any]) -> CellName | None:
+        """The wire form of the cell a call of ``tool`` concerns (``None``: no one cell)."""
+        cell = await self.cells.of_call(tool, arguments)
+        return None if cell is None else cell.public()
 
     def task_service(self) -> Any:
         """The TaskService, opened on first use (inside the server's event loop)."""
@@ -170,12 +186,27 @@ class RobotTools:
 
         async def adapter(arguments: dict[str, Any]) -> Any:
             if "skill" not in arguments:
+                if "task_id" not in arguments:
+                    await self._one_cell_running()
                 return await bound(arguments)
             rest = {k: v for k, v in arguments.items() if k != "skill"}
             gateway_url = await self.gateways.url(arguments["skill"])
             return await bound({**rest, "gateway_url": gateway_url})
 
         return adapter
+
+    async def _one_cell_running(self) -> None:
+        """Refuse ``SKILL_AMBIGUOUS`` when a call naming no skill could mean several."""
+        cells = await asyncio.to_thread(running_cells, self.home)
+        if len(cells) <= 1:
+            return
+        names = ", ".join(cell.skill for cell in cells)
+        raise ToolFailure(
+            "SKILL_AMBIGUOUS",
+            f"{len(cells)} skills are running ({names}); name one with skill, "
+            "or pass the task_id of a task bound to one",
+            details={"candidates": [cell.public() for cell in cells]},
+        )
 
     async def installed_skills(self, _arguments: dict[str, Any]) -> dict[str, Any]:
         return {"skills": await asyncio.to_thread(_installed, self.home)}
@@ -316,19 +347,34 @@ def _frame_entries(tools: RobotTools) -> list[tuple[dict[str, Any], Any]]:
     ]
 
 
+def _naming_cell(name: str, adapter: Adapter, tools: RobotTools, audit: AuditLog) -> ContextAdapter:
+    """``adapter`` noting the cell of each call in the audit log before it runs."""
+
+    async def named(arguments: dict[str, Any], context: CallContext) -> Any:
+        audit.note_cell(context.request_id, await tools.cell_of(name, arguments))
+        return await adapter(arguments)
+
+    return named
+
+
 def register_robot_tools(service: RegistryService, tools: RobotTools) -> list[str]:
-    """Register every ``forge.*`` tool on ``service``; returns the canonical names.
+    """Register every ``forge.*`` tool on ``service``; returns the canonical names. The
+    audit log (and the approvals asking it) learns to name each call's cell.
 
     Raises ``ValueError`` when a PAOS tool's agent-facing schema would take a URL.
     """
-    names = []
+    audit = service.audit
+    audit.name_cells(tools.cell_of)
+    entries: list[tuple[dict[str, Any], Adapter]] = []
     for provider, tool in TOOLS.items():
         canonical = "forge." + provider.removeprefix("forge_")
         description, schema = agent_form(provider, tool.description, tool.input_schema)
         entry = _entry(canonical, provider, description, schema, tool.side_effect, tool.risk)
         routed = provider in SKILL_ROUTED
-        adapter = tools.skill_adapter(tool) if routed else tools.agent_adapter(tool)
-        names.append(service.register(entry, _agent_safe(adapter)).name)
-    for entry, adapter in _context_entries(tools):
-        names.append(service.register(entry, _agent_safe(adapter)).name)
+        entries.append((entry, tools.skill_adapter(tool) if routed else tools.agent_adapter(tool)))
+    entries += _context_entries(tools)
+    names = []
+    for entry, adapter in entries:
+        named = _naming_cell(entry["name"], _agent_safe(adapter), tools, audit)
+        names.append(service.register(entry, named, wants_context=True).name)
     return names

@@ -26,6 +26,7 @@ ROBOT_GRANTS = frozenset({"robot.read", "robot.write"})
 #: orient itself. Tasks and evidence (what was done, and its records) are opt-in.
 DEFAULT_CONTEXT_SCOPES: frozenset[Scope] = frozenset({"navigation", "skills", "tools", "runtime"})
 type ContextProfile = Literal["metadata", "summaries"]
+type TaskSlots = Literal["global", "per_runtime"]
 _GRANT_PATTERN = r"^[a-z][A-Za-z0-9_.-]{0,63}$"
 _PERMISSION_TYPE = r"[a-z][a-z0-9_.-]{0,63}"
 _PERMISSION_SCOPE = r"[!-~]{1,200}"
@@ -59,6 +60,10 @@ class ServerSettings(BaseModel):
     off by default, an allowlist, ``allow_any``, per-principal overlays);
     ``permissions`` the ``(type, scope)`` permissions each principal holds, written
     ``"type:scope"`` in the file (``network:*``; a ``*`` scope covers any).
+    ``task_slots`` sets the PAOS home's task slots at start (``paos.store.slots``):
+    ``global``, one non-terminal AgentTask in the home (the spec's rule and a new home's
+    default), or ``per_runtime``, one per running skill (cell), so an agent can drive
+    several cells at once; ``None`` leaves the home's setting as it is.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -74,6 +79,7 @@ class ServerSettings(BaseModel):
     allowed_origins: frozenset[str] = frozenset()
     insecure: bool = False
     mcp_enabled: bool = False
+    task_slots: TaskSlots | None = None
     context_profile: ContextProfile = "metadata"
     context_scopes: frozenset[Scope] = DEFAULT_CONTEXT_SCOPES
     max_result_chars: int = Field(20_000, ge=256, le=1_000_000)
@@ -160,6 +166,7 @@ class _ConfigFile(BaseModel):
     allowed_origins: list[str] | None = None
     insecure: bool | None = None
     mcp_enabled: bool | None = None
+    task_slots: TaskSlots | None = None
     context_profile: str | None = None
     context_scopes: list[str] | None = None
     max_result_chars: int | None = None
@@ -257,6 +264,7 @@ def load_settings(
     insecure: bool = False,
     context_profile: str | None = None,
     context_scopes: list[str] | None = None,
+    task_slots: str | None = None,
 ) -> ServerSettings:
     """Settings from ``config`` overridden by explicit options (grants and approvals add up;
     ``mcp`` turns the MCP endpoint on whatever the file says; ``context_scopes``, when
@@ -300,6 +308,8 @@ def load_settings(
         values["mcp_enabled"] = True
     if context_profile is not None:
         values["context_profile"] = context_profile
+    if task_slots is not None:
+        values["task_slots"] = task_slots
     if context_scopes:
         values["context_scopes"] = context_scopes
     if insecure:
