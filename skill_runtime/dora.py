@@ -379,22 +379,27 @@ class DoraControl:
         cwd: Path,
         node: str | None = None,
         json_lines: bool = False,
+        local: bool = False,
     ) -> str:
         """``dora logs UUID --all-nodes --tail N`` (``--node NODE`` for one node; JSON
         lines with ``json_lines``) run in the launch directory.
 
-        For a dataflow that is no longer running Dora reads ``out/`` under ``cwd``.
+        For a dataflow that is no longer running Dora reads ``out/`` under ``cwd``; with
+        ``local`` it always does (``--local``). That is how the logs of nodes pinned to
+        ``cwd`` by ``deploy.working_dir`` are read: they write to ``cwd/out/``, while a
+        running machine daemon looks for them under its own ``_work/`` and fails.
         """
-        args = _log_args(dataflow_uuid, node, json_lines)
+        args = _log_args(dataflow_uuid, node, json_lines, local)
         done = self._cli(*args, "--tail", str(lines), cwd=cwd, timeout_s=15)
         return done.stdout if done.returncode == 0 else f"(dora logs: {_last_error(done)})\n"
 
     def follow_logs(
-        self, dataflow_uuid: str, *, cwd: Path, node: str | None = None
+        self, dataflow_uuid: str, *, cwd: Path, node: str | None = None, local: bool = False
     ) -> subprocess.Popen[str]:
         """``dora logs UUID --follow --tail 0 --log-format json``: the lines written from
-        now on, on the returned process's stdout. The caller ends the process."""
-        command = [self.binary, *_log_args(dataflow_uuid, node, True), "--follow"]
+        now on, on the returned process's stdout (``local`` as for :meth:`logs`). The
+        caller ends the process."""
+        command = [self.binary, *_log_args(dataflow_uuid, node, True, local), "--follow"]
         command += ["--tail", "0", *self.address.cli_args()]
         return subprocess.Popen(
             command,
@@ -406,8 +411,9 @@ class DoraControl:
         )
 
 
-def _log_args(dataflow_uuid: str, node: str | None, json_lines: bool) -> list[str]:
+def _log_args(dataflow_uuid: str, node: str | None, json_lines: bool, local: bool) -> list[str]:
     args = ["logs", dataflow_uuid, *(["--node", node] if node else ["--all-nodes"])]
+    args += ["--local"] if local else []
     return args + (["--log-format", "json"] if json_lines else [])
 
 

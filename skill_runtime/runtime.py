@@ -337,13 +337,13 @@ class RuntimeManager:
             )
         dora = self._control_of(state)
         cwd = Path(state.launch_dataflow).parent
-        return dora.follow_logs(state.dataflow_uuid, cwd=cwd, node=node)
+        return dora.follow_logs(state.dataflow_uuid, cwd=cwd, node=node, local=_local_logs(state))
 
     def _node_logs(self, state: RuntimeState, lines: int, node: str | None, keep_dora: bool) -> str:
         dataflow, launch = state.dataflow_uuid or "", Path(state.launch_dataflow or ".")
-        dora, cwd = self._control_of(state), launch.parent
+        dora, cwd, local = self._control_of(state), launch.parent, _local_logs(state)
         if keep_dora:
-            return dora.logs(dataflow, lines=lines, cwd=cwd, node=node)
+            return dora.logs(dataflow, lines=lines, cwd=cwd, node=node, local=local)
         # Diagnostics can outnumber the nodes' lines a hundred to one: read far enough back
         # that the last ``lines`` of the nodes' own are there.
         raw = dora.logs(
@@ -352,6 +352,7 @@ class RuntimeManager:
             cwd=cwd,
             node=node,
             json_lines=True,
+            local=local,
         )
         shown, hidden = node_logs.select(raw.splitlines(), keep_dora=False, last=lines)
         note = f"({hidden} lines of Dora's own diagnostics hidden; --all shows them)\n"
@@ -842,6 +843,8 @@ class RuntimeManager:
         this home's coordinator once none of its skills is live (a skill attached to
         another coordinator does not count: that one is never touched)."""
         with home_lock(self.runtime_dir):
+            if not self._services_path.exists():
+                return  # only attached skills ran here: this home has no services of its own
             live = [
                 s for s in all_states(self.runtime_dir) if s.live and not s.coordinator_attached
             ]
@@ -1015,6 +1018,12 @@ def _tail(path: Path, lines: int) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
+
+
+def _local_logs(state: RuntimeState) -> bool:
+    """Whether the node logs are read from the launch folder's ``out/`` (``dora logs
+    --local``): for nodes this home's machine daemons run there (``deploy.working_dir``)."""
+    return bool(state.machines) and not state.coordinator_attached
 
 
 def _by_machine(rows: list[tuple[str | None, str]]) -> dict[str, str]:
