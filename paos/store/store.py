@@ -16,6 +16,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
+from functools import lru_cache
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,16 @@ def _unavailable(exc: sqlite3.Error) -> bool:
     )
 
 
+def _store_unavailable(what: str, exc: sqlite3.Error) -> StoreUnavailable:
+    name = getattr(exc, "sqlite_errorname", None)
+    return StoreUnavailable(
+        "PAOS_STORE_UNAVAILABLE",
+        f"the task store cannot {what}: {exc}",
+        retryable=True,
+        details={"sqlite_error": name} if name else None,
+    )
+
+
 @contextmanager
 def _translated(what: str) -> Iterator[None]:
     """Turn a database fault inside the block into :class:`StoreUnavailable`."""
@@ -82,19 +93,74 @@ def _translated(what: str) -> Iterator[None]:
     except sqlite3.Error as exc:
         if not _unavailable(exc):
             raise
-        name = getattr(exc, "sqlite_errorname", None)
-        raise StoreUnavailable(
-            "PAOS_STORE_UNAVAILABLE",
-            f"the task store cannot {what}: {exc}",
-            retryable=True,
-            details={"sqlite_error": name} if name else None,
-        ) from exc
+        raise _store_unavailable(what, exc) from exc
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` on one connection; ``ROLLBACK`` when the block or
+    the commit fails, and a database fault raised as :class:`StoreUnavailable` (any other
+    error goes on unchanged). A plain class, not a generator context manager inside
+    :func:`_translated`: a bound Action passes here three times, and those two generators
+    cost a third as much as the transaction's own ``BEGIN`` and ``COMMIT``."""
+
+    __slots__ = ("_db",)
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __enter__(self) -> sqlite3.Connection:
+        # BEGIN IMMEDIATE takes the write lock up front, so two writers never both read a
+        # state and then both act on it.
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            if not _unavailable(exc):
+                raise
+            raise _store_unavailable("write", exc) from exc
+        return self._db
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _: Any) -> None:
+        if kind is None:
+            try:
+                self._db.execute("COMMIT")
+            except sqlite3.Error as failed:
+                self._rollback()
+                if not _unavailable(failed):
+                    raise
+                raise _store_unavailable("write", failed) from failed
+            except BaseException:
+                self._rollback()
+                raise
+            return
+        self._rollback()
+        if isinstance(exc, sqlite3.Error) and _unavailable(exc):
+            raise _store_unavailable("write", exc) from exc
+
+    def _rollback(self) -> None:
+        # A failed COMMIT may leave the transaction open (SQLITE_BUSY) or SQLite may have
+        # rolled it back already (SQLITE_FULL, SQLITE_IOERR). Either way the connection must
+        # be usable again, and a failing ROLLBACK must not hide the error that caused it.
+        if self._db.in_transaction:
+            with suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
+
+
+# One encoder for every stored document: ``json.dumps`` with options builds a new encoder
+# on each call, which cost as much as encoding a small result.
+_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False).encode
 
 
 def _json(value: Any) -> str | None:
     if value is None:
         return None
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return _ENCODE(value)
+
+
+@lru_cache(maxsize=32)
+def _update_sql(names: tuple[str, ...]) -> str:
+    """The ``UPDATE`` of a record setting ``names`` (and ``updated_at_ms``), row returned."""
+    assignments = "".join(f"{name} = ?, " for name in names)
+    return f"UPDATE records SET {assignments}updated_at_ms = ? WHERE record_id = ? RETURNING *"
 
 
 def _load(text: str | None) -> Any:
@@ -111,6 +177,32 @@ def _episode(task_id: str, text: Any) -> dict[str, Any] | None:
         log.warning("episode of task %s is not a JSON object; passed over", task_id)
         return None
     return document
+
+
+def _intent_row(record: NewRecord, now: int) -> RecordRow:
+    """The record exactly as :meth:`AgentTaskStore.record_intent` inserted it (every
+    column it does not set is NULL), built here: reading it back with ``RETURNING *``
+    cost as much as the INSERT."""
+    return RecordRow(
+        record_id=record.record_id,
+        task_id=record.task_id,
+        revision_id=record.revision_id,
+        tool_id=record.tool_id,
+        semantics=record.semantics,
+        ownership=record.ownership,
+        caller_id=record.caller_id,
+        arguments_sha256=record.arguments_sha256,
+        spec_sha256=record.spec_sha256,
+        state="intent",
+        invocation_id=None,
+        attempt_id=None,
+        result=None,
+        error=None,
+        cancel=None,
+        created_at_ms=now,
+        updated_at_ms=now,
+        terminal_at_ms=None,
+    )
 
 
 class AgentTaskStore:
@@ -147,26 +239,9 @@ class AgentTaskStore:
         """Close this process's connection."""
         self._db.close()
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        # BEGIN IMMEDIATE takes the write lock up front, so two writers never both read a
-        # state and then both act on it.
-        with _translated("write"):
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._rollback()
-                raise
-
-    def _rollback(self) -> None:
-        # A failed COMMIT may leave the transaction open (SQLITE_BUSY) or SQLite may have
-        # rolled it back already (SQLITE_FULL, SQLITE_IOERR). Either way the connection must
-        # be usable again, and a failing ROLLBACK must not hide the error that caused it.
-        if self._db.in_transaction:
-            with suppress(sqlite3.Error):
-                self._db.execute("ROLLBACK")
+    def _write(self) -> _Transaction:
+        """One write transaction (:class:`_Transaction`)."""
+        return _Transaction(self._db)
 
     def _rows(self, sql: str, *args: Any) -> list[sqlite3.Row]:
         with _translated("read"):
@@ -399,11 +474,10 @@ class AgentTaskStore:
         """Persist an intent (and its caller_id) before anything is sent to the Gateway."""
         now = self._now()
         with self._write() as db:
-            row = db.execute(
+            db.execute(
                 "INSERT INTO records (record_id, task_id, revision_id, tool_id, semantics,"
                 " ownership, caller_id, arguments_sha256, spec_sha256, state,"
-                " created_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'intent', ?, ?)"
-                " RETURNING *",
+                " created_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'intent', ?, ?)",
                 (
                     record.record_id,
                     record.task_id,
@@ -417,8 +491,8 @@ class AgentTaskStore:
                     now,
                     now,
                 ),
-            ).fetchone()
-        return RecordRow.of(row)
+            )
+        return _intent_row(record, now)
 
     def record_admitted(
         self, record_id: str, invocation_id: str, attempt_id: str, phase: str
@@ -461,8 +535,7 @@ class AgentTaskStore:
         )
 
     def _update(self, record_id: str, **fields: Any) -> RecordRow:
-        assignments = ", ".join(f"{name} = ?" for name in fields)
-        sql = f"UPDATE records SET {assignments}, updated_at_ms = ? WHERE record_id = ? RETURNING *"
+        sql = _update_sql(tuple(fields))
         try:
             with self._write() as db:
                 # RETURNING hands back the row written in the same transaction: no re-read.
