@@ -64,6 +64,7 @@ from bench.support import (
     wait_http,
 )
 from doraforge.dataflows import DATAFLOWS
+from doraforge.paos.errors import PaosError
 from doraforge.paos.gateway_auth import bearer, dataflow_auth, http_client
 from doraforge.paos.home import PaosHome
 from doraforge.skill_runtime.archive import pack
@@ -107,7 +108,7 @@ def skill_copy(name: str, workdir: Path) -> Path:
     manifest = folder / "skill.yaml"
     text = manifest.read_text(encoding="utf-8")
     if "\nname: pick-place\n" not in text:
-        raise RuntimeError(f"{manifest} no longer names the skill pick-place")
+        raise RuntimeError(f"BENCH_SKILL_CHANGED: {manifest} no longer names the skill pick-place")
     manifest.write_text(text.replace("\nname: pick-place\n", f"\nname: {name}\n"), "utf-8")
     return pack(folder, workdir / f"{name}.tar.gz").path
 
@@ -116,28 +117,72 @@ def skill_copy(name: str, workdir: Path) -> Path:
 def fleet(workdir: Path, cells: int, camera_hz: float) -> Iterator[tuple[PaosHome, list[str]]]:
     """``cells`` running copies of the skill in one PAOS home; all stopped on the way out."""
     home = PaosHome(workdir / "home")
-    environ = {**os.environ, "DORAFORGE_SIM_CAMERA_HZ": str(camera_hz)}
-    runtime = RuntimeManager(home, environ=environ)
+    environ = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "DORAFORGE_SIM_CAMERA_HZ": str(camera_hz),
+    }
     names = [f"cell-{index}" for index in range(1, cells + 1)]
     for name in names:
         Installer(home).install(str(skill_copy(name, workdir)), yes=True)
-    print(f"  starting {', '.join(names)} ...", flush=True)
-    # Started together: each start mostly waits for its world to build and register.
-    pool = concurrent.futures.ThreadPoolExecutor(cells, thread_name_prefix="start")
     try:
-        starts = [pool.submit(runtime.start, name, "sim", port=free_port()) for name in names]
-        for start in starts:
-            start.result()
+        start_cells(home, names, environ, workdir)
         yield home, names
     finally:
-        # Interrupted mid-start: a start still under way holds its skill's lock; what it
-        # leaves running is swept with the benchmark's folder (see main).
-        pool.shutdown(wait=False, cancel_futures=True)
+        runtime = RuntimeManager(home, environ=environ)
         for name in reversed(names):
             state = runtime.status(name)
             if state is not None and state.live:
                 with contextlib.suppress(Exception):  # stop them all, whatever one says
                     runtime.stop(name, force=True)
+
+
+def start_cells(
+    home: PaosHome, names: Sequence[str], environ: dict[str, str], workdir: Path
+) -> None:
+    """``doraforge skill start NAME --port N`` for every cell, as an operator starts them,
+    at most one per core at a time (each mostly waits for its world to build and register;
+    four `dora start`s at once on a loaded 2-core machine overran Dora's 30 s answer time).
+
+    Each command runs in a session of its own and is stopped (SIGTERM, then SIGKILL) when
+    this returns early; what a stopped start leaves running is stopped by :func:`fleet`
+    or swept with the benchmark's folder."""
+    command = [shutil.which("doraforge", path=str(Path(sys.executable).parent)) or "doraforge"]
+    workers = min(len(names), os.cpu_count() or 1)
+    pending = list(names)
+    running: dict[str, subprocess.Popen[bytes]] = {}
+    print(f"  starting {', '.join(names)}, {workers} at a time ...", flush=True)
+    try:
+        while pending or running:
+            while pending and len(running) < workers:
+                name = pending.pop(0)
+                start = [*command, "--home", str(home.root), "skill", "start", name]
+                start += ["--profile", "sim", "--port", str(free_port())]
+                with (workdir / f"start-{name}.log").open("wb") as log:
+                    running[name] = subprocess.Popen(
+                        start,
+                        env=environ,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+            for name, process in list(running.items()):
+                if process.poll() is not None:
+                    del running[name]
+                    _started(name, process.returncode, workdir)
+            time.sleep(0.1)
+    finally:
+        for process in running.values():
+            _stop_group(process)
+
+
+def _started(name: str, returncode: int, workdir: Path) -> None:
+    if returncode != 0:
+        lines = (workdir / f"start-{name}.log").read_text(errors="replace").strip().splitlines()
+        raise RuntimeError(
+            f"BENCH_CELL_START_FAILED: {name} did not start ({lines[-1] if lines else returncode})"
+        )
+    print(f"  {name}: running", flush=True)
 
 
 @contextlib.contextmanager
@@ -509,3 +554,9 @@ if __name__ == "__main__":
         sys.exit(main())
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: what it started has been stopped
         sys.exit("interrupted; the benchmark stopped what it started")
+    except PaosError as exc:  # a cell or the registry did not come up: one line, its code
+        sys.exit(f"{exc.code}: {exc.message} (the benchmark stopped what it started)")
+    except TimeoutError as exc:
+        sys.exit(f"BENCH_TIMEOUT: {exc}; rerun on a quieter machine")
+    except RuntimeError as exc:  # already "CODE: message"
+        sys.exit(str(exc))
