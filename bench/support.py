@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NoReturn
 
 import aiohttp
@@ -141,6 +142,86 @@ def find_node(root_pid: int, marker: str) -> psutil.Process:
 def run(coroutine: Awaitable[Any]) -> Any:
     """Run a coroutine on a fresh loop."""
     return asyncio.run(coroutine)  # type: ignore[arg-type]
+
+
+async def concurrent_calls(
+    base_url: str,
+    path: str,
+    body: Callable[[int, int], dict[str, Any]],
+    clients: int,
+    seconds: float,
+    *,
+    headers: Mapping[str, str] | None = None,
+    accept: Callable[[Any], bool] = lambda _answer: True,
+    max_per_client: int = 100_000,
+) -> dict[str, Any]:
+    """Requests per second and each request's latency with ``clients`` concurrent
+    keep-alive clients sending for ``seconds`` (each at most ``max_per_client`` times).
+
+    Unlike :func:`concurrent_throughput` every request may differ: client ``c``'s ``i``-th
+    sends ``body(c, i)`` (``i = -1``: its untimed warm-up), as a registry call's
+    ``requestId`` is its idempotency key (the same body twice is answered from the
+    retained result, not run). A request fails unless it answers 200 with a JSON body that
+    ``accept`` holds for. Bounded in time, so a slow subject costs the same wall time as a
+    fast one and only shows fewer requests."""
+    json_type = {"content-type": "application/json"}
+    latencies: list[float] = []
+    failures = 0
+
+    async def send(session: aiohttp.ClientSession, client: int, index: int) -> None:
+        nonlocal failures
+        payload = json.dumps(body(client, index)).encode()
+        started = time.perf_counter()
+        async with session.post(path, data=payload, headers=json_type) as response:
+            raw = await response.read()
+        if index >= 0:
+            latencies.append(time.perf_counter() - started)
+            failures += response.status != 200 or not accept(json.loads(raw))
+
+    async def worker(session: aiohttp.ClientSession, client: int, deadline: float) -> None:
+        for index in range(max_per_client):
+            if time.perf_counter() >= deadline:
+                return
+            await send(session, client, index)
+
+    connector = aiohttp.TCPConnector(limit=clients)
+    timeout = aiohttp.ClientTimeout(total=120)
+    async with aiohttp.ClientSession(
+        base_url, connector=connector, headers=dict(headers or {}), timeout=timeout
+    ) as session:
+        await asyncio.gather(*(send(session, client, -1) for client in range(clients)))
+        started = time.perf_counter()
+        deadline = started + seconds
+        await asyncio.gather(*(worker(session, client, deadline) for client in range(clients)))
+        elapsed = time.perf_counter() - started
+    return {
+        "requests": len(latencies),
+        "failures": failures,
+        "seconds": round(elapsed, 3),
+        "qps": round(len(latencies) / elapsed, 2),
+        "latencies_s": latencies,
+    }
+
+
+def sweep_processes(root: Path) -> list[str]:
+    """SIGKILL every process (not this one or its ancestors) whose command line or working
+    directory lies under ``root``, a benchmark's private folder; returns their command lines.
+
+    The last line of a benchmark's cleanup: daemons a Skill Runtime started are not its
+    children, so a stop that failed half-way would otherwise leave them running."""
+    mine = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+    marker = str(root.resolve())
+    killed = []
+    for process in psutil.process_iter(["pid", "cmdline", "cwd"]):
+        info = process.info
+        if info["pid"] in mine:
+            continue
+        command = " ".join(info["cmdline"] or [])
+        if marker in command or (info["cwd"] or "").startswith(marker):
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+                killed.append(command)
+    return killed
 
 
 # ---------------------------------------------------------------- interleaved rounds
