@@ -1,7 +1,8 @@
 """The ``evidence`` scope: the evidence index of the task store, one item per artifact.
 
 Each item: the frame's source, phase, sequence number, capture time, size, dimensions,
-SHA-256 and media type, and its task's opaque reference; a failed capture carries its
+SHA-256 and media type, its task's opaque reference and cell (skill and runtime
+instance of the task's binding); a failed capture carries its
 error code only. Never the bytes and never the workspace path (nor a failure's message,
 which may quote one). Tasks are walked newest first, each task's artifacts in capture
 order; both the tasks walked and the artifacts kept are bounded by the scan cap.
@@ -15,7 +16,7 @@ from typing import Any
 from doraforge.paos.home import PaosHome
 from doraforge.paos.store import AgentTaskStore
 from doraforge.registry.context.scopes._common import HomeSource, bounded, iso_ns, task_store
-from doraforge.registry.context.scopes.tasks import ROUTE, task_ref
+from doraforge.registry.context.scopes.tasks import ROUTE, cell_of, task_ref
 from doraforge.registry.context.source import (
     ContextItem,
     Scalar,
@@ -37,7 +38,10 @@ def _error_code(artifact: Mapping[str, Any]) -> str | None:
     return _str(error.get("code")) if isinstance(error, Mapping) else None
 
 
-def _item(artifact: Mapping[str, Any]) -> ContextItem:
+type Cell = tuple[str | None, str | None]
+
+
+def _item(artifact: Mapping[str, Any], cell: Cell = (None, None)) -> ContextItem:
     source, phase = _str(artifact.get("source")), _str(artifact.get("phase"))
     seq = _int(artifact.get("seq"))
     code = _error_code(artifact)
@@ -52,6 +56,8 @@ def _item(artifact: Mapping[str, Any]) -> ContextItem:
         "sha256": _str(artifact.get("sha256")),
         "media_type": _str(artifact.get("media_type")),
         "task": task_ref(str(artifact.get("task_id"))),
+        "skill": cell[0],
+        "runtime_instance_id": cell[1],
         "captured": code is None,
         "error_code": code,
     }
@@ -79,8 +85,12 @@ def _read(home: PaosHome, limit: int) -> Snapshot:
             return Snapshot(())
         tasks = store.tasks(limit + 1)
         walked = [task.task_id for task in tasks[:limit]]
+        cells: dict[str, Cell] = {}
+        for task in tasks[:limit]:
+            skill, _version, instance = cell_of(store, task.binding_id)
+            cells[task.task_id] = (skill, instance)
         kept, more = bounded(_artifacts(store, walked), limit)
-        items = tuple(_item(artifact) for artifact in kept)
+        items = tuple(_item(a, cells.get(str(a.get("task_id")), (None, None))) for a in kept)
     return Snapshot(items, source_truncated=more or len(tasks) > limit)
 
 

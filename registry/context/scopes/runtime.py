@@ -1,6 +1,7 @@
 """The ``runtime`` scope: each recorded skill runtime's state and its Gateway's identity.
 
-Each item: the skill, version, profile, lifecycle state, times, the error code of a
+Each item: the cell (skill and the runtime instance of its current start), version,
+profile, lifecycle state, times, the error code of a
 failure, and the Gateway's identity (its id, instance id, catalog revision and loopback
 port), live-checked by the home's RuntimeManager. Never the Gateway token, its file, the
 launch copy's or any other path, nor an error's message (which may quote them).
@@ -80,6 +81,7 @@ def _item(state: RuntimeState, live_check: str) -> ContextItem:
         route=ROUTE,
         metadata={
             "skill": state.name,
+            "runtime_instance_id": state.runtime_instance_id,
             "version": state.version,
             "profile": state.profile,
             "state": state.state,

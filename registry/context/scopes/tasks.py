@@ -1,6 +1,7 @@
 """The ``tasks`` scope: AgentTask summaries, verdicts and criteria from the task store.
 
-Each item: the task's skill and version, state, verification mode, the current
+Each item: the task's cell (skill, version and the runtime instance its binding froze),
+state, verification mode, the current
 revision's verdict, how many criteria it carries and how many passed, failed or were
 inconclusive, and its times. The task id is only ever an opaque reference. Never the
 call arguments, raw tool outputs or physical parameters: criteria are counted and named
@@ -55,20 +56,23 @@ def _result_counts(verdict: Mapping[str, Any] | None) -> dict[str, int]:
     return {f"criteria_{status}": statuses[status] for status in ("pass", "fail", "inconclusive")}
 
 
-def _skill(store: AgentTaskStore, binding_id: str) -> tuple[str | None, str | None]:
+def cell_of(store: AgentTaskStore, binding_id: str) -> tuple[str | None, str | None, str | None]:
+    """The skill, version and runtime instance a task's binding froze (its cell)."""
     document = store.binding(binding_id)
-    skill, version = document.get("skill"), document.get("version")
-    return (str(skill) if skill else None), (str(version) if version else None)
+    fields = (document.get(key) for key in ("skill", "version", "runtime_instance"))
+    skill, version, instance = (str(value) if value else None for value in fields)
+    return skill, version, instance
 
 
 def _item(store: AgentTaskStore, task: TaskRow) -> ContextItem:
-    skill, version = _skill(store, task.binding_id)
+    skill, version, instance = cell_of(store, task.binding_id)
     verdict, revisions = _verdict(store, task.task_id)
     criteria = _criteria(task.contract)
     status = verdict.get("status") if verdict is not None else None
     metadata: dict[str, Scalar] = {
         "skill": skill,
         "skill_version": version,
+        "runtime_instance_id": instance,
         "state": task.state,
         "mode": str(task.contract.get("mode") or "") or None,
         "verdict": str(status) if status is not None else None,

@@ -1,6 +1,7 @@
 """The ``tools`` scope: the ToolSpecs and live readiness of every running skill's Gateway.
 
-Each item: the tool's id, its kind (Query, Action or Session), whether it is ready and
+Each item: the tool's id and cell (skill, runtime instance, and the robot its ToolSpec's
+frame profile names), its kind (Query, Action or Session), whether it is ready and
 bound, its endpoint's state and its concurrency, and its spec's SHA-256, routed to the
 console's Tools page; the ToolSpec's description is private matching text. Never a
 schema, a Gateway URL or a token.
@@ -65,7 +66,16 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _item(skill: str, tool: Mapping[str, Any], context: Mapping[str, Any]) -> ContextItem:
+def _robot(context: Mapping[str, Any]) -> str | None:
+    profile = context.get("robot_frame_profile")
+    robot = profile.get("robot_id") if isinstance(profile, Mapping) else None
+    return str(robot) if isinstance(robot, str) and robot else None
+
+
+def _item(
+    cell: tuple[str, str], tool: Mapping[str, Any], context: Mapping[str, Any]
+) -> ContextItem:
+    skill, instance = cell
     tool_id = str(tool["tool_id"])
     kind = str(tool.get("semantics") or context.get("semantics") or "").capitalize()
     ready = context.get("ready") is True
@@ -73,6 +83,8 @@ def _item(skill: str, tool: Mapping[str, Any], context: Mapping[str, Any]) -> Co
     metadata: dict[str, Scalar] = {
         "tool_id": tool_id,
         "skill": skill,
+        "runtime_instance_id": instance,
+        "robot": _robot(context) or _robot(tool),
         "kind": kind or None,
         "ready": ready,
         "bound": context.get("binding_error") is None,
@@ -93,10 +105,15 @@ def _item(skill: str, tool: Mapping[str, Any], context: Mapping[str, Any]) -> Co
     )
 
 
-def _running(home: PaosHome) -> list[str]:
+def _running(home: PaosHome) -> list[tuple[str, str]]:
+    """``(skill, runtime_instance_id)`` of every skill recorded running."""
     from doraforge.skill_runtime import all_states
 
-    return [state.name for state in all_states(home.runtime_dir) if state.state == "running"]
+    return [
+        (state.name, state.runtime_instance_id)
+        for state in all_states(home.runtime_dir)
+        if state.state == "running"
+    ]
 
 
 class ToolsSource:
@@ -128,19 +145,20 @@ class ToolsSource:
             ) from exc
         items: list[ContextItem] = []
         more = stale = False
-        for name in running:
+        for cell in running:
             if len(items) >= limit:
                 more = True  # a running skill left unread
                 break
-            read = await self._skill(name, limit - len(items))
+            read = await self._skill(cell, limit - len(items))
             if read is not None:
                 items += read.items
                 more, stale = more or read.more, stale or read.stale
         return Snapshot(tuple(items), source_truncated=more, status="stale" if stale else "fresh")
 
-    async def _skill(self, name: str, budget: int) -> _Read | None:
+    async def _skill(self, cell: tuple[str, str], budget: int) -> _Read | None:
         """One running skill's tools (at most ``budget``), ``None`` when it turned out not
         to run; the retained read when its Gateway cannot be reached."""
+        name = cell[0]
         try:
             url = await self._gateway_url(name)
         except ToolFailure as failure:
@@ -149,20 +167,20 @@ class ToolsSource:
                 return None
             return self._fallback(name, failure.code, budget)
         try:
-            read = await self._live(name, self._clients(url), budget)
+            read = await self._live(cell, self._clients(url), budget)
         except PaosError as exc:
             return self._fallback(name, exc.code, budget)
         self._retained[name] = read
         return read
 
-    async def _live(self, name: str, client: ToolApi, budget: int) -> _Read:
+    async def _live(self, cell: tuple[str, str], client: ToolApi, budget: int) -> _Read:
         listing = await client.list_tools()
         listed = listing.get("tools")
         tools = [
             t for t in listed or [] if isinstance(t, Mapping) and isinstance(t.get("tool_id"), str)
         ]
         kept, more = bounded(tools, budget)
-        items = [_item(name, tool, await client.context(tool["tool_id"])) for tool in kept]
+        items = [_item(cell, tool, await client.context(tool["tool_id"])) for tool in kept]
         return _Read(tuple(items), more)
 
     def _fallback(self, name: str, code: str, budget: int) -> _Read:

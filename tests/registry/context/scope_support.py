@@ -35,6 +35,8 @@ from tests.support.live_server import LiveServer
 from tests.support.waiting import eventually
 
 SKILL = "pick-place"
+#: The runtime instance the recorded runtime and every recorded task binding name.
+RUNTIME_INSTANCE = "rt-context-test"
 MOCK_TOOLS = ("mock.echo", "mock.move", "mock.stats", "mock.stream")
 
 
@@ -95,7 +97,7 @@ def record_running(
             version="1.0.0",
             profile="sim",
             state="running",
-            runtime_instance_id="rt-context-test",
+            runtime_instance_id=RUNTIME_INSTANCE,
             dataflow_name=SKILL,
             dataflow_uuid="0191c0de-0000-7000-8000-000000000001",
             coordinator_port=6199,
@@ -265,7 +267,12 @@ def recorded_tasks(home: PaosHome, count: int, *, frames: int = 2) -> list[str]:
         store.put_binding(
             "bind-1",
             "b" * 64,
-            {"skill": SKILL, "version": "1.0.0", "gateway_url": "http://127.0.0.1:9201"},
+            {
+                "skill": SKILL,
+                "version": "1.0.0",
+                "gateway_url": "http://127.0.0.1:9201",
+                "runtime_instance": RUNTIME_INSTANCE,
+            },
         )
         ids = [f"task-{n}" for n in range(count)]
         for task_id in ids:

@@ -10,7 +10,12 @@ import pytest
 from doraforge.paos.home import PaosHome
 from doraforge.registry.context.scopes import EvidenceSource
 from doraforge.registry.context.source import opaque_ref
-from tests.registry.context.scope_support import EVIDENCE_PATH_PART, leaks, recorded_tasks
+from tests.registry.context.scope_support import (
+    EVIDENCE_PATH_PART,
+    RUNTIME_INSTANCE,
+    leaks,
+    recorded_tasks,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -43,6 +48,8 @@ async def test_each_artifact_is_its_frame_identity_and_its_task_reference(
         "sha256": "0" * 64,
         "media_type": "image/png",
         "task": opaque_ref("tasks", task_id),
+        "skill": "pick-place",
+        "runtime_instance_id": RUNTIME_INSTANCE,
         "captured": True,
         "error_code": None,
     }

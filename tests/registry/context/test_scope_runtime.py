@@ -55,6 +55,7 @@ async def test_a_running_runtime_is_its_state_and_its_gateways_identity(
     assert metadata["gateway_id"] == running.state.gateway_identity["gateway_id"]  # type: ignore[index]
     assert str(metadata["gateway_instance_id"]).startswith("gwinst-")
     assert metadata["gateway_port"] == port
+    assert metadata["runtime_instance_id"] == running.state.runtime_instance_id
     assert not leaks(snapshot, running.token, str(tmp_path), "token", "launch", "http://")
 
 

@@ -12,6 +12,7 @@ from doraforge.registry.context.scopes import TasksSource
 from doraforge.registry.context.source import SourceError, opaque_ref
 from tests.registry.context.scope_support import (
     MEASURED,
+    RUNTIME_INSTANCE,
     SKILL,
     TARGET,
     leaks,
@@ -42,6 +43,7 @@ async def test_a_finished_task_is_its_skill_state_verdict_criteria_and_times(
     metadata = dict(task.metadata)
     assert metadata["skill"] == SKILL
     assert metadata["skill_version"] == "1.0.0"
+    assert metadata["runtime_instance_id"] == RUNTIME_INSTANCE  # the cell the task is bound to
     assert (metadata["state"], metadata["verdict"], metadata["mode"]) == (
         "succeeded",
         "success",

@@ -21,6 +21,7 @@ from doraforge.skill_runtime.gateway_tokens import GatewayTokens
 from doraforge.skill_runtime.runtime_state import write_state
 from tests.registry.context.scope_support import (
     MOCK_TOOLS,
+    RUNTIME_INSTANCE,
     SKILL,
     DataflowRunning,
     install_skill,
@@ -72,6 +73,7 @@ async def test_a_running_skills_tools_are_their_kind_and_live_readiness(
     assert echo.kind == "tool"
     assert echo.route == "/console/#/tools/mock.echo"
     assert echo.label == "mock.echo (Query): ready"
+    assert echo.metadata["runtime_instance_id"] == RUNTIME_INSTANCE
     assert (echo.metadata["skill"], echo.metadata["ready"], echo.metadata["bound"]) == (
         SKILL,
         True,
