@@ -147,7 +147,7 @@ def start_cells(
     Each command runs in a session of its own and is stopped (SIGTERM, then SIGKILL) when
     this returns early; what a stopped start leaves running is stopped by :func:`fleet`
     or swept with the benchmark's folder."""
-    command = [shutil.which("doraforge", path=str(Path(sys.executable).parent)) or "doraforge"]
+    command = doraforge_command()
     workers = min(len(names), os.cpu_count() or 1)
     pending = list(names)
     running: dict[str, subprocess.Popen[bytes]] = {}
@@ -190,8 +190,7 @@ def registry(home: PaosHome, workdir: Path) -> Iterator[tuple[str, str]]:
     """``doraforge serve`` over ``home`` on a free port with a bearer token: (URL, token)."""
     token = secrets.token_urlsafe(32)
     port = free_port()
-    command = [shutil.which("doraforge", path=str(Path(sys.executable).parent)) or "doraforge"]
-    command += ["--home", str(home.root), "serve", "--port", str(port)]
+    command = [*doraforge_command(), "--home", str(home.root), "serve", "--port", str(port)]
     command += ["--grant", "robot.read", "--token-env", TOKEN_ENV]
     with (workdir / "serve.log").open("wb") as log:
         server = subprocess.Popen(
@@ -207,6 +206,11 @@ def registry(home: PaosHome, workdir: Path) -> Iterator[tuple[str, str]]:
         yield base, token
     finally:
         _stop_group(server)
+
+
+def doraforge_command() -> list[str]:
+    """The ``doraforge`` command installed beside this interpreter."""
+    return [shutil.which("doraforge", path=str(Path(sys.executable).parent)) or "doraforge"]
 
 
 def _stop_group(process: subprocess.Popen[bytes]) -> None:
