@@ -104,9 +104,10 @@ class CellNames:
     async def _cell(self, arguments: Mapping[str, Any]) -> tuple[Cell | None, str | None]:
         task_id = arguments.get("task_id")
         if isinstance(task_id, str):
-            service = self._task_service()
-            binding = service.binding(service.store.task(task_id))
-            return Cell(binding.skill, binding.runtime_instance), binding.gateway_url
+            store = self._task_service().store
+            binding = store.binding(store.task(task_id).binding_id)  # as stored, even if odd
+            instance = binding.get("runtime_instance")
+            return Cell(str(binding.get("skill")), instance), binding.get("gateway_url")
         skill = arguments.get("skill") or arguments.get("name")
         if isinstance(skill, str):
             return self._of_skill(skill), None
