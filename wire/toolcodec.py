@@ -11,6 +11,7 @@ all still applied.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -113,11 +114,94 @@ def _row(value: Any, max_carrier_bytes: int) -> dict[str, Any]:
         raise ToolProtocolError(
             "FORGE_PROTOCOL_MESSAGE_TOO_LARGE", f"carrier exceeds {max_carrier_bytes} bytes"
         )
-    # to_pylist is about twice as fast as value[0].as_py() on Dora-owned arrays; the
-    # column set is checked here and every value's type by ToolEnvelope below.
-    row: dict[str, Any] = value.to_pylist()[0]
+    row = plain_row(value)
+    return _general_row(value) if row is None else row
+
+
+def _general_row(value: pa.StructArray) -> dict[str, Any]:
+    """Any one-row struct with the ToolMessage columns (other layouts, other value types);
+    the column set is checked here and every value's type by the envelope check."""
+    row: dict[str, Any] | None = value.to_pylist()[0]
+    if row is None:
+        raise ToolProtocolError("FORGE_PROTOCOL_INVALID_MESSAGE", "the ToolMessage row is null")
     if row.keys() != _COLUMNS:
         raise ToolProtocolError(
             "FORGE_PROTOCOL_INVALID_MESSAGE", "columns differ from forge_msgs.ToolMessage"
         )
     return row
+
+
+# A one-row column starting at offset 0 has exactly two int32 offsets, or one int64 value.
+_ONE_ROW_BYTES = 8
+_READ_INT64 = struct.Struct("<q").unpack_from  # Arrow buffers are little-endian
+_READ_OFFSETS = struct.Struct("<ii").unpack_from
+
+
+def _layout() -> tuple[tuple[str, bool, int], ...]:
+    """``(column, is_int64, index of its validity buffer)`` in ``StructArray.buffers()``
+    order: the struct's validity first, then (validity, offsets, data) per string column
+    and (validity, values) for the int64 ``sequence``."""
+    columns = []
+    at = 1
+    for field in TOOL_MESSAGE_SCHEMA:
+        is_int = field.type == pa.int64()
+        columns.append((field.name, is_int, at))
+        at += 2 if is_int else 3
+    return tuple(columns)
+
+
+_LAYOUT = _layout()
+_BUFFER_COUNT = _LAYOUT[-1][2] + (2 if _LAYOUT[-1][1] else 3)
+
+
+def plain_row(value: pa.StructArray) -> dict[str, Any] | None:
+    """Read a one-row ToolMessage straight from its Arrow buffers, or ``None`` when the
+    array is not laid out as Dora delivers one (exact schema, one row, no offsets).
+
+    Dora copies every output into a fresh layout without offsets, so a received row takes
+    this path; it reads about twice as fast as ``to_pylist`` and gives the same dict
+    (``tests/wire/test_toolcodec.py`` holds it to ``to_pylist``). Every read is
+    bounds-checked against its buffer; a column that is not UTF-8 is refused.
+    """
+    if value.offset != 0 or value.type != TOOL_MESSAGE_TYPE:
+        return None
+    buffers = value.buffers()
+    if len(buffers) != _BUFFER_COUNT:
+        return None
+    if not _valid(buffers[0]):
+        raise ToolProtocolError("FORGE_PROTOCOL_INVALID_MESSAGE", "the ToolMessage row is null")
+    row: dict[str, Any] = {}
+    for name, is_int, at in _LAYOUT:
+        first = buffers[at + 1]  # the int64 values, or a string column's offsets
+        if first is None or first.size != _ONE_ROW_BYTES:
+            return None  # an offset or a padded layout: let Arrow read it
+        if not _valid(buffers[at]):
+            row[name] = None
+        elif is_int:
+            row[name] = _READ_INT64(first)[0]
+        else:
+            row[name] = _text(first, buffers[at + 2], name)
+    return row
+
+
+def _valid(bitmap: pa.Buffer | None) -> bool:
+    """Whether row 0 is valid: no bitmap means every row is."""
+    return bitmap is None or (bitmap.size > 0 and bitmap.to_pybytes()[0] & 1 == 1)
+
+
+def _text(offsets: pa.Buffer, data: pa.Buffer | None, name: str) -> str:
+    start, end = _READ_OFFSETS(offsets)
+    if start == end == 0:
+        return ""
+    if data is None or not 0 <= start <= end <= data.size:
+        raise ToolProtocolError(
+            "FORGE_PROTOCOL_INVALID_MESSAGE", f"column {name} points outside its data"
+        )
+    # A one-row column's data buffer is normally exactly its value; copy no more than that.
+    raw: bytes = (data if start == 0 and end == data.size else data[start:end]).to_pybytes()
+    try:
+        return raw.decode()
+    except UnicodeDecodeError as exc:
+        raise ToolProtocolError(
+            "FORGE_PROTOCOL_INVALID_MESSAGE", f"column {name} is not UTF-8"
+        ) from exc
