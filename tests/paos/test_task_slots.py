@@ -180,3 +180,34 @@ def test_processes_racing_per_runtime_get_exactly_one_task_per_cell(store: Agent
         worker.join(timeout=30)
     assert outcomes == ["bind-a", "bind-b", "refused", "refused"]
     assert len(store.active_tasks()) == 2
+
+
+@pytest.mark.anyio
+async def test_with_two_active_tasks_a_call_naming_no_task_lists_the_cells(
+    tmp_path: Path,
+) -> None:
+    from doraforge.paos.agent_tools import TOOLS
+    from doraforge.paos.home import PaosHome, open_service
+
+    service = open_service(PaosHome(tmp_path / "home"))
+    try:
+        bound: dict[str, Any] = {"version": "1", "profile": "sim", "manifest_sha256": None}
+        bound |= {"skill_md_sha256": None, "node_artifacts": [], "tools": {}}
+        for name in ("cell-a", "cell-b"):
+            document = {**bound, "skill": name, "runtime_instance": f"rt-{name}"}
+            document |= {"gateway_url": "http://127.0.0.1:9", "gateway_identity": {}}
+            service.store.put_binding(f"bind-{name}", "sha", document)
+        service.store.set_task_slots("per_runtime")
+        for name in ("cell-a", "cell-b"):
+            create(service.store, f"task-{name}", f"bind-{name}")
+        answer = await TOOLS["forge_tool_query"](service, {"tool_id": "arm.state"})
+    finally:
+        await service.aclose()
+        service.store.close()
+    assert answer["ok"] is False
+    error = answer["error"]
+    assert error["code"] == "PAOS_CELL_AMBIGUOUS"
+    assert error["candidates"] == [
+        {"task_id": "task-cell-a", "skill": "cell-a", "runtime_instance_id": "rt-cell-a"},
+        {"task_id": "task-cell-b", "skill": "cell-b", "runtime_instance_id": "rt-cell-b"},
+    ]
