@@ -275,7 +275,7 @@ def _stop(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _status(ctx: Context, args: argparse.Namespace) -> int:
-    from doraforge.skill_runtime.runtime_state import all_states
+    from doraforge.skill_runtime.runtime_state import LIVE_STATES, all_states
 
     runtime = ctx.runtime()
     if args.name:
@@ -306,7 +306,7 @@ def _status(ctx: Context, args: argparse.Namespace) -> int:
     ctx.out.table("skill runtimes", columns, rows, found, whole=columns)
     # A reason is a sentence: on its own line it is read whole, not squeezed into a column.
     for state in found:
-        if placement := _placement(state):
+        if state.get("state") in LIVE_STATES and (placement := _placement(state)):
             ctx.out.say(f"{state['name']} {placement}")
         if state.get("error"):
             ctx.out.say(f"{state['name']} {state['state']}: {_reason(state['error'])}")

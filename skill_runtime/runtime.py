@@ -165,7 +165,9 @@ class RuntimeManager:
         self.progress = progress or (lambda message, elapsed: None)
         self.runtime_bin = runtime_bin or Path(sys.executable).parent
         self.stop_grace_s = stop_grace_s
-        self.runtime_dir = home.runtime_dir
+        # Absolute: its paths reach Dora's processes (the launch copy, the token file, the
+        # journal), which run in other directories than a home named relative (`--home a`).
+        self.runtime_dir = home.runtime_dir.absolute()
 
     # ------------------------------------------------------------------ public commands
 
