@@ -24,6 +24,7 @@ from urllib.parse import quote
 
 from doraforge.paos.errors import PaosError
 from doraforge.paos.home import PaosHome
+from doraforge.registry.cells import robot_of
 from doraforge.registry.context.scopes._common import bounded, scan_limit
 from doraforge.registry.context.source import (
     MAX_SCAN_ITEMS,
@@ -66,12 +67,6 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _robot(context: Mapping[str, Any]) -> str | None:
-    profile = context.get("robot_frame_profile")
-    robot = profile.get("robot_id") if isinstance(profile, Mapping) else None
-    return str(robot) if isinstance(robot, str) and robot else None
-
-
 def _item(
     cell: tuple[str, str], tool: Mapping[str, Any], context: Mapping[str, Any]
 ) -> ContextItem:
@@ -84,7 +79,7 @@ def _item(
         "tool_id": tool_id,
         "skill": skill,
         "runtime_instance_id": instance,
-        "robot": _robot(context) or _robot(tool),
+        "robot": robot_of(context) or robot_of(tool),
         "kind": kind or None,
         "ready": ready,
         "bound": context.get("binding_error") is None,
