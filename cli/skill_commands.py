@@ -96,23 +96,17 @@ def _register_logs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 
 
 def _gateway_port(text: str) -> int:
+    """``auto`` (:data:`~doraforge.skill_runtime.runtime.AUTO_PORT`) or a TCP port."""
+    from doraforge.cli.run_command import _port
     from doraforge.skill_runtime.runtime import AUTO_PORT
 
-    if text == "auto":
-        return AUTO_PORT
-    port = int(text) if text.isdigit() else -1
-    if not 0 < port < 65536:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (1-65535) or auto")
-    return port
+    return AUTO_PORT if text == "auto" else _port(text)
 
 
 def _coordinator(text: str) -> Any:
-    from doraforge.skill_runtime.cluster import CoordinatorAddress
+    from doraforge.cli.run_command import _coordinator as coordinator
 
-    try:
-        return CoordinatorAddress.parse(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
+    return coordinator(text)
 
 
 def _positive(text: str) -> int:

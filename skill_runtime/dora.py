@@ -1,4 +1,5 @@
-"""The Dora CLI (dora-rs 1.1) as the Skill Runtime uses it: one private coordinator per home.
+"""The Dora CLI (dora-rs 1.1) as the Skill Runtime uses it: a private coordinator per home
+(with a daemon per machine id its skills name), or an existing one a skill attaches to.
 
 Facts about dora 1.1 this module is built on (each checked against the real CLI):
 
@@ -23,7 +24,15 @@ Facts about dora 1.1 this module is built on (each checked against the real CLI)
 * A node's environment holds ``DORA_NODE_CONFIG`` naming ``dataflow_id: <uuid>``: that is
   how leftover node processes of a dataflow are found.
 * Every command takes ``--coordinator-port``; the default 6013 is machine-wide and
-  ``dora down`` on it would kill someone else's coordinator, so it is never used here.
+  ``dora down`` on it would kill someone else's coordinator, so a home never uses it.
+* ``dora cluster status`` lists every connected daemon (``<machine id>-<uuid>``, a bare
+  uuid for one without ``--machine-id``); ``dora status`` reports one daemon whatever their
+  number. ``dora down`` destroys the coordinator and every daemon connected to it.
+* A node pinned by ``deploy.working_dir`` writes its logs to ``<working_dir>/out/``, but a
+  running daemon serves ``dora logs`` from its own ``_work/<session>/out/`` and fails;
+  ``dora logs --local`` reads ``out/`` of the current directory, running or not.
+* A coordinator a skill attached to (``owned=False``) may be on 6013 and is never brought
+  up or down from here.
 """
 
 from __future__ import annotations

@@ -17,6 +17,14 @@ never reach Dora's processes.
 Every lifecycle command holds the skill's lock (``SKILL_RUNTIME_BUSY`` when taken). The
 coordinator belongs to the home: its ports are chosen once and kept in
 ``runtime/dora.json``, and it is torn down when no skill of the home runs any more.
+
+Across machines: a profile whose nodes name machines (``deploy: {machine: M}``) runs on the
+home's coordinator with one local ``dora daemon --machine-id M`` per machine id (started
+through :mod:`~doraforge.skill_runtime.cluster`, shared by the home's skills that name the
+same machine, recorded in ``runtime/dora.json`` and in the state's ``machines``; stopped
+once no live skill names it). ``start(coordinator=...)`` runs a skill on an existing
+coordinator instead, whose daemons are someone else's: nothing of it is ever started or
+brought down from here. ``start(port=AUTO_PORT)`` puts the Gateway on a free port.
 """
 
 from __future__ import annotations
