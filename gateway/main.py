@@ -41,6 +41,11 @@ log = logging.getLogger("gateway")
 
 #: Seconds open HTTP responses (event streams above all) get once Dora says STOP.
 SHUTDOWN_GRACE_S = 1
+#: The Gateway's own Dora shared-memory pool, unless ``DORA_NODE_SHM_POOL_SIZE`` or the
+#: node's ``shared_memory_pool_size`` says otherwise. It only sends ToolMessages (at most
+#: the 1 MiB body limit, and under Dora's 4 KiB zero-copy threshold almost always), so
+#: Dora's 8 MiB default would only add resident pages (issue 16: at most 150 MiB RSS).
+SHM_POOL_BYTES = 2 * 1024 * 1024
 #: The run's id in the node config Dora hands every node (``DORA_NODE_CONFIG``).
 _DATAFLOW_ID = re.compile(r"dataflow_id:\s*['\"]?([0-9A-Fa-f-]{36})")
 
@@ -115,6 +120,7 @@ def run(config: GatewayConfig, *, port: int, journal: Path, policy: TransportPol
     """Serve HTTP and pump Dora events until STOP, then shut down cleanly."""
     from dora import Node  # imported here so the package imports without a Dora runtime
 
+    os.environ.setdefault("DORA_NODE_SHM_POOL_SIZE", str(SHM_POOL_BYTES))  # read by Node()
     node = Node()
     loop = new_loop()
     carrier = DoraCarrier(node, config.providers, max_message_bytes=config.max_body_bytes)

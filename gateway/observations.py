@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import cv2
 import numpy as np
 from forge_msgs import Image, JointState
 
@@ -46,6 +45,10 @@ class Frame:
 
 def encode_image(pixels: np.ndarray, encoding: str, fmt: str, jpeg_quality: int = 90) -> bytes:
     """Encode an rgb8/bgr8/mono8 frame as ``png`` or ``jpeg``."""
+    # OpenCV is imported by the first frame a client asks for: a Gateway that serves no
+    # camera never maps its ~10 MiB of libraries (part of the RSS budget of issue 16).
+    import cv2
+
     if encoding == "rgb8":
         pixels = cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR)
     params = [cv2.IMWRITE_JPEG_QUALITY, jpeg_quality] if fmt == "jpeg" else []
