@@ -147,3 +147,29 @@ def test_serve_takes_task_slots_from_its_flag_or_its_config_file(tmp_path: Path)
     config.write_text("task_slots: per_robot\n", encoding="utf-8")
     with pytest.raises(SettingsError, match="task_slots"):
         load_settings(config=config)
+
+
+def test_serve_refuses_global_slots_while_two_cells_have_tasks_before_it_listens(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from doraforge.cli import main
+    from doraforge.paos.store import AgentTaskStore
+
+    home = PaosHome(tmp_path / "home")
+    store = AgentTaskStore(home.store_path)
+    try:
+        store.set_task_slots("per_runtime")
+        for name in ("cell-a", "cell-b"):
+            store.put_binding(f"b-{name}", "sha", {"skill": name, "runtime_instance": "rt"})
+            store.create_task(
+                task_id=f"t-{name}", revision_id=f"r-{name}", binding_id=f"b-{name}",
+                goal="g", contract={},
+            )  # fmt: skip
+    finally:
+        store.close()
+    code = main(["--home", str(home.root), "serve", "--port", "0", "--task-slots", "global"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "PAOS_TASK_SLOTS_BUSY" in err
+    assert "registry listening" not in err
+    assert len(err.strip().splitlines()) == 1
