@@ -325,13 +325,13 @@ class AgentTaskStore:
         held = row["task_id"] if row is not None else None
         document = self.binding(row["binding_id"]) if row is not None else {}
         mode = "per_runtime" if slot != slots.GLOBAL_SLOT else "global"
-        cell = f" on skill {document['skill']}" if document.get("skill") else ""
-        which = f"AgentTask {held}{cell}" if held else "another AgentTask"
-        scope = "this runtime's" if mode == "per_runtime" else "the home's only"
+        which = f"AgentTask {held}" if held else "another AgentTask"
+        # Under global slots any cell's task holds the slot: the details name its cell.
+        cell = f" on skill {document.get('skill')}" if mode == "per_runtime" else ""
         return TaskSlotTaken(
             "PAOS_TASK_ACTIVE",
-            f"{which} holds {scope} task slot ({mode} task slots); finalize it or cancel "
-            f"it first (`doraforge task cancel {held or 'TASK_ID'}`)",
+            f"{which} is still active{cell}; finalize it or cancel it first "
+            f"(`doraforge task cancel {held or 'TASK_ID'}`)",
             details={
                 "active_task_id": held,
                 "task_slots": mode,

@@ -48,7 +48,6 @@ def test_global_slots_are_the_default_and_refuse_a_second_cell_naming_the_first(
     assert caught.value.code == "PAOS_TASK_ACTIVE"
     assert (details["active_task_id"], details["task_slots"]) == ("task-a", "global")
     assert (details["skill"], details["runtime_instance_id"]) == ("cell-a", "rt-a")
-    assert "cell-a" in caught.value.message
     assert [t.task_id for t in store.active_tasks()] == ["task-a"]
 
 
@@ -60,6 +59,7 @@ def test_per_runtime_slots_let_each_cell_hold_one_task(store: AgentTaskStore) ->
         create(store, "task-a-again", "bind-a")
     assert caught.value.details["active_task_id"] == "task-a"
     assert caught.value.details["runtime_key"] == "skill:cell-a"
+    assert "is still active on skill cell-a;" in caught.value.message
     assert [t.task_id for t in store.active_tasks()] == ["task-a", "task-b"]
 
 
