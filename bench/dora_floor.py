@@ -1,19 +1,27 @@
 """The Dora floor: a request/reply round trip between two bare Python nodes.
 
-``python bench/dora_floor.py ping N OUT [KIND]`` sends N requests one at a time and writes
-the latencies to OUT; ``python bench/dora_floor.py pong`` echoes every input. KIND is
-``binary`` (200 bytes, the floor) or ``toolmessage`` (a 200-byte Query carried as the
-ten-column ``forge_msgs.ToolMessage`` row, not decoded: what the carrier format costs).
+``python bench/dora_floor.py ping SOCKET`` listens on the Unix socket SOCKET and serves
+rounds: for each line ``KIND N`` it sends N requests one at a time and answers one JSON
+line with the latencies in seconds, so the benchmark can take this floor between rounds
+of its subject without restarting Dora. ``python bench/dora_floor.py pong`` echoes every
+input. KIND is ``binary`` (200 bytes, the floor) or ``toolmessage`` (a 200-byte Query
+carried as the ten-column ``forge_msgs.ToolMessage`` row, not decoded: what the carrier
+format costs). The node exits when the benchmark closes the socket or Dora says STOP.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import time
+from typing import Any
 
 import pyarrow as pa
 from dora import Node
+
+#: Seconds the ping node waits for the benchmark to connect before it gives up.
+ACCEPT_TIMEOUT_S = 120
 
 
 def _payload(kind: str) -> pa.Array:
@@ -41,24 +49,38 @@ def _payload(kind: str) -> pa.Array:
     return toolcodec.encode(message, max_message_bytes=1_048_576)
 
 
-def ping(count: int, out: str, kind: str) -> None:
-    node = Node()
-    payload = _payload(kind)
+def _round(node: Any, payload: pa.Array, count: int) -> list[float] | None:
+    """``count`` sequential round trips; ``None`` when Dora stops the node first."""
     samples: list[float] = []
-    started = time.perf_counter()
-    node.send_output("request", payload)
-    for event in node:
-        if event["type"] == "STOP":
-            break
-        if event["type"] != "INPUT":
-            continue
-        samples.append(time.perf_counter() - started)
-        if len(samples) >= count:
-            break
+    while len(samples) < count:
         started = time.perf_counter()
         node.send_output("request", payload)
-    with open(out, "w", encoding="utf-8") as handle:
-        json.dump(samples, handle)
+        while True:
+            event = node.next()
+            if event is None or event["type"] == "STOP":
+                return None
+            if event["type"] == "INPUT":
+                break
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+def ping(path: str) -> None:
+    node = Node()
+    payloads = {kind: _payload(kind) for kind in ("binary", "toolmessage")}
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(path)
+        server.listen(1)
+        server.settimeout(ACCEPT_TIMEOUT_S)
+        connection, _ = server.accept()
+    with connection, connection.makefile("rw", encoding="utf-8") as stream:
+        for line in stream:
+            kind, count = line.split()
+            samples = _round(node, payloads[kind], int(count))
+            if samples is None:
+                return
+            stream.write(json.dumps(samples) + "\n")
+            stream.flush()
 
 
 def pong() -> None:
@@ -72,6 +94,6 @@ def pong() -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "ping":
-        ping(int(sys.argv[2]), sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else "binary")
+        ping(sys.argv[2])
     else:
         pong()
