@@ -1,7 +1,8 @@
 """End to end: a lab of four sim cells behind one registry.
 
 Four copies of the pick-place skill (``cell-1`` … ``cell-4``) run in one PAOS home, each
-started by the Skill Runtime with its own Gateway on a free port and its cameras slowed
+started by the Skill Runtime with its own Gateway on a port it chose (``AUTO_PORT``, the
+CLI's ``--port auto``) and its cameras slowed
 to 2 frames a second. One real ``doraforge serve --mcp --task-slots per_runtime`` fronts
 them, and an official MCP SDK client drives two cells at once: a task on each, an
 approved ``arm.home`` on both side by side, both finalized to a verdict. A diagnostic
@@ -32,7 +33,7 @@ from mcp.types import CallToolResult
 
 from doraforge.paos.home import PaosHome
 from doraforge.paos.store import AgentTaskStore
-from doraforge.skill_runtime.dora_run import dora_environment, free_port
+from doraforge.skill_runtime.dora_run import dora_environment
 from tests.paths import PROJECT_ROOT
 from tests.support.live_server import ServeProcess, serve_process
 from tests.support.waiting import eventually_async
@@ -72,7 +73,7 @@ def _install_copies(home: PaosHome, work: Path) -> None:
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Fleet, ServeProcess]]:
     """Four sim cells in one home and one ``doraforge serve`` (per-runtime task slots)
     over it; serve starts first, while the machine is quiet, and stops last."""
-    from doraforge.skill_runtime.runtime import RuntimeManager
+    from doraforge.skill_runtime.runtime import AUTO_PORT, RuntimeManager
 
     work = tmp_path_factory.mktemp("fleet")
     home = PaosHome(work / "home")
@@ -85,11 +86,13 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Fleet, Serve
     with serve_process(work, *options, env=env) as serve:
         started: list[str] = []
         try:
-            instances = {}
+            instances, urls = {}, set()
             for name in CELLS:
                 started.append(name)
-                state = runtime.start(name, "sim", port=free_port())
+                state = runtime.start(name, "sim", port=AUTO_PORT)  # a free port each
                 instances[name] = state.runtime_instance_id
+                urls.add(state.gateway_url)
+            assert len(urls) == len(CELLS)  # four Gateways, one port each
             yield Fleet(home, runtime, instances), serve
         finally:
             for name in reversed(started):
