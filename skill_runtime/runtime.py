@@ -481,19 +481,20 @@ class RuntimeManager:
         machines: list[str],
     ) -> RuntimeState:
         now = utc_now()
+        instance, attached = uuid.uuid4().hex, coordinator is not None
+        # On this home's coordinator the skill's name is unique; on a shared one another home
+        # may run the same skill, and a dataflow is found again (and stopped) by its name.
+        dataflow_name = f"{manifest.name}-{instance[:12]}" if attached else manifest.name
         if coordinator is None:
             with home_lock(self.runtime_dir):
                 coordinator = CoordinatorAddress(LOOPBACK, self._services().coordinator_port)
-            attached = False
-        else:
-            attached = True
         return RuntimeState(
             name=manifest.name,
             version=manifest.version,
             profile=profile,
             state="starting",
-            runtime_instance_id=f"rt-{uuid.uuid4().hex}",
-            dataflow_name=manifest.name,
+            runtime_instance_id=f"rt-{instance}",
+            dataflow_name=dataflow_name,
             coordinator_port=coordinator.port,
             coordinator_host=coordinator.host,
             coordinator_attached=attached,
