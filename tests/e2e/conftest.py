@@ -346,8 +346,13 @@ SIM_ENV = {"DORAFORGE_SIM_UNPACED": "1", "DORAFORGE_LOG_LEVEL": "WARNING"}
 @contextlib.contextmanager
 def sim_stack(directory: Path) -> Iterator[MockStack]:
     """The simulated cell (unpaced physics), ready when its robot tools are and the arm
-    has joint state (the tools register before the world's first physics step; an Action
-    admitted in between is a retryable ``ARM_NO_STATE``)."""
+    has joint state.
+
+    ``world.scene_state`` is ready only once the world reports ``ready`` (its first physics
+    step taken: its ToolSpec's ``endpoint_ready``), so no scene wait is needed here. The arm
+    reports no status of its own, so its first joint state (one hop after the world's
+    first step; an Action admitted before it is a retryable ``ARM_NO_STATE``) is checked
+    with one ``arm_state`` Query, which answers at once once the world is ready."""
     with dataflow_stack(
         directory, DATAFLOWS / "sim.yml", SIM_TOOLS, SIM_ENV, start_timeout_s=120.0
     ) as running:

@@ -165,13 +165,6 @@ def scene(cell: MockStack) -> dict[str, Any]:
     return dict(result["outputs"])
 
 
-def stepping(cell: MockStack) -> bool:
-    """Whether the world answers a scene Query with a state (it has stepped once)."""
-    response = cell.http.post("/tools/world/scene_state:invoke", json={"arguments": {}})
-    result = cell.data(response)["response"]["result"]
-    return bool(result["status"] == "succeeded")
-
-
 def admit(cell: MockStack, tool_id: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """Admit an Action once its provider can take it: the arm refuses (422, retryable,
     ``ARM_NO_STATE``) until joint state from the world has reached it."""
@@ -186,103 +179,6 @@ def admit(cell: MockStack, tool_id: str, arguments: dict[str, Any]) -> dict[str,
 
     eventually(admitted_now, within=60.0, what=f"{tool_id} to be admitted")
     return admitted
-
-
-def test_the_nodes_run_on_the_daemons_their_machines_name(cell: SplitCell) -> None:
-    assert machine_ids(SPLIT) == ["robot", "workstation"]
-    assert cell.machine_of(GATEWAY_MARK) == "workstation"
-    assert cell.machine_of("-m doraforge.nodes.camera") == "workstation"
-    for mark in ROBOT_MARKS:
-        assert cell.machine_of(mark) == "robot"
-
-
-def test_a_query_and_an_action_reach_the_robot_daemon(cell: SplitCell) -> None:
-    eventually(lambda: stepping(cell), within=60.0, what="the world to step")
-    state = scene(cell)
-    assert state["sim_time"] >= 0
-    admitted = admit(cell, "arm.home", {})
-    final = cell.terminal(admitted["invocation_id"], timeout_s=60.0)
-    assert final["phase"] == "completed", final
-    # Joint state crossed daemons: the Gateway's observation cache holds a fresh one.
-    joints = cell.data(cell.http.get("/observations/state"))["joint_state"]
-    assert len(joints["position"]) >= 6
-
-
-def test_a_camera_frame_crosses_daemons(cell: SplitCell) -> None:
-    latest = cell.http.get("/observations/images/scene/latest")
-    assert latest.status_code == 200, latest.text
-    assert latest.headers["content-type"] == "image/jpeg"
-    assert latest.content[:2] == b"\xff\xd8"  # a JPEG, rendered on the robot machine
-    capture = cell.http.post(
-        "/tools/camera/capture:invoke", json={"arguments": {"source": "scene"}}
-    )
-    result = cell.data(capture)["response"]["result"]
-    assert result["status"] == "succeeded", result
-
-
-def _kill_machine(cell: SplitCell, machine: str) -> None:
-    """The robot computer goes away: its daemon and every node below it, SIGKILL."""
-    daemon = cell.cluster.daemon(machine)
-    nodes = daemon.below()
-    cell.seen.update(nodes)
-    daemon.kill()
-    for pid in nodes:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    psutil.wait_procs([psutil.Process(p) for p in nodes if psutil.pid_exists(p)], timeout=10)
-
-
-def test_the_robot_daemon_dying_mid_action_ends_it_unknown_and_recovers(tmp_path: Path) -> None:
-    with split_cell(tmp_path) as cell:
-        run = admit(cell, "arm.home", {})
-        assert cell.terminal(run["invocation_id"], timeout_s=60.0)["phase"] == "completed"
-        origin = scene(cell)["gripper"]["tool_position"]
-        target = [origin[0], origin[1] - 0.25, origin[2] - 0.1]
-        admitted = cell.start("arm.move_to_pose", {"position": target, "speed": 0.02})
-        invocation_id = admitted["invocation_id"]
-        cell.poll(invocation_id, lambda s: s["phase"] == "running", 30.0)
-        _kill_machine(cell, "robot")
-
-        final = cell.terminal(invocation_id, timeout_s=60.0)
-        assert final["phase"] == "unknown", final
-        assert final["result"]["status"] == "unknown", final
-        # The robot's tools report themselves unavailable, with a structured error.
-        eventually(
-            lambda: not cell.ready("arm.move_to_pose"),
-            within=60.0,
-            what="arm.move_to_pose to become unavailable",
-        )
-        refused = cell.invoke("arm.home", {})
-        assert refused.status_code == 503, refused.text
-        error = refused.json()["error"]
-        assert error["code"] == "FORGE_TOOL_ENDPOINT_UNAVAILABLE", error
-        assert error["retryable"] is True
-        assert error["details"] == {"endpoint_id": "arm"}
-        query = cell.http.post("/tools/world/scene_state:invoke", json={"arguments": {}})
-        assert query.status_code == 503, query.text
-        assert query.json()["error"]["code"] == "FORGE_TOOL_ENDPOINT_UNAVAILABLE"
-        assert cell.context("arm.move_to_pose")["readiness"]["endpoint_registered"] is False
-
-        # Recovery in Dora 1.1: the robot daemon comes back, and the dataflow is
-        # started again on the same coordinator (a returning daemon gets no nodes of a
-        # dataflow that was running).
-        cell.cluster.restart_daemon("robot")
-        assert cell.cluster.registered() == {"robot", "workstation"}
-        assert cell.cluster.daemon("robot").below() == {}  # no node came back with it
-        assert not cell.ready("arm.move_to_pose")
-        cell.seen.update(cell.cluster.node_processes())
-        cell.split.restart()
-        eventually(
-            lambda: all(cell.ready(tool) for tool in SIM_TOOLS),
-            within=START_TIMEOUT_S,
-            what="the restarted split cell to be ready",
-            detail=cell.tail,
-        )
-        eventually(lambda: stepping(cell), within=60.0, what="the new world to step")
-        run = admit(cell, "arm.home", {})
-        assert cell.terminal(run["invocation_id"], timeout_s=60.0)["phase"] == "completed"
-        # The invocation lost with the robot stays unknown across the restart.
-        assert cell.status(invocation_id)["phase"] == "unknown"
 
 
 # ------------------------------------------------------------------ doraforge run
@@ -438,3 +334,103 @@ def test_sigterm_while_the_daemons_come_up_leaves_nothing_running(tmp_path: Path
             process.wait()
     assert _gone(list(seen.values())) == []
     assert not _scene_answers(port)
+
+
+# ------------------------------------------------------------------ the module's split cell
+# (after the doraforge run rows, so its unpaced world does not run beside their cells)
+
+
+def test_the_nodes_run_on_the_daemons_their_machines_name(cell: SplitCell) -> None:
+    assert machine_ids(SPLIT) == ["robot", "workstation"]
+    assert cell.machine_of(GATEWAY_MARK) == "workstation"
+    assert cell.machine_of("-m doraforge.nodes.camera") == "workstation"
+    for mark in ROBOT_MARKS:
+        assert cell.machine_of(mark) == "robot"
+
+
+def test_a_query_and_an_action_reach_the_robot_daemon(cell: SplitCell) -> None:
+    # Ready includes world.scene_state's endpoint_ready: the world has stepped.
+    state = scene(cell)
+    assert state["sim_time"] >= 0
+    admitted = admit(cell, "arm.home", {})
+    final = cell.terminal(admitted["invocation_id"], timeout_s=60.0)
+    assert final["phase"] == "completed", final
+    # Joint state crossed daemons: the Gateway's observation cache holds a fresh one.
+    joints = cell.data(cell.http.get("/observations/state"))["joint_state"]
+    assert len(joints["position"]) >= 6
+
+
+def test_a_camera_frame_crosses_daemons(cell: SplitCell) -> None:
+    latest = cell.http.get("/observations/images/scene/latest")
+    assert latest.status_code == 200, latest.text
+    assert latest.headers["content-type"] == "image/jpeg"
+    assert latest.content[:2] == b"\xff\xd8"  # a JPEG, rendered on the robot machine
+    capture = cell.http.post(
+        "/tools/camera/capture:invoke", json={"arguments": {"source": "scene"}}
+    )
+    result = cell.data(capture)["response"]["result"]
+    assert result["status"] == "succeeded", result
+
+
+def _kill_machine(cell: SplitCell, machine: str) -> None:
+    """The robot computer goes away: its daemon and every node below it, SIGKILL."""
+    daemon = cell.cluster.daemon(machine)
+    nodes = daemon.below()
+    cell.seen.update(nodes)
+    daemon.kill()
+    for pid in nodes:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    psutil.wait_procs([psutil.Process(p) for p in nodes if psutil.pid_exists(p)], timeout=10)
+
+
+# The module's cell, last: the robot machine dies and the cell is recovered by a restart.
+def test_the_robot_daemon_dying_mid_action_ends_it_unknown_and_recovers(cell: SplitCell) -> None:
+    run = admit(cell, "arm.home", {})
+    assert cell.terminal(run["invocation_id"], timeout_s=60.0)["phase"] == "completed"
+    origin = scene(cell)["gripper"]["tool_position"]
+    target = [origin[0], origin[1] - 0.25, origin[2] - 0.1]
+    admitted = cell.start("arm.move_to_pose", {"position": target, "speed": 0.02})
+    invocation_id = admitted["invocation_id"]
+    cell.poll(invocation_id, lambda s: s["phase"] == "running", 30.0)
+    _kill_machine(cell, "robot")
+
+    final = cell.terminal(invocation_id, timeout_s=60.0)
+    assert final["phase"] == "unknown", final
+    assert final["result"]["status"] == "unknown", final
+    # The robot's tools report themselves unavailable, with a structured error.
+    eventually(
+        lambda: not cell.ready("arm.move_to_pose"),
+        within=60.0,
+        what="arm.move_to_pose to become unavailable",
+    )
+    refused = cell.invoke("arm.home", {})
+    assert refused.status_code == 503, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "FORGE_TOOL_ENDPOINT_UNAVAILABLE", error
+    assert error["retryable"] is True
+    assert error["details"] == {"endpoint_id": "arm"}
+    query = cell.http.post("/tools/world/scene_state:invoke", json={"arguments": {}})
+    assert query.status_code == 503, query.text
+    assert query.json()["error"]["code"] == "FORGE_TOOL_ENDPOINT_UNAVAILABLE"
+    assert cell.context("arm.move_to_pose")["readiness"]["endpoint_registered"] is False
+
+    # Recovery in Dora 1.1: the robot daemon comes back, and the dataflow is
+    # started again on the same coordinator (a returning daemon gets no nodes of a
+    # dataflow that was running).
+    cell.cluster.restart_daemon("robot")
+    assert cell.cluster.registered() == {"robot", "workstation"}
+    assert cell.cluster.daemon("robot").below() == {}  # no node came back with it
+    assert not cell.ready("arm.move_to_pose")
+    cell.seen.update(cell.cluster.node_processes())
+    cell.split.restart()
+    eventually(
+        lambda: all(cell.ready(tool) for tool in SIM_TOOLS),
+        within=START_TIMEOUT_S,
+        what="the restarted split cell to be ready",
+        detail=cell.tail,
+    )
+    run = admit(cell, "arm.home", {})
+    assert cell.terminal(run["invocation_id"], timeout_s=60.0)["phase"] == "completed"
+    # The invocation lost with the robot stays unknown across the restart.
+    assert cell.status(invocation_id)["phase"] == "unknown"

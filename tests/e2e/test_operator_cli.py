@@ -38,6 +38,7 @@ class Operator:
         self.home, self.env = home, env
         # The shipped skill names 9201; this session's Gateway takes a free port.
         self.port = free_port()
+        self.started = False  # whether this module's skill runs (``operator`` starts it)
 
     def argv(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "doraforge.cli", "--home", str(self.home), *args]
@@ -65,7 +66,8 @@ class Operator:
 
 
 @pytest.fixture(scope="module")
-def operator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+def person(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+    """The module's operator with the skill installed; it is started by ``operator``."""
     root = tmp_path_factory.mktemp("operator")
     # Unbuffered: the tests read a running command's lines as it prints them.
     env = dora_environment({**os.environ, "HOME": str(root), "PYTHONUNBUFFERED": "1"})
@@ -73,13 +75,25 @@ def operator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
     archive = root / f"{SKILL}.tar.gz"
     assert person.run("skill", "pack", SKILL, "--output", str(archive)).returncode == 0
     assert person.run("skill", "install", str(archive), "--yes").returncode == 0
-    started = person.run("skill", "start", SKILL, "--profile", "sim", "--port", str(person.port))
-    assert started.returncode == 0, started.stderr
     try:
         yield person
     finally:
-        stopped = person.run("skill", "stop", SKILL, "--force")
-        assert stopped.returncode == 0, stopped.stderr
+        if person.started:
+            stopped = person.run("skill", "stop", SKILL, "--force")
+            assert stopped.returncode == 0, stopped.stderr
+
+
+@pytest.fixture
+def operator(person: Operator) -> Operator:
+    """The operator with the skill running: started once for the module, and again only
+    after a row stopped it (the stopped-skill row is last, so it costs no restart)."""
+    if not person.started:
+        started = person.run(
+            "skill", "start", SKILL, "--profile", "sim", "--port", str(person.port)
+        )
+        assert started.returncode == 0, started.stderr
+        person.started = True
+    return person
 
 
 def report_of(stdout: str) -> Path:
@@ -197,11 +211,8 @@ def test_task_run_on_the_stopped_skill_is_one_line_saying_how_to_start_it(
     operator: Operator, tmp_path: Path
 ):
     assert operator.run("skill", "stop", SKILL, "--force").returncode == 0
-    try:
-        refused = operator.run("task", "run", SKILL, "--out", str(tmp_path))
-    finally:
-        again = ("skill", "start", SKILL, "--profile", "sim", "--port", str(operator.port))
-        assert operator.run(*again).returncode == 0
+    operator.started = False  # a later row asking for ``operator`` starts it again
+    refused = operator.run("task", "run", SKILL, "--out", str(tmp_path))
     assert refused.returncode == 1
     assert refused.stderr == (
         "doraforge: SKILL_NOT_RUNNING: forge_task_create: skill 'pick-place' is stopped; "

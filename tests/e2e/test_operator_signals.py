@@ -290,6 +290,11 @@ def test_skill_start_port_moves_the_gateway_and_tools_call_dials_it(tmp_path: Pa
     assert called.returncode == 0, called.stderr
     stopped = doraforge("skill", "stop", SKILL)
     assert stopped.returncode == 0, stopped.stderr
+    # A stopped skill starts again in the same home (the sim skill's operator session
+    # checks the stopped skill's refusal, then ends without paying for a second start).
+    again = doraforge("skill", "start", SKILL, "--port", str(free_port()))
+    assert again.returncode == 0, again.stderr
+    assert doraforge("skill", "stop", SKILL).returncode == 0
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

@@ -26,6 +26,21 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 OPENARM_TOOLS = (*SIM_TOOLS, "arm_left.move_to_pose", "gripper_left.grasp")
 
 
+# First, before the module's cell starts: the demo runs its own OpenArm cell, and two
+# unpaced OpenArm worlds rendering side by side would share the same two cores.
+# The whole demo (pack, install, start, nine tool calls, verify, stop) outlasts the default
+# per-test timeout on a loaded machine; run_demo bounds it itself and stops what it started.
+@pytest.mark.timeout(480)
+def test_the_demo_on_openarm_verifies_its_pick_and_place(tmp_path: Path) -> None:
+    from tests.e2e.test_demo import run_demo
+
+    out = tmp_path / "demo"
+    env = dora_environment({"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    stdout = run_demo(env, "--robot", "openarm", "--seed", "2", "--out", str(out), timeout_s=400)
+    assert "(sim-openarm profile, robot openarm)" in stdout
+    assert "verdict: success · task succeeded" in stdout
+
+
 @pytest.fixture(scope="module")
 def openarm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockStack]:
     directory = tmp_path_factory.mktemp("sim-openarm-dataflow")
@@ -41,6 +56,18 @@ def scene(cell: MockStack) -> dict[str, Any]:
     assert result["status"] == "succeeded", result
     outputs: dict[str, Any] = result["outputs"]
     return outputs
+
+
+def test_the_world_is_ready_only_once_it_has_stepped(openarm: MockStack) -> None:
+    """The first row on the cell: the fixture waited for readiness only, and OpenArm's
+    model takes seconds to build after its tools register, so a scene Query answered at
+    once shows that ``world.scene_state`` waits for the world's own ``ready`` status."""
+    context = openarm.context("world.scene_state")
+    assert context["readiness"] == {"endpoint_registered": True, "endpoint_ready": True}
+    assert context["endpoint_status"]["state"] == "ready"
+    assert scene(openarm)["sim_time"] > 0  # not WORLD_NOT_READY
+    # world.reset is how a diverged (unavailable) world recovers: it must stay callable.
+    assert "endpoint_ready" not in openarm.context("world.reset")["readiness"]
 
 
 def test_the_tools_carry_openarms_frames(openarm: MockStack) -> None:
@@ -93,16 +120,3 @@ def test_the_left_arm_is_its_own_pair_of_endpoints_in_its_own_frame(openarm: Moc
     assert (
         outputs(openarm, "gripper", "gripper_state")["width"] > 0.08
     )  # the right gripper stayed open
-
-
-# The whole demo (pack, install, start, nine tool calls, verify, stop) outlasts the default
-# per-test timeout on a loaded machine; run_demo bounds it itself and stops what it started.
-@pytest.mark.timeout(480)
-def test_the_demo_on_openarm_verifies_its_pick_and_place(tmp_path: Path) -> None:
-    from tests.e2e.test_demo import run_demo
-
-    out = tmp_path / "demo"
-    env = dora_environment({"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
-    stdout = run_demo(env, "--robot", "openarm", "--seed", "2", "--out", str(out), timeout_s=400)
-    assert "(sim-openarm profile, robot openarm)" in stdout
-    assert "verdict: success · task succeeded" in stdout
