@@ -12,6 +12,7 @@ from jsonschema.exceptions import SchemaError
 
 from doraforge.gateway.config import ToolSpecConfig
 from doraforge.gateway.errors import ConfigError
+from doraforge.gateway.schema_fast import compile_schema
 from doraforge.wire.canonical import canonical_bytes, sha256_hex
 
 
@@ -32,9 +33,13 @@ class CompiledSchema:
         except SchemaError as exc:
             raise ConfigError(f"{where}: invalid JSON Schema: {exc.message}") from exc
         self._validator = Draft202012Validator(dict(schema))
+        # Exact for the keywords it compiles; ``None`` leaves every check to jsonschema.
+        self._conforms = compile_schema(schema)
 
     def first_violation(self, instance: Any) -> SchemaViolation | None:
         """Return the shallowest violation, or ``None`` when ``instance`` conforms."""
+        if self._conforms is not None and self._conforms(instance):
+            return None
         errors = sorted(self._validator.iter_errors(instance), key=lambda e: len(e.path))
         if not errors:
             return None
