@@ -146,10 +146,11 @@ async def _status(client: ForgeToolClient, invocation_id: str) -> dict[str, Any]
         return {"invocation_id": invocation_id, "error": exc.to_payload()}
 
 
-def _task_invocations(console: Console) -> list[dict[str, Any]]:
-    """The live Actions and Sessions of the home's active task (an agent's work)."""
+def _task_invocations(console: Console, skill: str) -> list[dict[str, Any]]:
+    """The live Actions and Sessions of the active task bound to ``skill`` (an agent's
+    work; with per-runtime task slots other cells hold tasks of their own)."""
     store = console.robot.task_service().store
-    task = store.active_task()
+    task = store.active_task_of(skill)
     if task is None:
         return []
     return [
@@ -170,7 +171,7 @@ async def invocations(skill: str, request: Request) -> JSONResponse:
         if a.skill == skill
     ]
     try:
-        agents = [{**row, "by": "task"} for row in _task_invocations(console)]
+        agents = [{**row, "by": "task"} for row in _task_invocations(console, skill)]
     except PaosError as exc:
         raise translated(exc) from exc
     rows = [*agents, *mine]

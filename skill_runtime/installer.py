@@ -388,10 +388,8 @@ class Installer:
             return None
         opened = store or AgentTaskStore(self.home.store_path)
         try:
-            task = opened.active_task()
-            if task is None:
-                return None
-            return task.task_id if opened.binding(task.binding_id).get("skill") == name else None
+            task = opened.active_task_of(name)
+            return None if task is None else task.task_id
         finally:
             if store is None:
                 opened.close()

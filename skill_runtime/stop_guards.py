@@ -20,8 +20,8 @@ from doraforge.skill_runtime import gateway_probe
 
 def bound_task(store: AgentTaskStore, skill: str) -> tuple[str, list[RecordRow]] | None:
     """The active task bound to ``skill`` and its live records, or ``None``."""
-    task = store.active_task()
-    if task is None or store.binding(task.binding_id).get("skill") != skill:
+    task = store.active_task_of(skill)
+    if task is None:
         return None
     live = [r for r in store.records(task.task_id) if r.state in LIVE_RECORD_STATES]
     return task.task_id, live

@@ -394,6 +394,17 @@ class AgentTaskStore:
         )
         return [TaskRow.of(row) for row in rows]
 
+    def active_task_of(self, skill: str) -> TaskRow | None:
+        """The non-terminal task bound to ``skill``, or ``None``.
+
+        Every active task is looked at, not only the oldest: with per-runtime task slots
+        each cell holds one, and another cell's older task must not hide this one's.
+        """
+        for task in self.active_tasks():
+            if self.binding(task.binding_id).get("skill") == skill:
+                return task
+        return None
+
     def transition(
         self,
         task_id: str,
