@@ -72,7 +72,11 @@ def line(record: Mapping[str, Any]) -> str:
         when = f"expires {record.get('expires_at')}"
     else:
         when = f"{record.get('decided_at')} {' '.join(str(record.get('reason')).split())!r}"
-    parts = (record.get("id"), record.get("state"), record.get("tool"), record.get("caller"))
+    parts = [record.get("id"), record.get("state"), record.get("tool"), record.get("caller")]
+    cell = record.get("cell")
+    if isinstance(cell, dict) and cell.get("skill"):
+        # A lab of cells behind one registry: the operator must see which robot moves.
+        parts.append(f"cell={cell['skill']}" + (f"/{cell['robot']}" if cell.get("robot") else ""))
     return f"{' '.join(str(p) for p in parts)} {when} {arguments}"
 
 

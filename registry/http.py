@@ -510,10 +510,20 @@ _APPROVAL_PROPERTIES: dict[str, Any] = {
     "reason": {"type": ["string", "null"]},
     "decided_at": {"anyOf": [_TIME, {"type": "null"}]},
 }
+#: Present only when the call concerns one cell of a fleet (a skill's runtime).
+_APPROVAL_CELL = {
+    "type": "object",
+    "description": "the cell the call concerns: skill, runtime instance, robot",
+    "properties": {
+        "skill": {"type": "string"},
+        "runtimeInstanceId": {"type": ["string", "null"]},
+        "robot": {"type": ["string", "null"]},
+    },
+}
 _APPROVAL_SCHEMA = {
     "type": "object",
     "required": list(_APPROVAL_PROPERTIES),
-    "properties": _APPROVAL_PROPERTIES,
+    "properties": {**_APPROVAL_PROPERTIES, "cell": _APPROVAL_CELL},
 }
 
 

@@ -260,3 +260,17 @@ def test_a_pending_line_shows_the_deadline_and_a_decided_one_the_reason() -> Non
     assert pending.endswith("…")
     assert "2026-12-01T11:59:00.000Z 'a b'" in decided
     assert "\n" not in decided
+
+
+def test_a_line_names_the_cell_a_fleet_call_concerns() -> None:
+    record = {
+        "id": "apr_1",
+        "state": "pending",
+        "tool": "forge.tool_start_action",
+        "caller": "agent",
+        "expires_at": "2026-12-01T12:00:00Z",
+        "arguments": {},
+        "cell": {"skill": "cell-2", "runtimeInstanceId": "rt-2", "robot": "sim_arm"},
+    }
+    assert " cell=cell-2/sim_arm expires " in approvals_command.line(record)
+    assert "cell=" not in approvals_command.line({**record, "cell": None})
