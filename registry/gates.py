@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -107,7 +107,10 @@ def capabilities(entry: ToolEntry, principal: Principal, *, require_auth_for_wri
             f"{entry.name} is not available in scope {principal.scope!r}",
             details={"scope": principal.scope, "scopes": entry.policy.scopes},
         )
-    missing = sorted(set(entry.policy.requiredCapabilities) - principal.grants)
+    required = entry.policy.requiredCapabilities
+    missing = (
+        [] if principal.grants.issuperset(required) else sorted(set(required) - principal.grants)
+    )
     if missing:
         raise Denied(
             "TOOL_CAPABILITY_DENIED",
@@ -124,6 +127,8 @@ def capabilities(entry: ToolEntry, principal: Principal, *, require_auth_for_wri
 
 def permissions(entry: ToolEntry, principal: Principal) -> None:
     """Every declared permission needs a held ``(type, scope)`` or ``(type, "*")``."""
+    if not entry.policy.permissions:
+        return
     held = principal.permissions
     missing = [
         p.model_dump()
@@ -243,8 +248,8 @@ async def execute(
     """
     policy = tool.entry.policy
     try:
-        async with deadline(policy.timeoutMs / 1000):
-            return Outcome("completed", result=await tool.invoke(arguments, context))
+        result = await _within(deadline, policy.timeoutMs / 1000, tool.invoke(arguments, context))
+        return Outcome("completed", result=result)
     except TimeoutError:
         write = policy.sideEffect == "write"
         error = ToolFailure(
@@ -260,6 +265,29 @@ async def execute(
         logger.warning("adapter for %s raised", tool.entry.name, exc_info=exc)
         message = f"{tool.entry.name} adapter raised {type(exc).__name__}"
         return Outcome("failed", error=ToolFailure("TOOL_ADAPTER_ERROR", message).to_payload())
+
+
+async def _within(deadline: Deadline, seconds: float, work: Awaitable[Any]) -> Any:
+    """``await work`` under ``deadline(seconds)``.
+
+    ``work`` starts as an eager task, so it runs at once up to its first wait. An adapter
+    that answers without waiting (a catalog read, a cached value) has then finished before
+    any timer could have fired, and its deadline is never armed: arming and cancelling the
+    timer cost more than such an adapter. Otherwise the deadline opens at that first wait
+    (what ran before it could not have been interrupted either), and when it expires the
+    wait is cancelled, and with it the adapter.
+    """
+    if not asyncio.iscoroutine(work):  # a plain awaitable cannot start as a task
+        async with deadline(seconds):
+            return await work
+    task = asyncio.eager_task_factory(asyncio.get_running_loop(), work)
+    if task.done():
+        return task.result()
+    try:
+        async with deadline(seconds):
+            return await task
+    finally:
+        task.cancel()  # a no-op once it is done; ends the adapter if this caller is cancelled
 
 
 def is_json(value: Any, depth: int = 0) -> bool:

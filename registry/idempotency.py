@@ -57,6 +57,10 @@ class Begin:
     result: Result | None = None
 
 
+#: Every fresh call gets the same (immutable) answer.
+_RUN = Begin("run")
+
+
 def _conflict(request_id: str) -> Conflict:
     return Conflict(
         "TOOL_IDEMPOTENCY_CONFLICT",
@@ -114,7 +118,7 @@ class IdempotencyStore:
                 details={"requestId": request_id},
             )
         self._inflight[request_id] = (fp, None)
-        return Begin("run")
+        return _RUN
 
     def finish(self, request_id: str, result: Result) -> None:
         """Retain ``result`` and wake every duplicate waiting on it."""
@@ -141,12 +145,13 @@ class IdempotencyStore:
 
     def _prune(self) -> None:
         now = self._clock()
-        while self._results:
-            request_id, oldest = next(iter(self._results.items()))
-            too_many = len(self._results) > self._max_results
-            if not too_many and now - oldest.finished_at <= self._result_ttl_s:
+        results = self._results
+        while results:
+            request_id = next(iter(results))
+            oldest = results[request_id]
+            if len(results) <= self._max_results and now - oldest.finished_at <= self._result_ttl_s:
                 break
-            del self._results[request_id]
+            del results[request_id]
             self._tombstones[request_id] = (oldest.fingerprint, oldest.finished_at)
         while self._tombstones:
             request_id, (_, finished_at) = next(iter(self._tombstones.items()))
