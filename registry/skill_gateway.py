@@ -13,14 +13,23 @@ SQLite messages, file paths) are replaced by a fixed sentence per code.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
 from doraforge.paos.errors import PaosError
 from doraforge.paos.home import PaosHome
 from doraforge.registry.errors import ToolFailure
 
 type RuntimeFactory = Callable[[], Any]
+
+#: How long (seconds) one passed health check of a running skill is trusted. The check
+#: (``dora list`` plus the Gateway's whole ``GET /tools``, ~150 ms) dominated every registry
+#: call; the runtime state file is still read on every call, so a stop or a restart (new
+#: ``runtime_instance_id``) is seen at once, and only a Gateway that dies without its state
+#: changing goes unseen this long (a transport failure then drops the entry: :meth:`forget`).
+HEALTH_CHECK_LIFETIME_S: Final = 1.5
 
 _UNKNOWN = "; the remote state is unknown: reconcile by reading, do not retry"
 #: Codes whose PAOS message quotes a foreign exception or a path, and what agents read.
@@ -69,12 +78,40 @@ def _skill_failure(skill: str, exc: PaosError) -> ToolFailure:
     )
 
 
-class SkillGateways:
-    """Resolves a skill name to its running Gateway's URL (never a caller's)."""
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """One passed health check: for which start of the skill, its URL, until when."""
 
-    def __init__(self, home: PaosHome, runtime_factory: RuntimeFactory) -> None:
+    runtime_instance_id: str
+    url: str
+    expires: float
+
+
+class SkillGateways:
+    """Resolves a skill name to its running Gateway's URL (never a caller's).
+
+    A passed health check is kept per skill for :data:`HEALTH_CHECK_LIFETIME_S`, keyed by
+    the runtime's ``runtime_instance_id``; concurrent calls for one skill share one check
+    (a lock per skill), and all file and subprocess work runs off the event loop.
+    """
+
+    def __init__(
+        self,
+        home: PaosHome,
+        runtime_factory: RuntimeFactory,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._home = home
         self._runtime_factory = runtime_factory
+        self._clock = clock
+        self._checked: dict[str, _Checked] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def forget(self, skill: str) -> None:
+        """Drop ``skill``'s passed check (its Gateway failed to answer, answered 503 or with
+        another identity), so the next call checks its health again."""
+        self._checked.pop(skill, None)
 
     async def url(self, skill: str) -> str:
         """The Gateway URL of the installed, running ``skill``.
@@ -83,9 +120,42 @@ class SkillGateways:
         ``SKILL_NOT_RUNNING`` or ``SKILL_RUNTIME_UNHEALTHY``; nothing the caller said is
         dialled, only the runtime's own health probe of the recorded Gateway.
         """
-        return await asyncio.to_thread(self._resolve, skill)
+        instance = await asyncio.to_thread(self._running_instance, skill)
+        cached = self._fresh(skill, instance)
+        if cached is not None:
+            return cached
+        async with self._locks.setdefault(skill, asyncio.Lock()):
+            cached = self._fresh(skill, instance)  # a concurrent call may just have checked
+            if cached is not None:
+                return cached
+            self._checked.pop(skill, None)
+            checked = await asyncio.to_thread(self._resolve, skill)
+            self._checked[skill] = checked
+            return checked.url
 
-    def _resolve(self, skill: str) -> str:
+    def _fresh(self, skill: str, instance: str | None) -> str | None:
+        """The URL of a passed check of this very start that has not expired, if any."""
+        checked = self._checked.get(skill)
+        if checked is None or not instance or checked.runtime_instance_id != instance:
+            return None
+        return checked.url if self._clock() < checked.expires else None
+
+    def _running_instance(self, skill: str) -> str | None:
+        """The ``runtime_instance_id`` the state file records for a cleanly running
+        ``skill`` (read on every call: cheap, and how a stop or restart is seen at once);
+        ``None`` otherwise, and the passed check, if any, is dropped."""
+        from doraforge.skill_runtime.runtime_state import read_state
+
+        try:
+            state = read_state(self._home.runtime_dir, skill)
+        except PaosError:
+            state = None  # the full check below reports it
+        if state is None or state.state != "running" or state.error is not None:
+            self._checked.pop(skill, None)
+            return None
+        return str(state.runtime_instance_id)
+
+    def _resolve(self, skill: str) -> _Checked:
         from doraforge.skill_runtime import installed_manifest
 
         try:
@@ -93,4 +163,6 @@ class SkillGateways:
             state = self._runtime_factory().healthy_runtime(skill)
         except PaosError as exc:
             raise _skill_failure(skill, exc) from exc
-        return str(state.gateway_url).rstrip("/")
+        url = str(state.gateway_url).rstrip("/")
+        expires = self._clock() + HEALTH_CHECK_LIFETIME_S
+        return _Checked(str(getattr(state, "runtime_instance_id", "")), url, expires)
