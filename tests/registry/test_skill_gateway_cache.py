@@ -15,7 +15,9 @@ from doraforge.registry.errors import ToolFailure
 from doraforge.registry.skill_gateway import HEALTH_CHECK_LIFETIME_S, SkillGateways
 from doraforge.skill_runtime.errors import RuntimeStateError
 from doraforge.skill_runtime.runtime_state import RuntimeState, read_state, write_state
-from tests.registry.test_server_robot_gateways import SKILL, skill_source
+from doraforge.skills import source as skill_source
+
+SKILL = "pick-place"
 
 pytestmark = pytest.mark.anyio
 
@@ -45,7 +47,7 @@ def _write(home: PaosHome, *, state: str = "running", instance: str = "i1") -> N
             name=SKILL,
             version="0.1.0",
             profile="sim",
-            state=state,  # type: ignore[arg-type]
+            state=state,
             runtime_instance_id=instance,
             dataflow_name="d",
             coordinator_port=1,
