@@ -59,6 +59,9 @@ WRITE = "robot.write"
 SCOPES = ["agent", "ui"]
 _OUTPUT = {"type": "object"}
 _TIMEOUTS_MS = {"forge_task_finalize": 180_000, "forge_task_cancel": 120_000}
+#: Failures that say the skill's Gateway itself is gone or another one: the next call
+#: checks the skill's health again instead of trusting the cached check.
+_GATEWAY_GONE = frozenset({"FORGE_CLIENT_TRANSPORT", "FORGE_CLIENT_TIMEOUT", "PAOS_RUNTIME_DRIFT"})
 
 type TaskServiceFactory = Callable[[], Any]
 
@@ -191,7 +194,12 @@ class RobotTools:
                 return await bound(arguments)
             rest = {k: v for k, v in arguments.items() if k != "skill"}
             gateway_url = await self.gateways.url(arguments["skill"])
-            return await bound({**rest, "gateway_url": gateway_url})
+            try:
+                return await bound({**rest, "gateway_url": gateway_url})
+            except ToolFailure as failure:
+                if failure.code in _GATEWAY_GONE:
+                    self.gateways.forget(arguments["skill"])
+                raise
 
         return adapter
 
@@ -244,6 +252,8 @@ class RobotTools:
                 for tool in listing.get("tools", [])
             ]
         except PaosError as exc:
+            if exc.code in _GATEWAY_GONE:
+                self.gateways.forget(arguments["skill"])
             raise ToolFailure(exc.code, exc.message, retryable=exc.retryable) from exc
         # Schemas are left out to stay within the result budget; forge.tool_context has them.
         return {"gateway_url": gateway_url, "tools": tools}

@@ -103,3 +103,29 @@ async def test_concurrent_calls_share_one_check(tmp_path: Path) -> None:
     urls = await asyncio.gather(*(gateways.url(SKILL) for _ in range(8)))
     assert urls == [URL] * 8
     assert runtime.checks == 1
+
+
+async def test_a_robot_tool_whose_gateway_is_gone_drops_the_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transport failure of a skill-routed call: the next call checks the skill again."""
+    from doraforge.paos.agent_tools import TOOLS
+    from doraforge.registry.robot_tools import RobotTools
+
+    gateways, runtime, home, _ = _gateways(tmp_path)
+    robot = RobotTools(home, lambda: None, lambda: runtime)
+    robot.gateways = gateways
+    codes = iter(["FORGE_CLIENT_TRANSPORT", *["FORGE_TOOL_INVALID_ARGUMENTS"] * 2])
+
+    def failing(_tool: object) -> object:
+        async def adapter(_arguments: dict[str, object]) -> object:
+            raise ToolFailure(next(codes), "failed", retryable=True)
+
+        return adapter
+
+    monkeypatch.setattr(robot, "agent_adapter", failing)
+    query = robot.skill_adapter(TOOLS["forge_tool_query"])
+    for expected_checks in (1, 2, 2):  # gone: re-checked; a refused argument: kept
+        with pytest.raises(ToolFailure):
+            await query({"skill": SKILL, "tool_id": "world.scene_state", "arguments": {}})
+        assert runtime.checks == expected_checks
