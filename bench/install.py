@@ -191,7 +191,7 @@ def main() -> int:
         "targets": {
             "install_over_tar_sha256": {
                 "value": figures["install_over_tar_sha256"],
-                "limit": 1.5,
+                "limit": 1.3,
                 "better": "lower",
             },
         },
