@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -343,14 +344,15 @@ def _logs(ctx: Context, args: argparse.Namespace) -> int:
             f"with `doraforge skill start {args.name}`",
         )
     text = runtime.logs(args.name, args.lines, node=args.node, keep_dora=args.all)
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
     if not args.follow:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return 0
-    sys.stdout.flush()
-    return _follow(lambda: runtime.follow_logs(args.name, node=args.node), keep_dora=args.all)
+    return _follow(
+        lambda: runtime.follow_logs(args.name, node=args.node), keep_dora=args.all, first=text
+    )
 
 
-def _follow(start: Any, *, keep_dora: bool) -> int:
+def _follow(start: Any, *, keep_dora: bool, first: str = "") -> int:
     """Start following (``start()`` returns the ``dora logs --follow`` process) and print
     its lines as they come until Dora stops or Ctrl-C, which exits 0: the operator asked
     to stop watching, nothing failed. Ctrl-C while it starts is handled the same way."""
@@ -358,7 +360,11 @@ def _follow(start: Any, *, keep_dora: bool) -> int:
 
     process = None
     try:
-        process = start()
+        # ``first`` (the recent lines) is written inside, so Ctrl-C right after it is
+        # handled here too.
+        sys.stdout.write(first if not first or first.endswith("\n") else first + "\n")
+        sys.stdout.flush()
+        process = _spawn_held(start)
         for raw in process.stdout:
             for line in select([raw], keep_dora=keep_dora)[0]:
                 print(line, flush=True)
@@ -368,6 +374,30 @@ def _follow(start: Any, *, keep_dora: bool) -> int:
         if process is not None:
             _end(process)
     return 0
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _spawn_held(start: Any) -> Any:
+    """``start()`` with Ctrl-C and SIGTERM held until it returns the follower: a signal
+    mid-spawn would leave the follower unowned. A held signal is raised once it is owned.
+    (Python handlers, not a signal mask: the follower must not inherit blocked signals.)"""
+    held: list[int] = []
+
+    def hold(signum: int, _frame: object) -> None:
+        held.append(signum)
+
+    previous = {s: signal.signal(s, hold) for s in _STOP_SIGNALS}
+    try:
+        process = start()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+    if held:
+        _end(process)
+        raise KeyboardInterrupt
+    return process
 
 
 def _end(process: Any) -> None:

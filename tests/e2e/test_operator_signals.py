@@ -301,7 +301,14 @@ def test_skill_start_port_moves_the_gateway_and_tools_call_dials_it(tmp_path: Pa
 def test_an_interrupted_skill_start_stops_what_it_started_and_says_so_in_one_line(
     tmp_path: Path, home: PaosHome, signum: signal.Signals
 ):
-    make_bundle(home, gateway_port=free_port())
+    # A required tool that never becomes ready holds the start in its readiness wait, so
+    # the signal lands mid-start however fast (or slow) the machine brings the skill up.
+    make_bundle(
+        home,
+        gateway_port=free_port(),
+        required_tools=["mock.echo", "mock.not_in_the_catalog"],
+        profile={"startup_timeout_s": 300},
+    )
     argv = ["--home", str(home.root), "skill", "start", SKILL]
     with cli(tmp_path, *argv) as start:
 
