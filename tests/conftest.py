@@ -1,3 +1,5 @@
+import signal
+
 import pytest
 
 from doraforge.sim.render import gl_backend
@@ -5,6 +7,12 @@ from doraforge.sim.render import gl_backend
 # MuJoCo binds its OpenGL backend when it is first imported, and test modules import it at
 # collection; choose a headless backend (EGL, else OSMesa) before any of them does.
 gl_backend()
+
+# A suite started in the background of a shell without job control inherits SIGINT
+# ignored, and so would every CLI it starts, which then never sees the Ctrl-C that the
+# interrupt rows send on purpose: give the suite (and so its children) the default again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
