@@ -29,14 +29,13 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.support import summary, wait_http
+from bench.support import benchmark_main, summary, wait_http
 from doraforge.cli.demos.pick_place import pick_and_place
 from doraforge.dataflows import DATAFLOWS
 from doraforge.paos.gateway_auth import bearer, dataflow_auth, http_client
 from doraforge.skill_runtime.dora_run import (
     Dataflow,
     dora_environment,
-    exit_on_sigterm,
     free_port,
 )
 
@@ -109,18 +108,12 @@ def frame_latency(client: httpx.Client, frames: int) -> dict[str, float]:
     return summary(samples)
 
 
-def world_stepping(client: httpx.Client) -> bool:
-    """Whether the world has stepped (its model can take seconds to build after it
-    registered: until then ``scene_state`` is a retryable ``WORLD_NOT_READY``)."""
-    response = client.post("/tools/world/scene_state:invoke", json={"arguments": {}})
-    return bool(response.json()["data"]["response"]["result"]["status"] == "succeeded")
-
-
 def wait_ready(client: httpx.Client) -> None:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         contexts = [client.get(f"/tools/{tool}/context").json()["data"] for tool in READY_TOOLS]
-        if all(context["ready"] for context in contexts) and world_stepping(client):
+        # world.scene_state is ready only once the world has stepped (endpoint_ready).
+        if all(context["ready"] for context in contexts):
             return
         time.sleep(0.2)
     raise TimeoutError("the cell never became ready")
@@ -169,8 +162,6 @@ def measure(robot: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> int:
-    # Killed by `timeout` or a CI runner, the dataflow still stops.
-    exit_on_sigterm()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--frames", type=int, default=60)
@@ -200,7 +191,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: what it started has been stopped
-        sys.exit("interrupted; the benchmark stopped what it started")
+    benchmark_main(main)
