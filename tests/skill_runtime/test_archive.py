@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import tarfile
+import threading
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
@@ -482,6 +483,39 @@ def test_corrupt_archive_is_refused(tmp_path: Path, content: bytes, code: str) -
         extract(archive, tmp_path / "out")
     assert caught.value.code == code
     assert not (tmp_path / "out").exists()
+
+
+def _gunzip_threads() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name == "gunzip"]
+
+
+def test_no_decompression_thread_outlives_a_refused_archive(tmp_path: Path) -> None:
+    """Refused at its first member or stopped by the ratio cap mid-stream, the extract
+    returns with its decompression worker ended, not left reading the rest."""
+    bomb = _bomb(tmp_path / "bomb.tar.gz")
+    evil = _write(tmp_path / "evil.tar.gz", [_inventory(), _file("../escape")])
+    for archive, code in ((bomb, "ARCHIVE_RATIO_EXCEEDED"), (evil, "ARCHIVE_PATH_TRAVERSAL")):
+        with pytest.raises(ArchiveError) as caught:
+            extract(archive, tmp_path / "out")
+        assert caught.value.code == code
+        assert not _gunzip_threads()
+
+
+def test_a_bundle_with_large_and_many_small_members_round_trips(tmp_path: Path) -> None:
+    """Members of many sizes cross the reader's buffer and chunk edges: every byte of
+    every file arrives, hashed and listed, with no worker left behind."""
+    source = _bundle(tmp_path / "demo")
+    sizes = [0, 1, 511, 512, 513, 65535, 65536, 65537, 262144 + 7, 3 * 1024 * 1024 + 1]
+    for index, size in enumerate(sizes):
+        (source / "data" / f"f{index}.bin").write_bytes(os.urandom(size))
+    packed = pack(source, tmp_path / "demo.tar.gz")
+    inventory = extract(packed.path, tmp_path / "out")
+    assert inventory.files == packed.files
+    for index, size in enumerate(sizes):
+        data = (tmp_path / "out" / "data" / f"f{index}.bin").read_bytes()
+        assert data == (source / "data" / f"f{index}.bin").read_bytes()
+        assert len(data) == size
+    assert not _gunzip_threads()
 
 
 def test_pack_twice_and_from_a_touched_copy_is_byte_identical(tmp_path: Path) -> None:
