@@ -23,6 +23,7 @@ from typing import Any
 
 from doraforge.paos.binding import runtime_key
 from doraforge.paos.errors import PaosError
+from doraforge.paos.store import records as records_schema
 from doraforge.paos.store import slots
 from doraforge.paos.store.models import (
     TERMINAL_RECORD_STATES,
@@ -32,6 +33,7 @@ from doraforge.paos.store.models import (
     RevisionRow,
     TaskRow,
 )
+from doraforge.paos.store.written import WrittenRows
 
 log = logging.getLogger(__name__)
 
@@ -156,11 +158,18 @@ def _json(value: Any) -> str | None:
     return _ENCODE(value)
 
 
+# The columns record_admitted and record_terminal set, in their statements' order.
+_ADMITTED = ("state", "invocation_id", "attempt_id", "updated_at_ms")
+_TERMINAL = ("state", "result_json", "error_json", "terminal_at_ms", "updated_at_ms")
+
+
 @lru_cache(maxsize=32)
-def _update_sql(names: tuple[str, ...]) -> str:
-    """The ``UPDATE`` of a record setting ``names`` (and ``updated_at_ms``), row returned."""
-    assignments = "".join(f"{name} = ?, " for name in names)
-    return f"UPDATE records SET {assignments}updated_at_ms = ? WHERE record_id = ? RETURNING *"
+def _update_sql(names: tuple[str, ...], returning: bool) -> str:
+    """The ``UPDATE`` of a record setting ``names`` (the last one ``updated_at_ms``), with
+    the row returned when ``returning``."""
+    assignments = ", ".join(f"{name} = ?" for name in names)
+    tail = " RETURNING *" if returning else ""
+    return f"UPDATE records SET {assignments} WHERE record_id = ?{tail}"
 
 
 def _load(text: str | None) -> Any:
@@ -183,25 +192,27 @@ def _intent_row(record: NewRecord, now: int) -> RecordRow:
     """The record exactly as :meth:`AgentTaskStore.record_intent` inserted it (every
     column it does not set is NULL), built here: reading it back with ``RETURNING *``
     cost as much as the INSERT."""
-    return RecordRow(
-        record_id=record.record_id,
-        task_id=record.task_id,
-        revision_id=record.revision_id,
-        tool_id=record.tool_id,
-        semantics=record.semantics,
-        ownership=record.ownership,
-        caller_id=record.caller_id,
-        arguments_sha256=record.arguments_sha256,
-        spec_sha256=record.spec_sha256,
-        state="intent",
-        invocation_id=None,
-        attempt_id=None,
-        result=None,
-        error=None,
-        cancel=None,
-        created_at_ms=now,
-        updated_at_ms=now,
-        terminal_at_ms=None,
+    return RecordRow.filled(
+        {
+            "record_id": record.record_id,
+            "task_id": record.task_id,
+            "revision_id": record.revision_id,
+            "tool_id": record.tool_id,
+            "semantics": record.semantics,
+            "ownership": record.ownership,
+            "caller_id": record.caller_id,
+            "arguments_sha256": record.arguments_sha256,
+            "spec_sha256": record.spec_sha256,
+            "state": "intent",
+            "invocation_id": None,
+            "attempt_id": None,
+            "result": None,
+            "error": None,
+            "cancel": None,
+            "created_at_ms": now,
+            "updated_at_ms": now,
+            "terminal_at_ms": None,
+        }
     )
 
 
@@ -233,15 +244,20 @@ class AgentTaskStore:
             self._db.execute("PRAGMA foreign_keys = ON")
             # Idempotent DDL; executescript manages its own transaction.
             self._db.executescript(_SCHEMA.read_text(encoding="utf-8"))
+            self._db.executescript(records_schema.SQL)
+            records_schema.migrate(self._db)
             slots.migrate(self._db)
+        self._written = WrittenRows(self._db)
+        self._transaction = _Transaction(self._db)
 
     def close(self) -> None:
         """Close this process's connection."""
         self._db.close()
 
     def _write(self) -> _Transaction:
-        """One write transaction (:class:`_Transaction`)."""
-        return _Transaction(self._db)
+        """One write transaction (:class:`_Transaction`, which holds no state of its own:
+        one instance serves every transaction of this connection)."""
+        return self._transaction
 
     def _rows(self, sql: str, *args: Any) -> list[sqlite3.Row]:
         with _translated("read"):
@@ -503,28 +519,34 @@ class AgentTaskStore:
                     now,
                 ),
             )
-        return _intent_row(record, now)
+        row = _intent_row(record, now)
+        self._written.keep(row)
+        return row
 
     def record_admitted(
         self, record_id: str, invocation_id: str, attempt_id: str, phase: str
     ) -> RecordRow:
         """Keep the Gateway's invocation and attempt ids the moment they are known."""
         state = phase if phase in ("accepted", "running", "stopping") else "accepted"
-        return self._update(
-            record_id, state=state, invocation_id=invocation_id, attempt_id=attempt_id
-        )
+        return self._update(record_id, _ADMITTED, (state, invocation_id, attempt_id, self._now()))
 
     def record_phase(self, record_id: str, phase: str) -> RecordRow:
         """Move a live record to a later non-terminal phase."""
-        return self._update(record_id, state=phase)
+        return self._update(record_id, ("state", "updated_at_ms"), (phase, self._now()))
 
     def record_indeterminate(self, record_id: str, error: dict[str, Any]) -> RecordRow:
         """A timeout or transport error: the remote state is unknown, never re-sent."""
-        return self._update(record_id, state="indeterminate", error_json=_json(error))
+        return self._update(
+            record_id,
+            ("state", "error_json", "updated_at_ms"),
+            ("indeterminate", _json(error), self._now()),
+        )
 
     def record_cancel_request(self, record_id: str, request: dict[str, Any]) -> RecordRow:
         """A cancel/stop *request* and how the Gateway answered it; never a stop."""
-        return self._update(record_id, cancel_json=_json(request))
+        return self._update(
+            record_id, ("cancel_json", "updated_at_ms"), (_json(request), self._now())
+        )
 
     def record_terminal(
         self,
@@ -537,30 +559,40 @@ class AgentTaskStore:
         """Close a record with its terminal fact; the schema refuses any later change."""
         if state not in TERMINAL_RECORD_STATES:
             raise StoreError("PAOS_RECORD_STATE", f"{state} is not a terminal record state")
-        return self._update(
-            record_id,
-            state=state,
-            result_json=_json(result),
-            error_json=_json(error),
-            terminal_at_ms=self._now(),
-        )
+        now = self._now()
+        values = (state, _json(result), _json(error), now, now)
+        return self._update(record_id, _TERMINAL, values)
 
-    def _update(self, record_id: str, **fields: Any) -> RecordRow:
-        sql = _update_sql(tuple(fields))
+    def _update(
+        self, record_id: str, columns: tuple[str, ...], values: tuple[Any, ...]
+    ) -> RecordRow:
+        """Set one record's ``columns`` (``updated_at_ms`` last) to ``values``; the row as
+        written.
+
+        The row is this connection's last one of the record (:class:`WrittenRows`) with
+        ``values`` over it when nobody else has committed since; otherwise it is read back
+        in the same statement (``RETURNING *``).
+        """
+        args = (*values, record_id)
         try:
             with self._write() as db:
-                # RETURNING hands back the row written in the same transaction: no re-read.
-                row = db.execute(sql, (*fields.values(), self._now(), record_id)).fetchone()
-                if row is None:
-                    raise NotFound(
-                        "PAOS_NOT_FOUND",
-                        f"no record {record_id!r} in this home; {_WHERE_IDS['record']}",
-                        details={"kind": "record", "id": record_id},
-                    )
+                known = self._written.exact(record_id)
+                if known is not None and db.execute(_update_sql(columns, False), args).rowcount:
+                    written = known.updated(columns, values)
+                else:
+                    row = db.execute(_update_sql(columns, True), args).fetchone()
+                    if row is None:
+                        raise NotFound(
+                            "PAOS_NOT_FOUND",
+                            f"no record {record_id!r} in this home; {_WHERE_IDS['record']}",
+                            details={"kind": "record", "id": record_id},
+                        )
+                    written = RecordRow.of(row)
         except sqlite3.IntegrityError as exc:
             code = "PAOS_RECORD_TERMINAL" if "TERMINAL" in str(exc) else "PAOS_RECORD_IDENTITY"
             raise StoreError(code, f"record {record_id} cannot change: {exc}") from exc
-        return RecordRow.of(row)
+        self._written.keep(written)
+        return written
 
     def record(self, record_id: str) -> RecordRow:
         """The record with ``record_id``."""
