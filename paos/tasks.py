@@ -33,6 +33,7 @@ from doraforge.paos.errors import (
     RecordIndeterminate,
 )
 from doraforge.paos.evidence import Phase, capture
+from doraforge.paos.spec_cache import VouchedSpecs
 from doraforge.paos.store import (
     AgentTaskStore,
     NewRecord,
@@ -47,6 +48,16 @@ from doraforge.wire.canonical import sha256_hex
 ACTIVE_TASK_STATES = frozenset({"executing", "awaiting_replan", "cancelling"})
 _LIVE = frozenset({"intent", "indeterminate", "accepted", "running", "stopping"})
 _OWNERSHIPS = frozenset({"task", "shared", "runtime"})
+#: Gateway answers to a diagnostic Query that say the vouched route is not what the cache
+#: holds (or that the Gateway may be another one now): the URL's vouched specs are dropped.
+_ROUTE_MOVED = frozenset(
+    {
+        "FORGE_TOOL_ENDPOINT_UNKNOWN",
+        "FORGE_TOOL_OPERATION_NOT_FOUND",
+        "FORGE_TOOL_SEMANTICS_MISMATCH",
+        "FORGE_TOOL_NOT_FOUND",
+    }
+)
 
 type ClientFactory = Callable[[str], ForgeToolClient]
 
@@ -70,6 +81,7 @@ class TaskService:
         workspace: Path,
         evidence_timeout_s: float = 5.0,
         activate_skill: Callable[[str], Any] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
         # ``name -> SkillActivation`` (candidate + contract template) of a running skill.
@@ -77,10 +89,21 @@ class TaskService:
         self.workspace = workspace
         self._evidence_timeout_s = evidence_timeout_s
         self._clients = GatewayClients(client_for)
+        self._specs = VouchedSpecs(clock=clock)
 
     def client(self, gateway_url: str) -> ForgeToolClient:
         """One shared client per Gateway URL, from a bounded set (see ``GatewayClients``)."""
         return self._clients.get(gateway_url)
+
+    def vouch_gateway(
+        self, gateway_url: str, listing: dict[str, Any], *, trusted_for_s: float
+    ) -> None:
+        """Diagnostic Queries on ``gateway_url`` may take their ToolSpecs from ``listing``
+        (its ``GET /tools`` answer) for ``trusted_for_s`` seconds instead of fetching the
+        spec before each Query. Only a caller that has just compared the listing's identity
+        with the one recorded for that Gateway may vouch (the registry's health check does);
+        without a vouched listing every diagnostic Query fetches its spec."""
+        self._specs.vouch(gateway_url, listing, trusted_for_s=trusted_for_s)
 
     async def aclose(self) -> None:
         """Close every client."""
@@ -150,16 +173,7 @@ class TaskService:
         if task_id is None:
             if gateway_url is None:
                 raise TaskError("PAOS_NO_GATEWAY", "a diagnostic Query needs a Gateway URL")
-            client = self.client(gateway_url)
-            spec, _ = await client.tool_spec(tool_id)
-            caller = f"paos:diag:{uuid.uuid4().hex}"
-            return await client.query(
-                spec["endpoint_id"],
-                spec["operation"],
-                arguments,
-                caller_id=caller,
-                timeout_ms=timeout_ms,
-            )
+            return await self._diagnostic_query(gateway_url, tool_id, arguments, timeout_ms)
         task = self._task(task_id)
         binding, client = self._bound(task)
         await bindings.recheck(client, binding, tool_id, "query")
@@ -186,6 +200,30 @@ class TaskService:
                 record.record_id, RESULT_TO_STATE[result["status"]], result=result
             )
         return data
+
+    async def _diagnostic_query(
+        self, gateway_url: str, tool_id: str, arguments: dict[str, Any], timeout_ms: int | None
+    ) -> dict[str, Any]:
+        """A Query with no record: the route from a vouched listing or ``GET /tools/{id}``."""
+        client = self.client(gateway_url)
+        spec = self._specs.get(gateway_url, tool_id)
+        if spec is None:
+            spec, _ = await client.tool_spec(tool_id)
+        try:
+            return await client.query(
+                spec["endpoint_id"],
+                spec["operation"],
+                arguments,
+                caller_id=f"paos:diag:{uuid.uuid4().hex}",
+                timeout_ms=timeout_ms,
+            )
+        except (ForgeTimeout, ForgeTransportError):
+            self._specs.drop(gateway_url)  # perhaps another Gateway answers there next
+            raise
+        except ForgeHttpError as exc:
+            if exc.code in _ROUTE_MOVED:
+                self._specs.drop(gateway_url)
+            raise
 
     # ------------------------------------------------------------------ actions and sessions
 

@@ -20,11 +20,13 @@ out (``None`` fields), and the call's own answer says what went wrong.
 from __future__ import annotations
 
 import logging
+import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from doraforge.paos.errors import PaosError
 from doraforge.paos.home import PaosHome
 
 log = logging.getLogger(__name__)
@@ -120,10 +122,20 @@ class CellNames:
         return None, None
 
     def _of_skill(self, skill: str) -> Cell:
-        for cell in running_cells(self._home):
-            if cell.skill == skill:
-                return cell
-        return Cell(skill, None)
+        """``skill``'s cell as its own state file records it (one file, not the home's
+        every state: this runs on every call)."""
+        from doraforge.skill_runtime.manifest import NAME_PATTERN
+        from doraforge.skill_runtime.runtime_state import read_state
+
+        if not re.fullmatch(NAME_PATTERN, skill):
+            return Cell(skill, None)
+        try:
+            state = read_state(self._home.runtime_dir, skill)
+        except (PaosError, OSError):
+            return Cell(skill, None)
+        if state is None or state.state != "running" or state.name != skill:
+            return Cell(skill, None)
+        return Cell(skill, state.runtime_instance_id)
 
     async def _robot(self, cell: Cell, tool_id: str, gateway_url: str | None) -> str | None:
         if cell.runtime_instance_id is None:

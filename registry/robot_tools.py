@@ -128,13 +128,24 @@ class RobotTools:
 
     def __post_init__(self) -> None:
         self._runtime = self.runtime_factory or _default_runtime(self.home)
-        self.gateways = SkillGateways(self.home, self._runtime)
+        self.gateways = SkillGateways(
+            self.home, self._runtime, lister=self._list_tools, vouch=self._vouch
+        )
         self.cells = CellNames(self.home, self.task_service, self.gateways.url)
 
     async def cell_of(self, tool: str, arguments: Mapping[str, Any]) -> CellName | None:
         """The wire form of the cell a call of ``tool`` concerns (``None``: no one cell)."""
         cell = await self.cells.of_call(tool, arguments)
         return None if cell is None else cell.public()
+
+    async def _list_tools(self, gateway_url: str) -> Mapping[str, Any]:
+        """``GET /tools`` through the TaskService's pooled client of ``gateway_url``."""
+        listing: Mapping[str, Any] = await self.task_service().client(gateway_url).list_tools()
+        return listing
+
+    def _vouch(self, gateway_url: str, listing: Mapping[str, Any], trusted_for_s: float) -> None:
+        """The health check's listing, vouched for: diagnostic Queries read specs from it."""
+        self.task_service().vouch_gateway(gateway_url, dict(listing), trusted_for_s=trusted_for_s)
 
     def task_service(self) -> Any:
         """The TaskService, opened on first use (inside the server's event loop)."""

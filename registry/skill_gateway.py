@@ -14,22 +14,33 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
+from doraforge.paos.binding import identity_document
 from doraforge.paos.errors import PaosError
 from doraforge.paos.home import PaosHome
 from doraforge.registry.errors import ToolFailure
 
 type RuntimeFactory = Callable[[], Any]
+#: ``GET /tools`` of a Gateway URL through a long-lived client (raises PaosError).
+type Lister = Callable[[str], Awaitable[Mapping[str, Any]]]
+#: Told each listing whose identity matched the recorded one, and for how long it holds.
+type Vouch = Callable[[str, Mapping[str, Any], float], None]
 
-#: How long (seconds) one passed health check of a running skill is trusted. The check
-#: (``dora list`` plus the Gateway's whole ``GET /tools``, ~150 ms) dominated every registry
-#: call; the runtime state file is still read on every call, so a stop or a restart (new
+#: How long (seconds) one passed health check of a running skill is trusted. The runtime
+#: state file is still read on every call, so a stop or a restart (new
 #: ``runtime_instance_id``) is seen at once, and only a Gateway that dies without its state
 #: changing goes unseen this long (a transport failure then drops the entry: :meth:`forget`).
 HEALTH_CHECK_LIFETIME_S: Final = 1.5
+#: How long the runtime manager's full check (``dora list``, a fresh HTTP client and the
+#: Gateway's ``GET /tools``: ~0.3 s of CPU, most of it the ``dora`` CLI starting) stands
+#: in for it. Within this, an expired check is renewed by reading ``GET /tools`` through
+#: the shared pooled client and comparing the Gateway's identity with the one recorded at
+#: start; a renewal that fails for any reason runs the full check, whose error the caller
+#: gets. A lost dataflow takes its Gateway with it, so the renewal sees it too.
+FULL_CHECK_LIFETIME_S: Final = 30.0
 
 _UNKNOWN = "; the remote state is unknown: reconcile by reading, do not retry"
 #: Codes whose PAOS message quotes a foreign exception or a path, and what agents read.
@@ -80,11 +91,14 @@ def _skill_failure(skill: str, exc: PaosError) -> ToolFailure:
 
 @dataclass(frozen=True, slots=True)
 class _Checked:
-    """One passed health check: for which start of the skill, its URL, until when."""
+    """One passed health check: for which start of the skill, its URL, the Gateway
+    identity recorded at start, until when it is trusted, until when the full check is."""
 
     runtime_instance_id: str
     url: str
+    identity: Mapping[str, Any] | None
     expires: float
+    full_expires: float
 
 
 class SkillGateways:
@@ -92,7 +106,9 @@ class SkillGateways:
 
     A passed health check is kept per skill for :data:`HEALTH_CHECK_LIFETIME_S`, keyed by
     the runtime's ``runtime_instance_id``; concurrent calls for one skill share one check
-    (a lock per skill), and all file and subprocess work runs off the event loop.
+    (a lock per skill), and all file and subprocess work runs off the event loop. With a
+    ``lister`` an expired check is renewed by the Gateway's identity alone (see
+    :data:`FULL_CHECK_LIFETIME_S`), and ``vouch`` is given each listing that passed.
     """
 
     def __init__(
@@ -101,16 +117,20 @@ class SkillGateways:
         runtime_factory: RuntimeFactory,
         *,
         clock: Callable[[], float] = time.monotonic,
+        lister: Lister | None = None,
+        vouch: Vouch | None = None,
     ) -> None:
         self._home = home
         self._runtime_factory = runtime_factory
         self._clock = clock
+        self._lister = lister
+        self._vouch = vouch
         self._checked: dict[str, _Checked] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
     def forget(self, skill: str) -> None:
         """Drop ``skill``'s passed check (its Gateway failed to answer, answered 503 or with
-        another identity), so the next call checks its health again."""
+        another identity), so the next call runs the full check again."""
         self._checked.pop(skill, None)
 
     async def url(self, skill: str) -> str:
@@ -128,8 +148,8 @@ class SkillGateways:
             cached = self._fresh(skill, instance)  # a concurrent call may just have checked
             if cached is not None:
                 return cached
-            self._checked.pop(skill, None)
-            checked = await asyncio.to_thread(self._resolve, skill)
+            previous = self._checked.pop(skill, None)
+            checked = await self._check(skill, previous, instance)
             self._checked[skill] = checked
             return checked.url
 
@@ -139,6 +159,36 @@ class SkillGateways:
         if checked is None or not instance or checked.runtime_instance_id != instance:
             return None
         return checked.url if self._clock() < checked.expires else None
+
+    async def _check(self, skill: str, previous: _Checked | None, instance: str | None) -> _Checked:
+        """Renew ``previous`` by identity while its full check stands, else the full check
+        (renewed at once, so its listing is vouched for)."""
+        if (
+            previous is not None
+            and instance
+            and previous.runtime_instance_id == instance
+            and self._clock() < previous.full_expires
+        ):
+            renewed = await self._renew(previous)
+            if renewed is not None:
+                return renewed
+        checked = await asyncio.to_thread(self._resolve, skill)
+        return await self._renew(checked) or checked
+
+    async def _renew(self, checked: _Checked) -> _Checked | None:
+        """``checked`` trusted anew when its Gateway lists the identity recorded at start;
+        ``None`` when it does not (or cannot be asked)."""
+        if self._lister is None or not checked.identity:
+            return None
+        try:
+            listing = await self._lister(checked.url)
+            if identity_document(listing) != checked.identity:
+                return None
+        except PaosError:
+            return None
+        if self._vouch is not None:
+            self._vouch(checked.url, listing, HEALTH_CHECK_LIFETIME_S)
+        return replace(checked, expires=self._clock() + HEALTH_CHECK_LIFETIME_S)
 
     def _running_instance(self, skill: str) -> str | None:
         """The ``runtime_instance_id`` the state file records for a cleanly running
@@ -164,5 +214,12 @@ class SkillGateways:
         except PaosError as exc:
             raise _skill_failure(skill, exc) from exc
         url = str(state.gateway_url).rstrip("/")
-        expires = self._clock() + HEALTH_CHECK_LIFETIME_S
-        return _Checked(str(getattr(state, "runtime_instance_id", "")), url, expires)
+        now = self._clock()
+        identity = getattr(state, "gateway_identity", None)
+        return _Checked(
+            str(getattr(state, "runtime_instance_id", "")),
+            url,
+            dict(identity) if isinstance(identity, Mapping) else None,
+            now + HEALTH_CHECK_LIFETIME_S,
+            now + FULL_CHECK_LIFETIME_S,
+        )
