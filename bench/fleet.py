@@ -56,7 +56,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.sim import wait_ready
 from bench.support import (
+    Rounds,
+    benchmark_main,
     concurrent_calls,
+    rotations,
     run,
     sequential_latencies,
     summary,
@@ -77,7 +80,6 @@ from doraforge.skill_runtime.cluster import (
 from doraforge.skill_runtime.dora_run import (
     Dataflow,
     dora_environment,
-    exit_on_sigterm,
     free_port,
     private_copy,
 )
@@ -284,43 +286,36 @@ def measure_fleet(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         wait_queries(base, token, names)
         for cells in CELL_COUNTS:  # warm every path once, untimed
             fleet_round(base, token, names, cells, args.clients, 1.0, "warm")
-        rounds: list[dict[int, dict[str, Any]]] = []
-        for index in range(args.rounds):
-            figures = {}
-            for cells in rotated(CELL_COUNTS, index):
-                tag = f"r{index}-c{cells}"
-                figures[cells] = fleet_round(
-                    base, token, names, cells, args.clients, args.seconds, tag
-                )
-                print(
-                    f"  round {index + 1}, {cells} cell(s): {figures[cells]['qps']}/s", flush=True
-                )
-            rounds.append(figures)
+
+        def measure(cells: int, index: int) -> dict[str, Any]:
+            tag = f"r{index}-c{cells}"
+            return fleet_round(base, token, names, cells, args.clients, args.seconds, tag)
+
+        def show(index: int, cells: int, figures: dict[str, Any]) -> None:
+            print(f"  round {index + 1}, {cells} cell(s): {figures['qps']}/s", flush=True)
+
+        rounds = rotations(CELL_COUNTS, args.rounds, measure, show=show)
     return fleet_figures(rounds, args.clients)
 
 
 def fleet_figures(rounds: list[dict[int, dict[str, Any]]], clients: int) -> dict[str, Any]:
-    """Per cell count: median throughput, pooled latency; per-round scaling ratios."""
+    """Per cell count: median throughput, pooled latency; per-round scaling ratios (the
+    ``n``-cell throughput over the 1-cell one of the same round)."""
     figures: dict[str, Any] = {"clients": clients, "rounds": len(rounds), "by_cells": {}}
+    one_cell = tuple(float(round_[1]["qps"]) for round_ in rounds)
     for cells in CELL_COUNTS:
-        samples = [s for figures_ in rounds for s in figures_[cells]["latencies_s"]]
-        qps = [figures_[cells]["qps"] for figures_ in rounds]
+        samples = [s for round_ in rounds for s in round_[cells]["latencies_s"]]
+        qps = [round_[cells]["qps"] for round_ in rounds]
+        scaling = Rounds(floor=one_cell, subject=tuple(float(q) for q in qps))
         figures["by_cells"][str(cells)] = {
             "qps_median": round(statistics.median(qps), 1),
             "qps_rounds": qps,
-            "failures": sum(figures_[cells]["failures"] for figures_ in rounds),
+            "failures": sum(round_[cells]["failures"] for round_ in rounds),
             "latency": summary(samples),
+            "over_1_cell_rounds": [round(r, 3) for r in scaling.ratios],
+            "over_1_cell": round(scaling.ratio, 3),
         }
-        ratios = [figures_[cells]["qps"] / figures_[1]["qps"] for figures_ in rounds]
-        figures["by_cells"][str(cells)]["over_1_cell_rounds"] = [round(r, 3) for r in ratios]
-        figures["by_cells"][str(cells)]["over_1_cell"] = round(statistics.median(ratios), 3)
     return figures
-
-
-def rotated[T](items: Sequence[T], by: int) -> list[T]:
-    """``items`` rotated left by ``by`` (each round starts with another configuration)."""
-    shift = by % len(items)
-    return [*items[shift:], *items[:shift]]
 
 
 # ------------------------------------------------------------------ across daemons
@@ -393,21 +388,25 @@ def query_rounds(clients: dict[str, httpx.Client], rounds: int, queries: int) ->
     """Sequential Queries to each cell, the cells alternating per round."""
     per_round = max(1, queries // rounds)
     samples: dict[str, list[float]] = {name: [] for name in clients}
-    ratios = []
     for client in clients.values():
         sequential_latencies(client, QUERY_PATH, QUERY_BODY, 50)  # warm, untimed
-    for index in range(rounds):
-        p50 = {}
-        for name in rotated(list(clients), index):
-            taken = sequential_latencies(clients[name], QUERY_PATH, QUERY_BODY, per_round)
-            samples[name] += taken
-            p50[name] = statistics.median(taken)
-        ratios.append(p50["cross_daemon"] / p50["single_daemon"])
-        print(f"  round {index + 1}: Query p50 cross/single {ratios[-1]:.3f}", flush=True)
+
+    def measure(name: str, _index: int) -> float:
+        taken = sequential_latencies(clients[name], QUERY_PATH, QUERY_BODY, per_round)
+        samples[name] += taken
+        return statistics.median(taken)
+
+    measured = rotations(list(clients), rounds, measure)
+    p50 = Rounds(
+        floor=tuple(round_["single_daemon"] for round_ in measured),
+        subject=tuple(round_["cross_daemon"] for round_ in measured),
+    )
+    for index, ratio in enumerate(p50.ratios):
+        print(f"  round {index + 1}: Query p50 cross/single {ratio:.3f}", flush=True)
     return {
         **{name: summary(taken) for name, taken in samples.items()},
-        "cross_over_single_p50_rounds": [round(r, 3) for r in ratios],
-        "cross_over_single_p50": round(statistics.median(ratios), 3),
+        "cross_over_single_p50_rounds": [round(r, 3) for r in p50.ratios],
+        "cross_over_single_p50": round(p50.ratio, 3),
     }
 
 
@@ -526,8 +525,8 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main() -> int:
-    # Killed by `timeout` or a CI runner, the skills, daemons and servers still stop.
-    exit_on_sigterm()
+    """Both parts, then the JSON line. Run under :func:`benchmark_main`: killed by
+    ``timeout`` or a CI runner, the skills, daemons and servers still stop."""
     args = parse()
     cpus = os.cpu_count() or 1
     with tempfile.TemporaryDirectory(prefix="doraforge-bench-fleet-") as tmp:
@@ -555,9 +554,7 @@ def main() -> int:
 
 if __name__ == "__main__":
     try:
-        sys.exit(main())
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: what it started has been stopped
-        sys.exit("interrupted; the benchmark stopped what it started")
+        benchmark_main(main)  # SIGTERM unwinds like Ctrl-C; leftovers below it are stopped
     except PaosError as exc:  # a cell or the registry did not come up: one line, its code
         sys.exit(f"{exc.code}: {exc.message} (the benchmark stopped what it started)")
     except TimeoutError as exc:

@@ -287,6 +287,33 @@ def interleave(
     return Rounds(tuple(floors), tuple(subjects))
 
 
+def rotations[K, V](
+    configurations: Sequence[K],
+    rounds: int,
+    measure: Callable[[K, int], V],
+    *,
+    show: Callable[[int, K, V], None] | None = None,
+) -> list[dict[K, V]]:
+    """:func:`interleave` over any number of configurations: ``rounds`` rounds, each
+    measuring every configuration once (``measure(configuration, index)``), the order
+    rotated by one per round so each configuration takes every place in turn (none always
+    runs first, on a machine still warm or cold from setup); ``show(index, configuration,
+    figure)`` after each. Returns each round's figures by configuration; a :class:`Rounds`
+    of two of them gives per-round ratios."""
+    if not configurations:
+        raise ValueError("rotations needs at least one configuration")
+    measured: list[dict[K, V]] = []
+    for index in range(rounds):
+        shift = index % len(configurations)
+        figures: dict[K, V] = {}
+        for configuration in [*configurations[shift:], *configurations[:shift]]:
+            figures[configuration] = measure(configuration, index)
+            if show is not None:
+                show(index, configuration, figures[configuration])
+        measured.append(figures)
+    return measured
+
+
 async def interleave_async(
     floor: AsyncRoundFn,
     subject: AsyncRoundFn,
