@@ -183,12 +183,11 @@ class RecordRow:
         column as its text) and nothing else: exactly what reading the row back gives,
         a JSON column decoded from the text that was stored."""
         fields = self.__dict__.copy()
-        for column, value in zip(columns, values, strict=True):
-            field = _JSON_FIELDS.get(column)
-            if field is None:
-                fields[column] = value
-            else:
-                fields[field] = None if value is None else _DECODE(value)[0]
+        fields.update(zip(columns, values, strict=True))
+        for column, field in _JSON_FIELDS.items():
+            if column in fields:
+                text = fields.pop(column)
+                fields[field] = None if text is None else _DECODE(text)[0]
         return RecordRow.filled(fields)
 
     @classmethod

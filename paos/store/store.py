@@ -103,18 +103,23 @@ class _Transaction:
     the commit fails, and a database fault raised as :class:`StoreUnavailable` (any other
     error goes on unchanged). A plain class, not a generator context manager inside
     :func:`_translated`: a bound Action passes here three times, and those two generators
-    cost a third as much as the transaction's own ``BEGIN`` and ``COMMIT``."""
+    cost a third as much as the transaction's own ``BEGIN`` and ``COMMIT``.
 
-    __slots__ = ("_db",)
+    ``BEGIN`` and ``COMMIT`` go through one cursor kept for them (``Connection.execute``
+    makes a new cursor per statement): the instance holds no transaction state, so one
+    serves every transaction of its connection."""
+
+    __slots__ = ("_cursor", "_db")
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self._db = db
+        self._cursor = db.cursor()
 
     def __enter__(self) -> sqlite3.Connection:
         # BEGIN IMMEDIATE takes the write lock up front, so two writers never both read a
         # state and then both act on it.
         try:
-            self._db.execute("BEGIN IMMEDIATE")
+            self._cursor.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             if not _unavailable(exc):
                 raise
@@ -124,7 +129,7 @@ class _Transaction:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _: Any) -> None:
         if kind is None:
             try:
-                self._db.execute("COMMIT")
+                self._cursor.execute("COMMIT")
             except sqlite3.Error as failed:
                 self._rollback()
                 if not _unavailable(failed):
@@ -249,6 +254,8 @@ class AgentTaskStore:
             slots.migrate(self._db)
         self._written = WrittenRows(self._db)
         self._transaction = _Transaction(self._db)
+        # The Action path's INSERT and UPDATEs return no rows: one cursor serves them all.
+        self._statement = self._db.cursor()
 
     def close(self) -> None:
         """Close this process's connection."""
@@ -500,8 +507,8 @@ class AgentTaskStore:
     def record_intent(self, record: NewRecord) -> RecordRow:
         """Persist an intent (and its caller_id) before anything is sent to the Gateway."""
         now = self._now()
-        with self._write() as db:
-            db.execute(
+        with self._write():
+            self._statement.execute(
                 "INSERT INTO records (record_id, task_id, revision_id, tool_id, semantics,"
                 " ownership, caller_id, arguments_sha256, spec_sha256, state,"
                 " created_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'intent', ?, ?)",
@@ -577,7 +584,10 @@ class AgentTaskStore:
         try:
             with self._write() as db:
                 known = self._written.exact(record_id)
-                if known is not None and db.execute(_update_sql(columns, False), args).rowcount:
+                if (
+                    known is not None
+                    and self._statement.execute(_update_sql(columns, False), args).rowcount
+                ):
                     written = known.updated(columns, values)
                 else:
                     row = db.execute(_update_sql(columns, True), args).fetchone()

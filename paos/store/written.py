@@ -50,8 +50,8 @@ class WrittenRows:
     def keep(self, row: RecordRow) -> None:
         """Remember ``row`` as committed by this connection (a terminal one is let go)."""
         rows = self._rows
-        rows.pop(row.record_id, None)
         if row.terminal:
+            rows.pop(row.record_id, None)
             return
         rows[row.record_id] = row
         if len(rows) > _KEPT:
