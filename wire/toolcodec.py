@@ -250,21 +250,42 @@ def plain_rows(value: pa.StructArray) -> list[dict[str, Any] | None] | None:
     count = len(value)
     if len(buffers) != _BUFFER_COUNT or not _sized(buffers, count):
         return None  # an offset or a padded layout: let Arrow read it
+    # Each buffer is copied out once; rows are then cut from Python bytes.
+    columns = [
+        (name, is_int, _bits(buffers[at]), buffers[at + 1], None if is_int else buffers[at + 2])
+        for name, is_int, at in _LAYOUT
+    ]
+    texts = {name: _bytes(data) for name, is_int, _, _, data in columns if not is_int}
+    struct_bits = _bits(buffers[0])
     rows: list[dict[str, Any] | None] = []
     for index in range(count):
-        if not _valid(buffers[0], index):
+        if not _set(struct_bits, index):
             rows.append(None)
             continue
         row: dict[str, Any] = {}
-        for name, is_int, at in _LAYOUT:
-            if not _valid(buffers[at], index):
+        for name, is_int, bits, first, _ in columns:
+            if not _set(bits, index):
                 row[name] = None
             elif is_int:
-                row[name] = _READ_INT64(buffers[at + 1], 8 * index)[0]
+                row[name] = _READ_INT64(first, 8 * index)[0]
             else:
-                row[name] = _text(buffers[at + 1], buffers[at + 2], name, index)
+                row[name] = _text(first, texts[name], name, index)
         rows.append(row)
     return rows
+
+
+def _bits(bitmap: pa.Buffer | None) -> bytes | None:
+    """A validity bitmap's bytes; ``None`` (every row valid) when there is none."""
+    return None if bitmap is None else bitmap.to_pybytes()
+
+
+def _bytes(data: pa.Buffer | None) -> bytes:
+    return b"" if data is None else data.to_pybytes()
+
+
+def _set(bits: bytes | None, index: int) -> bool:
+    """Whether row ``index`` is valid in ``bits``."""
+    return bits is None or bool(bits[index >> 3] >> (index & 7) & 1)
 
 
 def _sized(buffers: list[pa.Buffer | None], count: int) -> bool:
@@ -283,26 +304,16 @@ def _bitmap_fits(bitmap: pa.Buffer | None, count: int) -> bool:
     return bitmap is None or bitmap.size * 8 >= count
 
 
-def _valid(bitmap: pa.Buffer | None, index: int) -> bool:
-    """Whether row ``index`` is valid: no bitmap means every row is."""
-    if bitmap is None:
-        return True
-    byte = memoryview(bitmap)[index >> 3]
-    return bool(byte >> (index & 7) & 1)
-
-
-def _text(offsets: pa.Buffer, data: pa.Buffer | None, name: str, index: int = 0) -> str:
+def _text(offsets: pa.Buffer, data: bytes, name: str, index: int) -> str:
     start, end = _READ_OFFSETS(offsets, 4 * index)
     if start == end:
         return ""
-    if data is None or not 0 <= start <= end <= data.size:
+    if not 0 <= start <= end <= len(data):
         raise ToolProtocolError(
             "FORGE_PROTOCOL_INVALID_MESSAGE", f"column {name} points outside its data"
         )
-    # A one-row column's data buffer is normally exactly its value; copy no more than that.
-    raw: bytes = (data if start == 0 and end == data.size else data[start:end]).to_pybytes()
     try:
-        return raw.decode()
+        return data[start:end].decode()
     except UnicodeDecodeError as exc:
         raise ToolProtocolError(
             "FORGE_PROTOCOL_INVALID_MESSAGE", f"column {name} is not UTF-8"

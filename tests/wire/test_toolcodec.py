@@ -104,9 +104,9 @@ def test_offsets_outside_their_data_are_refused_not_read() -> None:
     # without validation could still carry one, and the reader checks before it reads.
     offsets = pa.py_buffer(struct.pack("<ii", 0, 4))
     with pytest.raises(ToolProtocolError, match="outside its data"):
-        toolcodec._text(offsets, pa.py_buffer(b"ok"), "request_id")
-    with pytest.raises(ToolProtocolError, match="outside its data"):
-        toolcodec._text(offsets, None, "request_id")
+        toolcodec._text(offsets, b"ok", "request_id", 0)
+    with pytest.raises(ToolProtocolError, match="outside its data"):  # no data at all
+        toolcodec._text(offsets, b"", "request_id", 0)
 
 
 def test_a_round_trip_through_the_codec_keeps_the_envelope() -> None:
