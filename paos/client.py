@@ -17,8 +17,6 @@ Contract (``spec/forge-tool-api.md`` sections 2-5):
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -37,13 +35,6 @@ from doraforge.paos.errors import (
 from doraforge.paos.gateway_auth import bearer
 from doraforge.wire import strict_json
 from doraforge.wire.canonical import sha256_hex
-
-# httpcore asks ``import sniffio`` on every pool operation (several per request) and falls
-# back to asyncio when it is missing; anyio 4 no longer brings it, and a failed import is
-# not remembered, so each ask searched sys.path again (~11 % of a registry's CPU per call).
-# Remembering the absence makes the same ImportError immediate; nothing else changes.
-if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
-    sys.modules["sniffio"] = None  # type: ignore[assignment]
 
 type JsonObject = dict[str, Any]
 #: A Provider Wire payload nests at most 64 levels; the Caller envelope around a result
