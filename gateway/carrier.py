@@ -1,12 +1,12 @@
 """The Dora carrier: ToolMessages between the Gateway node and its provider routes.
 
-One thread blocks in the Dora event iterator; once an event arrives it also takes every
-event already queued behind it (``Node.drain``) and hands all their decoded envelopes to
-the asyncio loop in one ``call_soon_threadsafe``. Under load that is one GIL hand-over and
-one loop wake per burst instead of per message: the loop thread, busy with HTTP, gives the
-GIL up only every switch interval, so a pump taking one event per hand-over delivered a
-few replies per 5 ms. Every ``send_output`` happens on the loop thread (safe while the
-other thread iterates, measured with dora-rs 1.1).
+One thread blocks in the Dora event iterator and hands the decoded envelopes of each event
+(one, or a provider's batch of Query answers) to the asyncio loop with one
+``call_soon_threadsafe``; every ``send_output`` happens on the loop thread (safe while the
+other thread iterates, measured with dora-rs 1.1). The pump takes one event per wake: of
+dora-rs 1.1's non-blocking reads, ``try_recv`` raises "Already borrowed" while the loop
+thread is inside ``send_output``, and ``drain`` returned after 170 ms p50 while a peer
+kept sending, so bursts are carried as batches (one value, several rows) instead.
 """
 
 from __future__ import annotations
@@ -101,8 +101,7 @@ class DoraCarrier:
         """Iterate Dora events until STOP; run in a dedicated thread."""
         try:
             for event in self._node:
-                burst = [event, *self._node.drain()]
-                decoded, stopped = self._burst(burst, other_input)
+                decoded, stopped = self._burst([event], other_input)
                 if decoded:
                     loop.call_soon_threadsafe(_deliver_all, deliver, decoded)
                 if stopped:

@@ -41,9 +41,9 @@ class Exchanges:
         """Send ``message`` and wait for its correlated response.
 
         With ``batch_rows`` > 1 (a provider that takes several rows a value, for a
-        message with no effect in the world: a Query) the message waits for the end of
-        this loop iteration and leaves with the others queued for that endpoint, at most
-        ``batch_rows`` to a value; alone, it leaves as a one-row value as before.
+        message with no effect in the world: a Query) the first message of a loop turn
+        leaves at once and those issued after it in the same turn leave together when the
+        turn ends, at most ``batch_rows`` to a value.
 
         Raises ``TimeoutError`` after ``timeout_s`` (nothing is known then),
         :class:`InstanceLost` when the instance goes away, ``ConnectionError`` when the
@@ -61,10 +61,15 @@ class Exchanges:
             self.close(request_id)
 
     def _queue(self, endpoint_id: str, message: WireMessage, batch_rows: int) -> None:
-        queued = self._queued.setdefault(endpoint_id, [])
-        queued.append(message)
-        if len(queued) == 1:
-            asyncio.get_running_loop().call_soon(self._flush, endpoint_id, batch_rows)
+        """The first Query of a loop turn leaves at once (a lone caller waits for nothing);
+        those issued after it in the same turn leave together when the turn ends."""
+        queued = self._queued.get(endpoint_id)
+        if queued is not None:
+            queued.append(message)
+            return
+        self._queued[endpoint_id] = []
+        asyncio.get_running_loop().call_soon(self._flush, endpoint_id, batch_rows)
+        self._send(endpoint_id, message)
 
     def _flush(self, endpoint_id: str, batch_rows: int) -> None:
         """Send what is queued for ``endpoint_id``: requests whose caller gave up (a

@@ -1,8 +1,7 @@
 """Thin Dora adapter around :class:`~nodes.provider.ProviderCore`.
 
 Threading model (measured on dora-rs 1.1): one daemon thread blocks in ``for event in
-node``, takes the events queued behind each one with ``drain`` and hands them to the
-asyncio loop with one ``call_soon_threadsafe`` per burst; every
+node`` and hands each event to the asyncio loop with ``call_soon_threadsafe``; every
 ``send_output`` happens on the loop thread. A bounded semaphore caps in-flight inputs so
 a slow provider pushes back on Dora's input queue instead of growing memory here.
 """
@@ -12,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -67,103 +66,43 @@ def _acquire(bridge: _Bridge) -> bool:
     return True
 
 
-class _LoopGone(Exception):
-    """The loop closed or the node is closing: the pump ends without a stop request."""
-
-
-class _Forwarder:
-    """Hands one burst of Dora events to the loop: its requests in one call."""
-
-    def __init__(
-        self, bridge: _Bridge, core_submit: Any, request_input: str, plane: DataPlane | None
-    ) -> None:
-        self._bridge = bridge
-        self._submit = core_submit
-        self._request_input = request_input
-        self._plane = plane
-        self._plane_inputs = plane.inputs if plane is not None else frozenset()
-        self._requests: list[object] = []
-
-    def burst(self, events: list[dict[str, Any]]) -> str | None:
-        """Forward ``events`` in order; the stop reason when one of them ends the node."""
-        try:
-            for event in events:
-                reason = self._one(event)
-                if reason is not None:
-                    return reason
-        finally:
-            self.flush()
-        return None
-
-    def _one(self, event: dict[str, Any]) -> str | None:
-        kind, event_id = event.get("type"), event.get("id")
-        if kind == "INPUT" and event_id == self._request_input:
-            if not self._bridge.permits.acquire(blocking=False):
-                self.flush()  # the loop frees permits only for requests it already has
-                if not _acquire(self._bridge):
-                    raise _LoopGone
-            self._requests.append(event.get("value"))
-        elif kind == "INPUT" and event_id in self._plane_inputs:
-            assert self._plane is not None
-            self.flush()
-            metadata = event.get("metadata") or {}
-            self._to_loop(self._plane.on_input, event_id, event.get("value"), metadata)
-        elif kind == "STOP":
-            return "dora STOP"
-        elif kind == "INPUT_CLOSED" and event_id == self._request_input:
-            return f"input {self._request_input!r} closed"
-        elif kind == "ERROR":
-            logger.warning("dora error event: %s", event.get("error", event))
-        return None
-
-    def flush(self) -> None:
-        """Give the loop the requests held so far."""
-        if self._requests:
-            batch, self._requests = self._requests, []
-            self._to_loop(_submit_all, self._submit, batch)
-
-    def _to_loop(self, callback: Any, *args: object) -> None:
-        if not self._bridge.to_loop(callback, *args):
-            raise _LoopGone
-
-
 def _pump(
-    node: DoraNodeLike,
+    events: Iterable[dict[str, Any]],
     bridge: _Bridge,
     core_submit: Any,
     request_input: str,
     plane: DataPlane | None = None,
 ) -> None:
-    """Forward Dora events to the loop until STOP, the request input closing, or the end.
-
-    Each wake also takes the events already queued (``drain``) and hands their requests to
-    the loop in one call, so a busy loop thread gives up the GIL once per burst, not once
-    per request.
-    """
+    """Forward Dora events to the loop until STOP, the request input closing, or the end."""
     reason = "dora event stream ended"
-    forwarder = _Forwarder(bridge, core_submit, request_input, plane)
-    # ``Node.drain`` (and ``MockNode.drain``) exist in dora-rs 1.1 but not in its stubs.
-    drain: Any = getattr(node, "drain", list)
+    plane_inputs = plane.inputs if plane is not None else frozenset()
     try:
-        for first in node:
-            stopped = forwarder.burst([first, *drain()])
-            if stopped is not None:
-                reason = stopped
+        for event in events:
+            kind, event_id = event.get("type"), event.get("id")
+            if kind == "INPUT" and event_id == request_input:
+                if not _acquire(bridge):
+                    return
+                if not bridge.to_loop(core_submit, event.get("value")):
+                    return
+            elif kind == "INPUT" and event_id in plane_inputs:
+                assert plane is not None
+                metadata = event.get("metadata") or {}
+                if not bridge.to_loop(plane.on_input, event_id, event.get("value"), metadata):
+                    return
+            elif kind == "STOP":
+                reason = "dora STOP"
                 break
+            elif kind == "INPUT_CLOSED" and event_id == request_input:
+                reason = f"input {request_input!r} closed"
+                break
+            elif kind == "ERROR":
+                logger.warning("dora error event: %s", event.get("error", event))
             if bridge.closing.is_set():
                 return
-    except _LoopGone:
-        return
     except Exception:
         logger.exception("dora event stream failed")
         reason = "dora event stream failed"
     bridge.to_loop(bridge.request_stop, reason)
-
-
-def _submit_all(core_submit: Any, values: list[object]) -> None:
-    """Submit a burst of requests in arrival order (loop thread)."""
-    for value in values:
-        core_submit(value)
 
 
 async def _renew_periodically(core: ProviderCore) -> None:

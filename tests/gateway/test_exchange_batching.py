@@ -76,7 +76,8 @@ async def test_queries_issued_in_one_loop_turn_leave_as_one_value_of_at_most_bat
     ids = [f"req-{index}" for index in range(5)]
     answered = await asyncio.gather(*(_ask(carrier, rid, batch_rows=2) for rid in ids))
     assert answered == ids  # each caller got its own answer
-    assert carrier.values == [["req-0", "req-1"], ["req-2", "req-3"], ["req-4"]]
+    # The first leaves at once; the rest of the turn leaves together, two to a value.
+    assert carrier.values == [["req-0"], ["req-1", "req-2"], ["req-3", "req-4"]]
     assert len(carrier.exchanges) == 0
 
 
@@ -89,20 +90,20 @@ async def test_without_batch_rows_every_query_leaves_alone_and_at_once() -> None
 
 async def test_a_refused_row_fails_its_own_caller_and_the_others_are_answered() -> None:
     carrier = Carrier()
-    carrier.refuse = {"req-1"}
+    carrier.refuse = {"req-2"}
     results = await asyncio.gather(
-        *(_ask(carrier, f"req-{index}", batch_rows=8) for index in range(3)),
+        *(_ask(carrier, f"req-{index}", batch_rows=8) for index in range(4)),
         return_exceptions=True,
     )
-    assert results[0] == "req-0"
-    assert results[2] == "req-2"
-    assert isinstance(results[1], ToolProtocolError)
-    assert carrier.values == [["req-0", "req-2"]]
+    assert results[:2] == ["req-0", "req-1"]
+    assert results[3] == "req-3"
+    assert isinstance(results[2], ToolProtocolError)
+    assert carrier.values == [["req-0"], ["req-1", "req-3"]]
 
 
 async def test_a_carrier_that_cannot_send_fails_the_whole_batch_with_connection_error() -> None:
     carrier = Carrier()
-    carrier.broken = True
+    carrier.broken = True  # the first of the turn is refused at once, the batch at the flush
     results = await asyncio.gather(
         *(_ask(carrier, f"req-{index}", batch_rows=8) for index in range(3)),
         return_exceptions=True,
@@ -113,10 +114,11 @@ async def test_a_carrier_that_cannot_send_fails_the_whole_batch_with_connection_
 
 async def test_a_caller_that_gave_up_before_the_flush_is_never_sent() -> None:
     carrier = Carrier()
+    first = asyncio.ensure_future(_ask(carrier, "req-first", batch_rows=8))
     kept = asyncio.ensure_future(_ask(carrier, "req-kept", batch_rows=8))
     gone = asyncio.ensure_future(_ask(carrier, "req-gone", batch_rows=8))
-    await asyncio.sleep(0)  # both queued, the flush not yet run
+    await asyncio.sleep(0)  # the first sent, the other two queued, the flush not yet run
     carrier.exchanges.close("req-gone")  # what the caller's request() does once it gives up
-    assert await kept == "req-kept"
-    assert carrier.values == [["req-kept"]]
+    assert [await first, await kept] == ["req-first", "req-kept"]
+    assert carrier.values == [["req-first"], ["req-kept"]]
     gone.cancel()
