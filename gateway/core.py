@@ -18,7 +18,7 @@ from forge_tool import ToolEnvelope, make_endpoint_registry_response_envelope
 from doraforge.gateway.catalog import Catalog
 from doraforge.gateway.clock import Clock, SystemClock
 from doraforge.gateway.config import GatewayConfig
-from doraforge.gateway.exchange import Exchanges, SendMany
+from doraforge.gateway.exchange import Exchanges
 from doraforge.gateway.journal import Journal, MemoryJournal
 from doraforge.gateway.observations import ObservationStore
 from doraforge.gateway.query import QueryInvoker
@@ -49,14 +49,13 @@ class Gateway:
         config: GatewayConfig,
         *,
         send: Send,
-        send_many: SendMany | None = None,
         journal: Journal | None = None,
         clock: Clock | None = None,
     ) -> None:
         self.config = config
         self.clock = clock or SystemClock()
         self.catalog = Catalog(config.tools)
-        self.exchanges = Exchanges(send, send_many)
+        self.exchanges = Exchanges(send)
         self._send = send
         self.registry = EndpointRegistry(
             [route.endpoint_id for route in config.providers],

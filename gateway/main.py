@@ -124,9 +124,7 @@ def run(config: GatewayConfig, *, port: int, journal: Path, policy: TransportPol
     node = Node()
     loop = new_loop()
     carrier = DoraCarrier(node, config.providers, max_message_bytes=config.max_body_bytes)
-    gateway = Gateway(
-        config, send=carrier.send, send_many=carrier.send_many, journal=FileJournal(journal)
-    )
+    gateway = Gateway(config, send=carrier.send, journal=FileJournal(journal))
     server = uvicorn.Server(server_config(create_app(gateway, policy), config.host, port))
 
     def stop() -> None:

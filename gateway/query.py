@@ -16,7 +16,6 @@ from doraforge.gateway.config import GatewayConfig
 from doraforge.gateway.errors import ProviderProtocolError, QueryTimeout, Unavailable
 from doraforge.gateway.exchange import Exchanges, InstanceLost
 from doraforge.gateway.registry import EndpointRecord, EndpointRegistry
-from doraforge.wire.toolcodec import BATCH_ROWS_DETAIL, MAX_BATCH_ROWS
 
 
 class QueryInvoker:
@@ -69,9 +68,7 @@ class QueryInvoker:
             deadline_ms=self._clock.wall_ms() + timeout_ms,
         )
         try:
-            response = await self._exchanges.request(
-                spec.endpoint_id, envelope, timeout_ms / 1000, batch_rows=batch_rows(record)
-            )
+            response = await self._exchanges.request(spec.endpoint_id, envelope, timeout_ms / 1000)
         except TimeoutError as exc:
             raise QueryTimeout(
                 "FORGE_TOOL_INVOKE_TIMEOUT",
@@ -83,17 +80,6 @@ class QueryInvoker:
                 "FORGE_TOOL_ENDPOINT_UNAVAILABLE", "the provider instance went away"
             ) from exc
         return _answer(spec, response)
-
-
-def batch_rows(record: EndpointRecord) -> int:
-    """How many Queries the provider instance takes in one carrier value: what its last
-    status said (:data:`~doraforge.wire.toolcodec.BATCH_ROWS_DETAIL`, at most
-    ``MAX_BATCH_ROWS``), else one, the Forge carrier's own rule."""
-    status = record.status
-    rows = status.details.get(BATCH_ROWS_DETAIL) if status is not None else None
-    if type(rows) is not int or rows < 2:
-        return 1
-    return min(rows, MAX_BATCH_ROWS)
 
 
 def _answer(spec: ToolSpec, response: ToolEnvelope) -> dict[str, Any]:

@@ -9,7 +9,6 @@ All of its methods must be called from that one event loop thread.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -96,7 +95,6 @@ class ProviderCore:
         self._operation_names = frozenset(op.name for op in definition.descriptor.operations)
         self._next_register = self._next_status = 0.0
         self._inflight: set[asyncio.Task[None]] = set()
-        self._replies: list[toolcodec.Outbound] = []
         self._stopped = False
 
     @property
@@ -154,38 +152,14 @@ class ProviderCore:
         return task
 
     async def handle(self, value: object) -> None:
-        """Route one input: Registry response, execution request, or drop it with a log.
-
-        A value of several rows (a Gateway batching Queries, after this provider said it
-        takes them) is handled row by row, concurrently, as if each had come alone.
-        """
+        """Route one input: Registry response, execution request, or drop it with a log."""
         try:
-            rows = toolcodec.decode_rows(value, max_message_bytes=self._options.max_message_bytes)
-        except (ToolProtocolError, ValueError, TypeError) as exc:
-            logger.warning("dropped input: %s", str(exc)[:_LOG_REASON_CHARS])
-            return
-        if len(rows) == 1:
-            await self._handle_row(value, rows[0], batched=False)
-            return
-        assert isinstance(value, pa.StructArray | pa.RecordBatch)
-        await asyncio.gather(
-            *(
-                self._handle_row(value.slice(index, 1), row, batched=True)
-                for index, row in enumerate(rows)
-            )
-        )
-
-    async def _handle_row(
-        self, value: object, envelope: ToolEnvelope | ToolProtocolError, *, batched: bool
-    ) -> None:
-        try:
-            if isinstance(envelope, ToolProtocolError):
-                raise envelope
+            envelope = toolcodec.decode(value, max_message_bytes=self._options.max_message_bytes)
             message_type = envelope.message_type
             if message_type == REGISTRY_RESPONSE_TYPE:
                 self._on_registry_response(envelope)
             elif message_type in EXECUTION_REQUEST_TYPES:
-                await self._dispatch(value, envelope, batched=batched)
+                await self._dispatch(value, envelope)
             else:
                 logger.warning("dropped %r: not a message a provider accepts", message_type)
         except (ToolProtocolError, ValueError, TypeError) as exc:
@@ -241,11 +215,8 @@ class ProviderCore:
         self._next_register = now + self._registration.interval_s
 
     def _send_status(self, now: float) -> None:
-        status = self.status_snapshot()
-        # Said in every snapshot: this instance takes several Queries in one carrier value.
-        details = {**status.details, toolcodec.BATCH_ROWS_DETAIL: toolcodec.MAX_BATCH_ROWS}
         envelope = make_endpoint_status_envelope(
-            dataclasses.replace(status, details=details), endpoint_instance_id=self._instance_id
+            self.status_snapshot(), endpoint_instance_id=self._instance_id
         )
         self._publish_envelope(envelope)
         self._next_status = now + self._options.status_interval_s
@@ -260,12 +231,9 @@ class ProviderCore:
                 self._next_register, self._clock() + self._registration.interval_s
             )
 
-    async def _dispatch(self, value: object, request: ToolEnvelope, *, batched: bool) -> None:
+    async def _dispatch(self, value: object, request: ToolEnvelope) -> None:
         if self._queries.serves(request.message_type, request.operation):
-            if batched:
-                self._reply_with_others(await self._queries.response(request))
-            else:
-                self._publish(await self._queries.answer(request))
+            self._publish(await self._queries.answer(request))
             return
         if self._undeclared_on_our_route(request):
             # Protocol 9.7: once the route is ours, answer a correlated tool.error rather
@@ -290,22 +258,6 @@ class ProviderCore:
             and request.endpoint_instance_id == self._instance_id
             and request.operation not in self._operation_names
         )
-
-    def _reply_with_others(self, response: toolcodec.Outbound) -> None:
-        """Queue the answer to a batched Query; the answers ready in this loop iteration
-        leave as one carrier value (only ever to a requester that batched: see
-        ``toolcodec.MAX_BATCH_ROWS``)."""
-        self._replies.append(response)
-        if len(self._replies) == 1:
-            asyncio.get_running_loop().call_soon(self._flush_replies)
-
-    def _flush_replies(self) -> None:
-        replies, self._replies = self._replies, []
-        for start in range(0, len(replies), toolcodec.MAX_BATCH_ROWS):
-            try:
-                self._publish(self._queries.rows(replies[start : start + toolcodec.MAX_BATCH_ROWS]))
-            except Exception:
-                logger.exception("failed to publish %d Query answers", len(replies))
 
     async def _publish_event(self, batch: pa.RecordBatch) -> None:
         self._publish(batch)

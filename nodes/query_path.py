@@ -71,25 +71,6 @@ class QueryPath:
         ``ToolProtocolError`` propagates so the caller drops it. Everything after the
         route check is answered, with a correlated ``tool.error`` when it is malformed.
         """
-        return self.rows([await self.response(request)])
-
-    def rows(self, responses: list[toolcodec.Outbound]) -> pa.StructArray:
-        """Encode responses as one carrier value; one that cannot be carried (too large,
-        not strict JSON) becomes its correlated ``tool.error``."""
-        rows, refused = toolcodec.encode_many(responses, max_message_bytes=self._max_bytes)
-        if not refused:
-            return rows
-        errors = [
-            response._replace(
-                message_type="tool.error", payload={"error": _error(exc.code, exc.message)}
-            )
-            for response, exc in refused
-        ]
-        fallback, _ = toolcodec.encode_many(errors, max_message_bytes=self._max_bytes)
-        return pa.concat_arrays([rows, fallback]) if len(rows) else fallback
-
-    async def response(self, request: ToolEnvelope) -> toolcodec.Outbound:
-        """The correlated response to ``request``, not yet encoded (see :meth:`answer`)."""
         self._handler.validate_request_route(request)
         try:
             arguments, context = self._parse(request)
@@ -129,8 +110,8 @@ class QueryPath:
 
     def _reply(
         self, request: ToolEnvelope, message_type: str, payload: dict[str, Any]
-    ) -> toolcodec.Outbound:
-        return toolcodec.Outbound(
+    ) -> pa.StructArray:
+        response = toolcodec.Outbound(
             message_type=message_type,
             endpoint_id=str(request.endpoint_id),
             payload=payload,
@@ -140,8 +121,16 @@ class QueryPath:
             endpoint_instance_id=request.endpoint_instance_id,
             operation=request.operation,
         )
+        try:
+            return toolcodec.encode(response, max_message_bytes=self._max_bytes)
+        except ToolProtocolError as exc:
+            # Keep the exchange correlated even when the result cannot be carried.
+            fallback = response._replace(
+                message_type="tool.error", payload={"error": _error(exc.code, exc.message)}
+            )
+            return toolcodec.encode(fallback, max_message_bytes=self._max_bytes)
 
-    def _internal_error(self, request: ToolEnvelope) -> toolcodec.Outbound:
+    def _internal_error(self, request: ToolEnvelope) -> pa.StructArray:
         error = _error("FORGE_ENDPOINT_INTERNAL", "endpoint failed to produce a valid response")
         return self._reply(request, "tool.error", {"error": error})
 

@@ -12,7 +12,7 @@ all still applied.
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import pyarrow as pa
@@ -27,15 +27,6 @@ TOOL_MESSAGE_TYPE = pa.struct(list(TOOL_MESSAGE_SCHEMA))
 _COLUMNS = frozenset(TOOL_MESSAGE_SCHEMA.names)
 _CARRIER_OVERHEAD_BYTES = 65_536
 _HEADER = ("request_id", "invocation_id", "attempt_id", "endpoint_instance_id", "operation")
-#: Rows one carrier value may hold between doraforge's own Gateway and providers. The
-#: Forge carrier is one row per Dora message; a doraforge provider says in its status
-#: details (:data:`BATCH_ROWS_DETAIL`) that it also takes several, and the Gateway then
-#: sends a burst of concurrent Queries as one message (one ``send_output``, one Dora
-#: transit, one wake on each side instead of one per Query). A provider answers several
-#: rows in one message only to rows that came that way, so a peer that never batches is
-#: never sent a batch.
-MAX_BATCH_ROWS = 32
-BATCH_ROWS_DETAIL = "doraforge.batch_rows"
 
 
 class Outbound(NamedTuple):
@@ -62,27 +53,6 @@ type WireMessage = ToolEnvelope | Outbound
 
 def encode(envelope: WireMessage, *, max_message_bytes: int) -> pa.StructArray:
     """Encode ``envelope`` as a one-row ``ToolMessage`` StructArray ready for Dora."""
-    return pa.array([_encoded_row(envelope, max_message_bytes)], type=TOOL_MESSAGE_TYPE)
-
-
-def encode_many[M: ToolEnvelope | Outbound](
-    envelopes: Sequence[M], *, max_message_bytes: int
-) -> tuple[pa.StructArray, list[tuple[M, ToolProtocolError]]]:
-    """Encode ``envelopes`` as one ``ToolMessage`` StructArray of that many rows (at most
-    :data:`MAX_BATCH_ROWS`), and the envelopes left out because they cannot be carried."""
-    if len(envelopes) > MAX_BATCH_ROWS:
-        raise ValueError(f"at most {MAX_BATCH_ROWS} rows per carrier value")
-    rows: list[dict[str, Any]] = []
-    refused: list[tuple[M, ToolProtocolError]] = []
-    for envelope in envelopes:
-        try:
-            rows.append(_encoded_row(envelope, max_message_bytes))
-        except ToolProtocolError as exc:
-            refused.append((envelope, exc))
-    return pa.array(rows, type=TOOL_MESSAGE_TYPE), refused
-
-
-def _encoded_row(envelope: WireMessage, max_message_bytes: int) -> dict[str, Any]:
     try:
         payload_json = canonical_json(envelope.payload)
         size = len(payload_json.encode("utf-8"))
@@ -102,54 +72,12 @@ def _encoded_row(envelope: WireMessage, max_message_bytes: int) -> dict[str, Any
     }
     for name in _HEADER:
         row[name] = getattr(envelope, name)
-    return row
+    return pa.array([row], type=TOOL_MESSAGE_TYPE)
 
 
 def decode(value: Any, *, max_message_bytes: int) -> ToolEnvelope:
     """Decode one untrusted carrier value; raises ``ToolProtocolError`` when invalid."""
-    return _envelope(_row(value, max_message_bytes + _CARRIER_OVERHEAD_BYTES), max_message_bytes)
-
-
-def decode_rows(
-    value: Any, *, max_message_bytes: int, max_rows: int = MAX_BATCH_ROWS
-) -> list[ToolEnvelope | ToolProtocolError]:
-    """Decode an untrusted carrier value of one to ``max_rows`` rows, each row on its own:
-    a malformed row is its ``ToolProtocolError`` in the list, the others still decode.
-
-    Raises ``ToolProtocolError`` when the value as a whole is not a ToolMessage array of
-    at most ``max_rows`` rows within ``max_message_bytes`` (plus carrier overhead) a row.
-    """
-    if isinstance(value, pa.RecordBatch):
-        value = value.to_struct_array()
-    if not isinstance(value, pa.StructArray) or not 1 <= len(value) <= max_rows:
-        raise ToolProtocolError(
-            "FORGE_PROTOCOL_INVALID_MESSAGE",
-            f"value is not a forge_msgs.ToolMessage array of 1 to {max_rows} rows",
-        )
-    if len(value) == 1:
-        try:
-            return [decode(value, max_message_bytes=max_message_bytes)]
-        except ToolProtocolError as exc:
-            return [exc]
-    limit = len(value) * (max_message_bytes + _CARRIER_OVERHEAD_BYTES)
-    if value.nbytes > limit:  # bound memory before materialising anything
-        raise ToolProtocolError(
-            "FORGE_PROTOCOL_MESSAGE_TOO_LARGE", f"carrier exceeds {limit} bytes"
-        )
-    rows = plain_rows(value)
-    decoded: list[ToolEnvelope | ToolProtocolError] = []
-    for index in range(len(value)):
-        try:
-            row = rows[index] if rows is not None else _general_row(value.slice(index, 1))
-            decoded.append(_envelope(row, max_message_bytes))
-        except ToolProtocolError as exc:
-            decoded.append(exc)
-    return decoded
-
-
-def _envelope(row: dict[str, Any] | None, max_message_bytes: int) -> ToolEnvelope:
-    if row is None:
-        raise ToolProtocolError("FORGE_PROTOCOL_INVALID_MESSAGE", "the ToolMessage row is null")
+    row = _row(value, max_message_bytes + _CARRIER_OVERHEAD_BYTES)
     payload_json = row.get("payload_json")
     if not isinstance(payload_json, str):
         raise ToolProtocolError("FORGE_PROTOCOL_INVALID_MESSAGE", "payload_json must be a string")
@@ -203,6 +131,8 @@ def _general_row(value: pa.StructArray) -> dict[str, Any]:
     return row
 
 
+# A one-row column starting at offset 0 has exactly two int32 offsets, or one int64 value.
+_ONE_ROW_BYTES = 8
 _READ_INT64 = struct.Struct("<q").unpack_from  # Arrow buffers are little-endian
 _READ_OFFSETS = struct.Struct("<ii").unpack_from
 
@@ -226,94 +156,51 @@ _BUFFER_COUNT = _LAYOUT[-1][2] + (2 if _LAYOUT[-1][1] else 3)
 
 def plain_row(value: pa.StructArray) -> dict[str, Any] | None:
     """Read a one-row ToolMessage straight from its Arrow buffers, or ``None`` when the
-    array is not laid out as Dora delivers one (exact schema, no offsets).
+    array is not laid out as Dora delivers one (exact schema, one row, no offsets).
 
     Dora copies every output into a fresh layout without offsets, so a received row takes
     this path; it reads about twice as fast as ``to_pylist`` and gives the same dict
     (``tests/wire/test_toolcodec.py`` holds it to ``to_pylist``). Every read is
     bounds-checked against its buffer; a column that is not UTF-8 is refused.
     """
-    rows = plain_rows(value) if len(value) == 1 else None
-    if rows is None:
-        return None
-    if rows[0] is None:
-        raise ToolProtocolError("FORGE_PROTOCOL_INVALID_MESSAGE", "the ToolMessage row is null")
-    return rows[0]
-
-
-def plain_rows(value: pa.StructArray) -> list[dict[str, Any] | None] | None:
-    """Every row of a ToolMessage array read from its Arrow buffers (``None`` for a null
-    row), or ``None`` when the array is not laid out as Dora delivers one."""
     if value.offset != 0 or value.type != TOOL_MESSAGE_TYPE:
         return None
     buffers = value.buffers()
-    count = len(value)
-    if len(buffers) != _BUFFER_COUNT or not _sized(buffers, count):
-        return None  # an offset or a padded layout: let Arrow read it
-    # Each buffer is copied out once; rows are then cut from Python bytes.
-    columns = [
-        (name, is_int, _bits(buffers[at]), buffers[at + 1], None if is_int else buffers[at + 2])
-        for name, is_int, at in _LAYOUT
-    ]
-    texts = {name: _bytes(data) for name, is_int, _, _, data in columns if not is_int}
-    struct_bits = _bits(buffers[0])
-    rows: list[dict[str, Any] | None] = []
-    for index in range(count):
-        if not _set(struct_bits, index):
-            rows.append(None)
-            continue
-        row: dict[str, Any] = {}
-        for name, is_int, bits, first, _ in columns:
-            if not _set(bits, index):
-                row[name] = None
-            elif is_int:
-                row[name] = _READ_INT64(first, 8 * index)[0]
-            else:
-                row[name] = _text(first, texts[name], name, index)
-        rows.append(row)
-    return rows
+    if len(buffers) != _BUFFER_COUNT:
+        return None
+    if not _valid(buffers[0]):
+        raise ToolProtocolError("FORGE_PROTOCOL_INVALID_MESSAGE", "the ToolMessage row is null")
+    row: dict[str, Any] = {}
+    for name, is_int, at in _LAYOUT:
+        first = buffers[at + 1]  # the int64 values, or a string column's offsets
+        if first is None or first.size != _ONE_ROW_BYTES:
+            return None  # an offset or a padded layout: let Arrow read it
+        if not _valid(buffers[at]):
+            row[name] = None
+        elif is_int:
+            row[name] = _READ_INT64(first)[0]
+        else:
+            row[name] = _text(first, buffers[at + 2], name)
+    return row
 
 
-def _bits(bitmap: pa.Buffer | None) -> bytes | None:
-    """A validity bitmap's bytes; ``None`` (every row valid) when there is none."""
-    return None if bitmap is None else bitmap.to_pybytes()
+def _valid(bitmap: pa.Buffer | None) -> bool:
+    """Whether row 0 is valid: no bitmap means every row is."""
+    return bitmap is None or (bitmap.size > 0 and bitmap.to_pybytes()[0] & 1 == 1)
 
 
-def _bytes(data: pa.Buffer | None) -> bytes:
-    return b"" if data is None else data.to_pybytes()
-
-
-def _set(bits: bytes | None, index: int) -> bool:
-    """Whether row ``index`` is valid in ``bits``."""
-    return bits is None or bool(bits[index >> 3] >> (index & 7) & 1)
-
-
-def _sized(buffers: list[pa.Buffer | None], count: int) -> bool:
-    """Whether every column's values/offsets buffer is exactly as long as ``count`` rows
-    need: 8 bytes a row for int64 values, 4 bytes a row plus one for string offsets."""
-    for _, is_int, at in _LAYOUT:
-        first = buffers[at + 1]
-        if first is None or first.size != (8 * count if is_int else 4 * (count + 1)):
-            return False
-        if not _bitmap_fits(buffers[at], count):
-            return False
-    return _bitmap_fits(buffers[0], count)
-
-
-def _bitmap_fits(bitmap: pa.Buffer | None, count: int) -> bool:
-    return bitmap is None or bitmap.size * 8 >= count
-
-
-def _text(offsets: pa.Buffer, data: bytes, name: str, index: int) -> str:
-    start, end = _READ_OFFSETS(offsets, 4 * index)
-    if start == end:
+def _text(offsets: pa.Buffer, data: pa.Buffer | None, name: str) -> str:
+    start, end = _READ_OFFSETS(offsets)
+    if start == end == 0:
         return ""
-    if not 0 <= start <= end <= len(data):
+    if data is None or not 0 <= start <= end <= data.size:
         raise ToolProtocolError(
             "FORGE_PROTOCOL_INVALID_MESSAGE", f"column {name} points outside its data"
         )
+    # A one-row column's data buffer is normally exactly its value; copy no more than that.
+    raw: bytes = (data if start == 0 and end == data.size else data[start:end]).to_pybytes()
     try:
-        return data[start:end].decode()
+        return raw.decode()
     except UnicodeDecodeError as exc:
         raise ToolProtocolError(
             "FORGE_PROTOCOL_INVALID_MESSAGE", f"column {name} is not UTF-8"

@@ -32,7 +32,6 @@ from forge_tool import (
 from provider_harness import WAIT_S, Published, request_for, to_value
 
 from doraforge.nodes.runner import EndpointDefinition, ProviderCore, RunnerOptions
-from doraforge.wire import toolcodec
 from tests.support.clock import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -299,9 +298,7 @@ async def test_status_source_of_the_definition_is_published() -> None:
     provider = Provider(definition)
     provider.core.start()
     (status,) = provider.published.of_type("endpoint.status")
-    # The source's details, and what every snapshot says: this instance takes batches.
-    details = {"x": 1, toolcodec.BATCH_ROWS_DETAIL: toolcodec.MAX_BATCH_ROWS}
-    expected = {"state": "degraded", "active_invocations": 0, "details": details}
+    expected = {"state": "degraded", "active_invocations": 0, "details": {"x": 1}}
     assert status.payload["status"] == expected
 
 
@@ -381,40 +378,3 @@ async def test_an_undeclared_operation_on_our_route_gets_a_correlated_tool_error
     assert answer.message_type == "tool.error"
     assert (answer.request_id, answer.operation) == (request.request_id, "no_such_operation")
     assert answer.payload["error"]["code"] == "FORGE_PROTOCOL_UNKNOWN_OPERATION"
-
-
-async def test_a_batch_of_queries_is_answered_row_by_row_in_one_value() -> None:
-    values: list[pa.StructArray] = []
-    provider = Provider()
-    provider.core = ProviderCore(provider.definition, publish=values.append, clock=provider.clock)
-    requests = [provider.request("lookup", {"q": index}) for index in range(3)]
-    rows = pa.concat_arrays([to_value(request) for request in requests])
-    await provider.core.handle(rows)
-    await asyncio.sleep(0)  # the answers ready in one loop turn leave together
-    (value,) = values
-    answers = toolcodec.decode_rows(value, max_message_bytes=1 << 20)
-    assert [getattr(a, "request_id", None) for a in answers] == [r.request_id for r in requests]
-    assert [a.payload["result"]["outputs"] for a in answers if isinstance(a, ToolEnvelope)] == [
-        {"q": 0},
-        {"q": 1},
-        {"q": 2},
-    ]
-
-
-async def test_a_bad_row_in_a_batch_is_dropped_and_the_others_answered() -> None:
-    values: list[pa.StructArray] = []
-    provider = Provider()
-    provider.core = ProviderCore(provider.definition, publish=values.append, clock=provider.clock)
-    good = provider.request("lookup", {"q": "kept"})
-    foreign = request_for("someone-else", "epinst-x", "lookup", {"q": "x"})
-    await provider.core.handle(pa.concat_arrays([to_value(foreign), to_value(good)]))
-    await asyncio.sleep(0)
-    (value,) = values
-    (answer,) = toolcodec.decode_rows(value, max_message_bytes=1 << 20)
-    assert isinstance(answer, ToolEnvelope)
-    assert answer.request_id == good.request_id
-
-
-async def test_a_single_query_is_answered_alone_at_once(provider: Provider) -> None:
-    await provider.core.handle(to_value(provider.request("lookup", {"q": "cup"})))
-    assert len(provider.published.envelopes) == 1  # no waiting for a loop turn
