@@ -507,6 +507,19 @@ class AgentTaskStore:
     def record_intent(self, record: NewRecord) -> RecordRow:
         """Persist an intent (and its caller_id) before anything is sent to the Gateway."""
         now = self._now()
+        try:
+            self._insert_intent(record, now)
+        except sqlite3.IntegrityError as exc:  # a key taken, an unknown task, a bad value
+            raise StoreError(
+                "PAOS_RECORD_REFUSED",
+                f"record {record.record_id} was not written: {exc}",
+                details={"record_id": record.record_id, "task_id": record.task_id},
+            ) from exc
+        row = _intent_row(record, now)
+        self._written.keep(row)
+        return row
+
+    def _insert_intent(self, record: NewRecord, now: int) -> None:
         with self._write():
             self._statement.execute(
                 "INSERT INTO records (record_id, task_id, revision_id, tool_id, semantics,"
@@ -526,9 +539,6 @@ class AgentTaskStore:
                     now,
                 ),
             )
-        row = _intent_row(record, now)
-        self._written.keep(row)
-        return row
 
     def record_admitted(
         self, record_id: str, invocation_id: str, attempt_id: str, phase: str

@@ -145,3 +145,18 @@ def test_tasks_are_listed_newest_first(store: AgentTaskStore):
     new_task(store, "task-b")
     assert [task.task_id for task in store.tasks()] == ["task-b", "task-a"]
     assert [task.task_id for task in store.tasks(limit=1)] == ["task-b"]
+
+
+def test_an_intent_the_database_refuses_is_a_store_error_and_nothing_is_written(
+    store: AgentTaskStore,
+):
+    new_task(store)
+    intent(store, "rec-1")
+    with pytest.raises(StoreError) as taken:
+        intent(store, "rec-1")  # the record id is taken
+    assert taken.value.code == "PAOS_RECORD_REFUSED"
+    assert taken.value.details == {"record_id": "rec-1", "task_id": "task-1"}
+    with pytest.raises(StoreError) as unknown:
+        intent(store, "rec-2", task_id="task-nope")  # no such task or revision
+    assert unknown.value.code == "PAOS_RECORD_REFUSED"
+    assert [row.record_id for row in store.records("task-1")] == ["rec-1"]
