@@ -20,6 +20,8 @@ import re
 import sqlite3
 from importlib.resources import files
 
+from doraforge.paos.store.upgrade import upgrade_once
+
 SQL = (files(__package__) / "records.sql").read_text(encoding="utf-8")
 
 _COLUMNS = (
@@ -52,17 +54,7 @@ def migrate(db: sqlite3.Connection) -> None:
     Called after ``records.sql`` ran, so the table exists; the check is repeated inside
     ``BEGIN IMMEDIATE``.
     """
-    if current(db):
-        return
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        if not current(db):
-            _rebuild(db)
-        db.execute("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
+    upgrade_once(db, current, _rebuild)
 
 
 def current(db: sqlite3.Connection) -> bool:

@@ -25,6 +25,7 @@ import sqlite3
 from typing import Literal
 
 from doraforge.paos.binding import runtime_key
+from doraforge.paos.store.upgrade import upgrade_once
 
 type TaskSlots = Literal["global", "per_runtime"]
 
@@ -44,17 +45,7 @@ def migrate(db: sqlite3.Connection) -> None:
     The check is repeated inside ``BEGIN IMMEDIATE``: two processes opening an old store
     at once upgrade it exactly once.
     """
-    if _current(db):
-        return
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        if not _current(db):
-            _upgrade(db)
-        db.execute("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
+    upgrade_once(db, _current, _upgrade)
 
 
 def _current(db: sqlite3.Connection) -> bool:
