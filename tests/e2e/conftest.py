@@ -23,6 +23,7 @@ import pytest
 
 from doraforge.dataflows import DATAFLOWS
 from doraforge.skill_runtime.dora_run import Dataflow, dora_environment, free_port
+from tests.support.processes import descendants
 from tests.support.waiting import eventually
 
 MOCK_DATAFLOW = DATAFLOWS / "mock.yml"
@@ -65,7 +66,7 @@ class MockStack:
     def nodes(self, mark: str) -> list[psutil.Process]:
         """Live node processes whose command line contains ``mark``."""
         found = []
-        for child in self.dora.children(recursive=True):
+        for child in descendants(self.dora):
             with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
                 alive = child.is_running() and child.status() != psutil.STATUS_ZOMBIE
                 if alive and mark in " ".join(child.cmdline()):
@@ -251,11 +252,11 @@ class MockStack:
         """Stop the dataflow group and assert that no node process outlived it."""
         self.http.close()
         try:
-            descendants = self.dora.children(recursive=True)
+            below = descendants(self.dora)
         except psutil.NoSuchProcess:
-            descendants = []
+            below = []
         self.dataflow.stop(grace_s=STOP_GRACE_S)
-        _, alive = psutil.wait_procs(descendants, timeout=STOP_GRACE_S)
+        _, alive = psutil.wait_procs(below, timeout=STOP_GRACE_S)
         for process in alive:
             with contextlib.suppress(psutil.NoSuchProcess):
                 process.kill()

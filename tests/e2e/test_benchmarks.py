@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from tests.paths import PROJECT_ROOT
+from tests.support.processes import descendants
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -76,10 +77,7 @@ def test_the_benchmark_runs_and_ends_with_its_json_line(script: str, tmp_path: P
 
 
 def _tree(process: psutil.Process) -> list[psutil.Process]:
-    try:
-        return process.children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
+    return descendants(process)
 
 
 def _has_dataflow(process: psutil.Process) -> list[psutil.Process]:

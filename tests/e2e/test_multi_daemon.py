@@ -32,6 +32,7 @@ from doraforge.skill_runtime.cluster import (
 from doraforge.skill_runtime.dora_run import dora_environment, free_port, private_copy
 from tests.e2e.conftest import GATEWAY_MARK, SIM_ENV, SIM_TOOLS, MockStack
 from tests.paths import PROJECT_ROOT
+from tests.support.processes import descendants
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -208,9 +209,8 @@ def _scene_answers(port: int) -> bool:
 
 def _below(root: psutil.Process, seen: dict[int, psutil.Process]) -> bool:
     """Remember every process below ``root`` (daemons, coordinator, nodes); always True."""
-    with contextlib.suppress(psutil.NoSuchProcess):
-        for child in root.children(recursive=True):
-            seen.setdefault(child.pid, child)
+    for child in descendants(root):
+        seen.setdefault(child.pid, child)
     return True
 
 
@@ -286,7 +286,7 @@ def test_doraforge_run_on_an_existing_coordinator_starts_and_stops_only_the_data
                 detail=lambda: log.read_text(errors="replace")[-3000:],
             )
             # doraforge started no coordinator or daemon of its own.
-            own = psutil.Process(process.pid).children(recursive=True)
+            own = descendants(process.pid)
             assert not [p for p in own if "dora daemon" in " ".join(p.cmdline())]
             nodes = [psutil.Process(pid) for pid in cluster.node_processes()]
             assert len(nodes) >= 5

@@ -30,6 +30,7 @@ from tests.skill_runtime.runtime_support import (
     make_bundle,
     torn_down_home,
 )
+from tests.support.processes import descendants
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
@@ -74,7 +75,7 @@ class Cli:
 
     def close(self) -> None:
         with contextlib.suppress(psutil.NoSuchProcess):
-            below = psutil.Process(self.process.pid).children(recursive=True)
+            below = descendants(self.process.pid)
             self.process.kill()
             for child in below:
                 with contextlib.suppress(psutil.NoSuchProcess):
@@ -140,7 +141,7 @@ def test_run_on_a_chosen_port_stops_within_5_s_with_no_traceback_and_no_process_
             detail=run.output,
         )
         assert _ready(base, ready_tool), run.output()
-        below = psutil.Process(run.process.pid).children(recursive=True)
+        below = descendants(run.process.pid)
         assert len(below) >= 3, below  # dora run and its nodes
         run.process.send_signal(signum)
         code, took = run.exits_within(STOP_WITHIN_S + 10)

@@ -15,6 +15,7 @@ import pytest
 
 from doraforge.skill_runtime.dora_run import dora_environment
 from tests.paths import PROJECT_ROOT
+from tests.support.processes import descendants
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
@@ -25,7 +26,7 @@ EXIT_TIMEOUT_S = 30.0
 
 def _dora_runs(root: psutil.Process) -> list[psutil.Process]:
     found = []
-    for child in root.children(recursive=True):
+    for child in descendants(root):
         with contextlib.suppress(psutil.NoSuchProcess):
             if "run" in child.cmdline() and any("dora" in word for word in child.cmdline()):
                 found.append(child)
@@ -52,7 +53,7 @@ def _sigterm_once_dora_runs(tmp_path: Path, command: list[str]) -> tuple[int, st
             what="a dora run below the command",
             detail=lambda: log.read_text(errors="replace")[-2000:],
         )
-        below = root.children(recursive=True)
+        below = descendants(root)
         assert _dora_runs(root), log.read_text(errors="replace")[-2000:]
         process.send_signal(signal.SIGTERM)
         code = process.wait(timeout=EXIT_TIMEOUT_S)

@@ -40,6 +40,7 @@ from packaging.utils import canonicalize_name
 from doraforge.skill_runtime.dora_run import free_port
 from tests.paths import PROJECT_ROOT
 from tests.support.live_server import stop_run
+from tests.support.processes import descendants
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -350,7 +351,7 @@ def _status(url: str, token: str | None) -> int | None:
 
 def _gateway_python(process: subprocess.Popen[bytes]) -> str:
     """The interpreter of the run's Gateway node."""
-    for child in psutil.Process(process.pid).children(recursive=True):
+    for child in descendants(process.pid):
         with contextlib.suppress(psutil.NoSuchProcess):
             cmdline = child.cmdline()
             if "doraforge.gateway" in cmdline:

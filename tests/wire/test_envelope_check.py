@@ -100,7 +100,9 @@ def lean_verdict(row: dict[str, Any], text: str) -> str:
     return "ok"
 
 
-@pytest.mark.parametrize("row", HEADERS, ids=lambda r: f"{r['message_type']}-{id(r)}")
+@pytest.mark.parametrize(
+    "row", HEADERS, ids=[f"{i}-{row['message_type']}" for i, row in enumerate(HEADERS)]
+)
 def test_header_matrix_matches_forge_tool(row: dict[str, Any]):
     assert lean_verdict(row, PAYLOAD) == forge_verdict(row, PAYLOAD)
 
