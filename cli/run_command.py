@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from doraforge import dataflows
+from doraforge.cli.argtypes import coordinator_address, tcp_port
 from doraforge.cli.context import Context
 from doraforge.gateway.config import load_config
 from doraforge.gateway.errors import ConfigError
@@ -28,7 +29,6 @@ from doraforge.paos.gateway_auth import dataflow_auth
 from doraforge.skill_runtime import dora_generation
 from doraforge.skill_runtime.cluster import (
     ClusterDataflow,
-    CoordinatorAddress,
     LocalCluster,
     machine_ids,
     with_working_dirs,
@@ -70,10 +70,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help=f"a dataflow YAML file, or a shipped one: {', '.join(dataflows.names())} "
         "(also spelled dataflows/sim.yml)",
     )
-    run.add_argument("--port", type=_port, default=None, help="the dataflow's Gateway port")
+    run.add_argument("--port", type=tcp_port, default=None, help="the dataflow's Gateway port")
     run.add_argument(
         "--coordinator",
-        type=_coordinator,
+        type=coordinator_address,
         default=None,
         metavar="HOST:PORT",
         help="start the dataflow on this running Dora coordinator (its daemons run the "
@@ -82,23 +82,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "loopback daemon per machine id here",
     )
     run.set_defaults(handler=_run)
-
-
-def _port(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        port = -1
-    if not 0 < port < 65536:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (1-65535)")
-    return port
-
-
-def _coordinator(text: str) -> CoordinatorAddress:
-    try:
-        return CoordinatorAddress.parse(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from doraforge import skills
+from doraforge.cli.argtypes import coordinator_address, tcp_port
 from doraforge.cli.context import Context
 from doraforge.cli.output import local_time
 from doraforge.skill_runtime.errors import RuntimeStateError
@@ -63,7 +64,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     start.add_argument(
         "--coordinator",
-        type=_coordinator,
+        type=coordinator_address,
         default=None,
         metavar="HOST:PORT",
         help="run on this existing Dora coordinator (its daemons started by someone else); "
@@ -98,16 +99,9 @@ def _register_logs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 
 def _gateway_port(text: str) -> int:
     """``auto`` (:data:`~doraforge.skill_runtime.runtime.AUTO_PORT`) or a TCP port."""
-    from doraforge.cli.run_command import _port
     from doraforge.skill_runtime.runtime import AUTO_PORT
 
-    return AUTO_PORT if text == "auto" else _port(text)
-
-
-def _coordinator(text: str) -> Any:
-    from doraforge.cli.run_command import _coordinator as coordinator
-
-    return coordinator(text)
+    return AUTO_PORT if text == "auto" else tcp_port(text)
 
 
 def _positive(text: str) -> int:
@@ -242,7 +236,7 @@ def _coordinator_setting(ctx: Context) -> Any:
     if not text:
         return None
     try:
-        return _coordinator(text)
+        return coordinator_address(text)
     except argparse.ArgumentTypeError as exc:
         raise RuntimeStateError(
             "SKILL_COORDINATOR_INVALID", f"${COORDINATOR_ENV}: {exc}; unset it or fix it"
