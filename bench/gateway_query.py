@@ -52,6 +52,8 @@ from doraforge.skill_runtime.dora_run import Dataflow, dora_environment, free_po
 ECHO = {"arguments": {"message": "x" * 200}}
 # By path: Dora runs nodes in the dataflow's folder, where the checkout is not importable.
 FLOOR_NODE = Path(__file__).resolve().with_name("dora_floor.py")
+#: Where the Dora floor's round socket lives: short, whatever $TMPDIR is.
+SOCKET_ROOT = "/tmp" if os.path.isdir("/tmp") else None
 QUERY_PATH = "/tools/mock/echo:invoke"
 WARMUP = 200
 CLIENTS = 8
@@ -104,7 +106,13 @@ class DoraFloor:
 @contextlib.contextmanager
 def dora_floor(workdir: Path) -> Iterator[DoraFloor]:
     """Start the floor dataflow and connect to its ping node's round socket."""
-    path = workdir / "dora_floor.sock"
+    # A Unix socket path holds at most 107 bytes; $TMPDIR (pytest's, a CI runner's) can be
+    # longer, so the socket gets a short private folder of its own.
+    with tempfile.TemporaryDirectory(prefix="doraforge-floor-", dir=SOCKET_ROOT) as sockets:
+        yield from _dora_floor(workdir, Path(sockets) / "round.sock")
+
+
+def _dora_floor(workdir: Path, path: Path) -> Iterator[DoraFloor]:
     dataflow = workdir / "dora_floor.yml"
     dataflow.write_text(
         "nodes:\n"
