@@ -31,12 +31,12 @@ lint: $(STAMP)
 
 # The agent-context contract eval (its shipped fixture suite) runs at threshold 0: one
 # failing or erroring case fails the run, and its report is printed.
-# Two workers (TEST_WORKERS=1 for one): the real dataflows of the e2e tier mostly wait on
-# physics in real time and on processes starting, so two modules at once fit on 2 cores.
-TEST_WORKERS ?= 2
+# TEST_ARGS="-n 2 --dist loadscope" runs two pytest-xdist workers (~17 min instead of ~26
+# here); not the default yet: the mock demo's SIGTERM row failed once under two workers.
+TEST_ARGS ?=
 
 test: lint browser node sandbox eval
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadscope
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/pytest $(TEST_ARGS)
 
 eval: $(STAMP)
 	@$(VENV)/bin/doraforge eval agent-context --failure-threshold 0 > $(VENV)/eval-agent-context.json \
