@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from doraforge import skills
 from doraforge.cli.argtypes import coordinator_address, tcp_port
 from doraforge.cli.context import Context
 from doraforge.cli.output import local_time
+from doraforge.skill_runtime.dora_run import stop_signals_held
 from doraforge.skill_runtime.errors import RuntimeStateError
 
 #: A home-level default for ``skill start --coordinator HOST:PORT``.
@@ -370,24 +370,11 @@ def _follow(start: Any, *, keep_dora: bool, first: str = "") -> int:
     return 0
 
 
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
 def _spawn_held(start: Any) -> Any:
     """``start()`` with Ctrl-C and SIGTERM held until it returns the follower: a signal
-    mid-spawn would leave the follower unowned. A held signal is raised once it is owned.
-    (Python handlers, not a signal mask: the follower must not inherit blocked signals.)"""
-    held: list[int] = []
-
-    def hold(signum: int, _frame: object) -> None:
-        held.append(signum)
-
-    previous = {s: signal.signal(s, hold) for s in _STOP_SIGNALS}
-    try:
+    mid-spawn would leave the follower unowned. A held signal is raised once it is owned."""
+    with stop_signals_held() as held:
         process = start()
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
     if held:
         _end(process)
         raise KeyboardInterrupt

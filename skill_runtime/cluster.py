@@ -52,6 +52,7 @@ from doraforge.skill_runtime.dora_run import (
     descendants,
     dora_binary,
     free_port,
+    stop_signals_held,
 )
 from doraforge.skill_runtime.errors import RuntimeStateError
 from doraforge.wire import strict_yaml
@@ -179,7 +180,8 @@ class DoraProcess:
     def spawn(cls, role: str, command: list[str], env: Mapping[str, str], cwd: Path) -> DoraProcess:
         """Start ``command`` as a child of this process, its output to ``cwd/dora-ROLE.log``."""
         log_path = cwd / f"dora-{role}.log"
-        with log_path.open("ab") as log:  # the child keeps its own descriptor
+        # The child keeps its own descriptor of the log.
+        with log_path.open("ab") as log, stop_signals_held() as held:
             popen = subprocess.Popen(
                 command,
                 env=dict(env),
@@ -189,6 +191,10 @@ class DoraProcess:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        if held:  # Ctrl-C or SIGTERM mid-spawn: the process is not left behind unowned
+            popen.kill()
+            popen.wait()
+            raise KeyboardInterrupt
         return cls(role, popen.pid, _start_time(popen.pid), log_path, command, popen)
 
     @classmethod

@@ -30,8 +30,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO
 
@@ -146,6 +147,38 @@ def _raise_interrupt(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 
+#: The signals that stop a doraforge command (Ctrl-C, and SIGTERM through
+#: :func:`exit_on_sigterm`).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def stop_signals_held() -> Iterator[list[int]]:
+    """Hold Ctrl-C and SIGTERM while the block spawns a process; yields the signals that
+    arrived, for the caller to act on once the process is owned.
+
+    A signal raised as ``KeyboardInterrupt`` inside ``subprocess.Popen`` (after the fork,
+    before it returns) leaves the child running with nobody holding it: ``dora run`` sits
+    in a session of its own and would outlive its parent. Python handlers, not a signal
+    mask, because a child inherits a blocked mask. Outside the main thread, where no
+    handler can be set, nothing is held.
+    """
+    held: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+
+    def hold(signum: int, _frame: object) -> None:
+        held.append(signum)
+
+    previous = {signum: signal.signal(signum, hold) for signum in STOP_SIGNALS}
+    try:
+        yield held
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+
+
 def dora_binary() -> str:
     """The ``dora`` CLI installed beside this interpreter, else the one on PATH."""
     beside = Path(sys.executable).with_name("dora")
@@ -235,17 +268,22 @@ class Dataflow:
     def _spawn(self, command: list[str]) -> None:
         """Run ``command`` (a ``dora`` command that owns the dataflow's lifetime) in its own
         session beside the dataflow file, logging to the log, and remember its start time
-        so a recycled pid is never mistaken for it."""
-        self.process = subprocess.Popen(
-            command,
-            env=self.env,
-            cwd=self.path.parent,
-            stdout=self._log,
-            stderr=subprocess.STDOUT if self._log else None,
-            start_new_session=True,
-        )
-        fields = _stat_fields(self.process.pid)
-        self._started = fields[19] if fields else ""
+        so a recycled pid is never mistaken for it. Ctrl-C or SIGTERM during the spawn
+        stops it again and then interrupts."""
+        with stop_signals_held() as held:
+            self.process = subprocess.Popen(
+                command,
+                env=self.env,
+                cwd=self.path.parent,
+                stdout=self._log,
+                stderr=subprocess.STDOUT if self._log else None,
+                start_new_session=True,
+            )
+            fields = _stat_fields(self.process.pid)
+            self._started = fields[19] if fields else ""
+        if held:
+            self.stop()
+            raise KeyboardInterrupt
 
     def running(self) -> bool:
         """Whether ``dora run`` is still alive."""
