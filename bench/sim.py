@@ -2,16 +2,19 @@
 its public APIs.
 
 For each robot (``sim_arm``: ``dataflows/sim.yml``; ``openarm``: ``dataflows/sim-openarm.yml``;
-unpaced, cameras at 15 Hz):
-  * physics real-time factor: simulated seconds per wall second, from ``scene_state``;
-  * render cost per 480x640 frame in the world node beside a bare ``mujoco.Renderer``
-    rendering the same robot's scene in this process at the same time;
-  * latest-frame latency: render timestamp to the frame first readable from
-    ``GET /observations/images/scene/latest``;
-  * pick-and-place wall time through the Tool API.
-The last line printed is one JSON object.
+unpaced, cameras at 15 Hz), in alternating rounds (default 5) so one noisy moment spoils a
+round, not a figure:
+  * physics real-time factor: simulated seconds per wall second over a window of
+    ``--seconds``, from ``scene_state``;
+  * render cost per 480x640 frame in the world node over a window in which a bare
+    ``mujoco.Renderer`` renders ``--frames`` frames of the same robot's scene in this
+    process (the node's own render counters, differenced between two of its status
+    reports around that window);
+then the latest-frame latency (render timestamp to the frame first readable from
+``GET /observations/images/scene/latest``) and a pick-and-place through the Tool API.
+Each ratio is the median of its per-round ratios. The last line printed is one JSON object.
 
-    python bench/sim.py [--seconds 10] [--frames 60] [--robot NAME ...]
+    python bench/sim.py [--rounds 5] [--seconds 2] [--frames 30] [--robot NAME ...]
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -29,7 +33,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.support import benchmark_main, summary, wait_http
+from bench.support import Rounds, benchmark_main, summary, wait_http
 from doraforge.cli.demos.pick_place import pick_and_place
 from doraforge.dataflows import DATAFLOWS
 from doraforge.paos.gateway_auth import bearer, dataflow_auth, http_client
@@ -59,38 +63,74 @@ def real_time_factor(client: httpx.Client, seconds: float) -> float:
     return (scene_clock(client) - start_sim) / (time.monotonic() - start_wall)
 
 
-def node_render_ms(client: httpx.Client) -> float:
+def render_counters(client: httpx.Client) -> tuple[int, float]:
+    """The world node's frames rendered and seconds spent rendering them, as of its last
+    status report."""
     context = client.get("/tools/world.scene_state/context").json()["data"]
-    return float(context["endpoint_status"]["details"]["render_ms_per_frame"])
+    details = context["endpoint_status"]["details"]
+    return int(details["frames"]), float(details["render_seconds"])
 
 
-def bare_render_ms(robot: str, frames: int) -> float:
+def fresh_counters(client: httpx.Client, timeout_s: float = 30.0) -> tuple[int, float]:
+    """Counters from a status report newer than this call (bounded wait; a report comes
+    about every second)."""
+    stale = render_counters(client)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        counters = render_counters(client)
+        if counters[0] != stale[0]:
+            return counters
+        time.sleep(0.05)
+    raise TimeoutError("the world node reported no newly rendered frame for 30 s")
+
+
+class BareRenderer:
     """``mujoco.Renderer`` on the same robot's scene, no node around it (same thread per
     frame, the two cameras in turn as the node renders them)."""
-    from doraforge.sim.render import gl_backend
 
-    gl_backend()
-    import mujoco
+    def __init__(self, robot: str) -> None:
+        from doraforge.sim.render import gl_backend
 
-    from doraforge.nodes.robot.profile import load_profile, profile_path
-    from doraforge.nodes.world.layout import build_world
-    from doraforge.sim.environment import Environment
-    from doraforge.sim.tasks import DEFAULT_TASK, TASKS
+        gl_backend()
+        import mujoco
 
-    world = build_world(load_profile(profile_path(robot)))
-    world = Environment(world, TASKS.create(DEFAULT_TASK), seed=0).physics
-    cameras = [world.layout.cameras.get(name, name) for name in ("scene", "wrist")]
-    renderer = mujoco.Renderer(world.model, 480, 640)
-    renderer.update_scene(world.data, camera=cameras[0])
-    renderer.render()
-    started = time.perf_counter()
-    for index in range(frames):
-        world.step(5)
-        renderer.update_scene(world.data, camera=cameras[index % 2])
-        renderer.render()
-    elapsed = time.perf_counter() - started
-    renderer.close()
-    return 1000 * elapsed / frames
+        from doraforge.nodes.robot.profile import load_profile, profile_path
+        from doraforge.nodes.world.layout import build_world
+        from doraforge.sim.environment import Environment
+        from doraforge.sim.tasks import DEFAULT_TASK, TASKS
+
+        world = build_world(load_profile(profile_path(robot)))
+        self._physics = Environment(world, TASKS.create(DEFAULT_TASK), seed=0).physics
+        self._cameras = [
+            self._physics.layout.cameras.get(name, name) for name in ("scene", "wrist")
+        ]
+        self._renderer = mujoco.Renderer(self._physics.model, 480, 640)
+        self._renderer.update_scene(self._physics.data, camera=self._cameras[0])
+        self._renderer.render()
+
+    def render_ms(self, frames: int) -> float:
+        """Milliseconds per frame over ``frames`` frames, physics stepped between them."""
+        started = time.perf_counter()
+        for index in range(frames):
+            self._physics.step(5)
+            self._renderer.update_scene(self._physics.data, camera=self._cameras[index % 2])
+            self._renderer.render()
+        return 1000 * (time.perf_counter() - started) / frames
+
+    def close(self) -> None:
+        self._renderer.close()
+
+
+def render_round(client: httpx.Client, bare: BareRenderer, frames: int) -> tuple[float, float]:
+    """One round: the node's ms per frame between two fresh status reports around the
+    bare renderer's ``frames`` frames, and the bare renderer's ms per frame."""
+    before = fresh_counters(client)
+    bare_ms = bare.render_ms(frames)
+    after = fresh_counters(client)
+    rendered = after[0] - before[0]
+    if rendered <= 0:
+        raise RuntimeError("the world node rendered no frame during the round")
+    return 1000 * (after[1] - before[1]) / rendered, bare_ms
 
 
 def frame_latency(client: httpx.Client, frames: int) -> dict[str, float]:
@@ -142,29 +182,55 @@ def measure(robot: str, args: argparse.Namespace) -> dict[str, Any]:
             wait_http(f"{base}/tools", 120, "gateway", headers=bearer(auth.token))
             with http_client(base, auth.token, timeout_s=30) as client:
                 wait_ready(client)
-                print(f"{robot}: measuring the real-time factor ...", flush=True)
-                rtf = real_time_factor(client, args.seconds)
-                print(f"  {rtf:.2f}x real time; rendering beside the node ...", flush=True)
-                bare = bare_render_ms(robot, args.frames)
-                node = node_render_ms(client)
-                print(f"  render {node:.1f} ms/frame (bare {bare:.1f}); latency ...", flush=True)
+                rtf, render = measure_rounds(robot, client, args)
+                print("  latest-frame latency ...", flush=True)
                 latency = frame_latency(client, args.frames)
                 print("  pick-and-place ...", flush=True)
                 report = pick_and_place(client, Path(tmp), say=lambda _: None)
                 print(f"  done in {report.seconds:.1f} s, success {report.success}", flush=True)
     return {
-        "real_time_factor_unpaced_cameras_15hz": round(rtf, 3),
-        "render_ms_per_frame": {"world_node": round(node, 3), "bare_renderer": round(bare, 3)},
-        "render_cost_over_bare": round(node / bare, 3),
+        "real_time_factor_unpaced_cameras_15hz": round(statistics.median(rtf), 3),
+        "real_time_factor_rounds": [round(value, 3) for value in rtf],
+        "render_ms_per_frame": {
+            "world_node": round(render.median("subject"), 3),
+            "bare_renderer": round(render.median("floor"), 3),
+            **render.figures("bare_ms", "world_node_ms"),
+        },
+        "render_cost_over_bare": round(render.ratio, 3),
         "latest_frame_latency": latency,
         "pick_and_place": {"seconds": round(report.seconds, 2), "success": report.success},
     }
 
 
+def measure_rounds(
+    robot: str, client: httpx.Client, args: argparse.Namespace
+) -> tuple[list[float], Rounds]:
+    """``args.rounds`` rounds of a real-time-factor window, then a render window."""
+    bare = BareRenderer(robot)
+    rtf: list[float] = []
+    node_ms: list[float] = []
+    bare_ms: list[float] = []
+    try:
+        for index in range(args.rounds):
+            rtf.append(real_time_factor(client, args.seconds))
+            node, floor = render_round(client, bare, args.frames)
+            node_ms.append(node)
+            bare_ms.append(floor)
+            print(
+                f"{robot} round {index + 1}/{args.rounds}: {rtf[-1]:.1f}x real time; "
+                f"render {node:.1f} ms/frame (bare {floor:.1f})",
+                flush=True,
+            )
+    finally:
+        bare.close()
+    return rtf, Rounds(floor=tuple(bare_ms), subject=tuple(node_ms))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--frames", type=int, default=60)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=2.0, help="real-time-factor window")
+    parser.add_argument("--frames", type=int, default=30, help="bare frames per render window")
     parser.add_argument("--robot", action="append", choices=sorted(ROBOTS), default=None)
     args = parser.parse_args()
     robots = args.robot or list(ROBOTS)

@@ -151,6 +151,7 @@ def world_status(simulation: Simulation) -> EndpointStatus:
             "real_time_factor": round(rtf, 3),
             "paced": simulation.options.paced,
             "frames": stats.frames,
+            "render_seconds": round(stats.render_seconds, 6),
             "render_ms_per_frame": None if render_ms is None else round(render_ms, 3),
         },
     )

@@ -38,7 +38,7 @@ TINY = {
         "--captures",
         "5",
     ],
-    "sim.py": ["--robot", "sim_arm", "--seconds", "1", "--frames", "5"],
+    "sim.py": ["--robot", "sim_arm", "--rounds", "2", "--seconds", "1", "--frames", "5"],
     "install.py": [
         "--rounds",
         "1",
