@@ -31,9 +31,9 @@ lint: $(STAMP)
 
 # The agent-context contract eval (its shipped fixture suite) runs at threshold 0: one
 # failing or erroring case fails the run, and its report is printed.
-# TEST_ARGS="-n 2 --dist loadscope" runs two pytest-xdist workers (~17 min instead of ~26
-# here); not the default yet: the mock demo's SIGTERM row failed once under two workers.
-TEST_ARGS ?=
+# Two pytest-xdist workers, each test module on one worker (its cells and servers are
+# module fixtures): ~17 min here instead of ~26 serially. TEST_ARGS= runs serially.
+TEST_ARGS ?= -n 2 --dist loadscope
 
 test: lint browser node sandbox eval
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/pytest $(TEST_ARGS)
