@@ -27,7 +27,7 @@ noisy moment cannot decide a ratio:
 The last line printed is one JSON object (raw figures plus ``targets``). Killed by SIGTERM or
 a timeout, it stops every skill, daemon, dataflow and server it started.
 
-    python bench/fleet.py [--rounds 3] [--clients 8] [--seconds 5] [--queries 300]
+    python bench/fleet.py [--rounds 5] [--clients 8] [--seconds 5] [--queries 1000]
     python bench/fleet.py --quick
 """
 
@@ -507,13 +507,13 @@ def targets(fleet_: dict[str, Any], daemons: dict[str, Any], cpus: int) -> dict[
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--clients", type=int, default=8, help="concurrent registry clients")
     parser.add_argument(
         "--seconds", type=float, default=5.0, help="registry load per round and cell count"
     )
-    parser.add_argument("--queries", type=int, default=300, help="Queries per cell, all rounds")
-    parser.add_argument("--frame-seconds", type=float, default=12.0, help="all rounds")
+    parser.add_argument("--queries", type=int, default=1000, help="Queries per cell, all rounds")
+    parser.add_argument("--frame-seconds", type=float, default=30.0, help="all rounds")
     parser.add_argument("--camera-hz", type=float, default=5.0, help="across-daemons part")
     parser.add_argument("--fleet-camera-hz", type=float, default=0.5, help="fleet part")
     parser.add_argument("--quick", action="store_true", help="smallest sizes (the e2e test)")

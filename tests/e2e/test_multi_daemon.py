@@ -372,6 +372,23 @@ def test_a_camera_frame_crosses_daemons(cell: SplitCell) -> None:
     assert result["status"] == "succeeded", result
 
 
+def _zenoh_segments(pid: int) -> set[str]:
+    """The Zenoh shared-memory segments a process maps (``/dev/shm/<id>.zenoh``)."""
+    maps = Path(f"/proc/{pid}/maps").read_text(encoding="utf-8", errors="replace")
+    return {line.split()[-1] for line in maps.splitlines() if line.endswith(".zenoh")}
+
+
+def test_frames_cross_daemons_over_the_network_path_not_shared_memory(cell: SplitCell) -> None:
+    """Two computers share no memory: on one host the daemons must not either (the cluster
+    overlay turns Zenoh's shared-memory transport off), or the test would not be the one
+    deployments run."""
+    latest = cell.http.get("/observations/images/scene/latest")
+    assert latest.status_code == 200, latest.text  # frames have crossed by now
+    robot = _zenoh_segments(cell.cluster.daemon("robot").pid)
+    workstation = _zenoh_segments(cell.cluster.daemon("workstation").pid)
+    assert robot & workstation == set()
+
+
 def _kill_machine(cell: SplitCell, machine: str) -> None:
     """The robot computer goes away: its daemon and every node below it, SIGKILL."""
     daemon = cell.cluster.daemon(machine)
