@@ -12,8 +12,8 @@ from jsonschema.exceptions import SchemaError
 
 from doraforge.gateway.config import ToolSpecConfig
 from doraforge.gateway.errors import ConfigError
-from doraforge.gateway.schema_fast import compile_schema
 from doraforge.wire.canonical import canonical_bytes, sha256_hex
+from doraforge.wire.schema_fast import compile_schema
 
 
 @dataclass(frozen=True)

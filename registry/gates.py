@@ -158,9 +158,9 @@ def normalise(
 
     Computed before the gates so the idempotency fingerprint covers the normalised call.
     """
-    validator = tool.input_validator
-    if validator.is_valid(arguments):
+    if tool.arguments_valid(arguments):
         return arguments, [], True
+    validator = tool.input_validator
     try:
         repaired, repairs = repair(validator, arguments)
     except Exception:  # repair is best effort; a bug in it must not turn into a crash
@@ -172,7 +172,7 @@ def normalise(
         kept = {name: value for name, value in repaired.items() if name in known}
         changed = changed or len(kept) < len(repaired)
         repaired = kept
-    return repaired, repairs, changed and validator.is_valid(repaired)
+    return repaired, repairs, changed and tool.arguments_valid(repaired)
 
 
 def validate_input(tool: RegisteredTool, arguments: dict[str, Any], valid: bool) -> None:

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from doraforge.registry.catalog import Catalog, RegisteredTool
 from doraforge.registry.errors import RegistryError
 from doraforge.registry.http import status_for
 from doraforge.registry.model import Principal, ToolEntry
@@ -170,3 +171,49 @@ def test_etag_is_stable_and_changes_with_content_format_and_filter() -> None:
     _, grown = service.catalog(scope="agent", intent=None, fmt="portos")
     assert first == again
     assert len({first, openai, filtered, grown}) == 4
+
+
+def _registered(body: dict) -> RegisteredTool:
+    catalog = Catalog()
+    catalog.register(body, CountingAdapter())
+    tool = catalog.resolve(body["name"])
+    assert tool is not None
+    return tool
+
+
+ARGUMENT_CASES = [
+    {"query": "cube"},
+    {"query": "cube", "limit": 5, "tags": ["red"], "exact": True, "mode": "deep"},
+    {"query": "cube", "limit": 0},
+    {"query": "cube", "limit": 5.0},
+    {"query": "cube", "limit": True},
+    {"query": 3},
+    {"query": "cube", "tags": ["red", 1]},
+    {"query": "cube", "mode": "slow"},
+    {"query": "cube", "extra": 1},
+    {},
+    [],
+    "cube",
+    None,
+]
+
+
+@pytest.mark.parametrize("arguments", ARGUMENT_CASES, ids=range(len(ARGUMENT_CASES)))
+def test_compiled_argument_checks_give_jsonschemas_verdict(arguments: object) -> None:
+    """A schema in the compiled subset is checked by plain checks on the call path; their
+    verdict is the compiled jsonschema validator's, case by case."""
+    tool = _registered(entry())
+    assert tool.input_conforms is not None
+    assert tool.arguments_valid(arguments) == tool.input_validator.is_valid(arguments)
+
+
+def test_a_schema_outside_the_compiled_subset_keeps_jsonschema() -> None:
+    schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"query": {"type": "string", "pattern": "^c"}},
+    }
+    tool = _registered(entry(input_schema=schema))
+    assert tool.input_conforms is None
+    assert tool.arguments_valid({"query": "cube"})
+    assert not tool.arguments_valid({"query": "sphere"})

@@ -1,16 +1,17 @@
 """A JSON Schema subset compiled once into plain Python checks, for the valid-call path.
 
-The Gateway checks every Query's arguments and outputs against its ToolSpec's schemas;
-``jsonschema`` walks a schema keyword by keyword through its generic machinery, about
-10 µs for the smallest one, twice per Query. The ToolSpecs shipped here use a small
+The Gateway checks every Query's arguments and outputs against its ToolSpec's schemas,
+and the registry every call's arguments against the tool's input schema; ``jsonschema``
+walks a schema keyword by keyword through its generic machinery, about 10 µs for the
+smallest one, on each of them. The ToolSpecs shipped here use a small
 subset of Draft 2020-12 (types, properties, required, additionalProperties, bounds,
 lengths, string enums, items), which :func:`compile_schema` turns into a predicate
 that is exactly ``Draft202012Validator(schema).is_valid`` for that subset. A schema
 with any other keyword (``$ref``, ``oneOf``, ``pattern`` ...) does not compile and keeps
 ``jsonschema`` alone; a failing instance is always re-checked by ``jsonschema`` for its
-message (:class:`~doraforge.gateway.catalog.CompiledSchema`).
-``tests/gateway/test_schema_fast.py`` holds the predicate to ``jsonschema`` on random
-schemas and instances.
+message (:class:`~doraforge.gateway.catalog.CompiledSchema`, and the registry's
+``RegisteredTool.arguments_valid``). ``tests/wire/test_schema_fast.py`` holds the
+predicate to ``jsonschema`` on random schemas and instances.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from jsonschema import Draft202012Validator
 
 from doraforge.gateway.catalog import Catalog
 from doraforge.gateway.config import load_config
-from doraforge.gateway.schema_fast import compile_schema
+from doraforge.wire.schema_fast import compile_schema
 
 DATAFLOWS = Path(__file__).resolve().parents[2] / "dataflows"
 
