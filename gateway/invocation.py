@@ -27,7 +27,7 @@ def can_advance(current: str, new: str) -> bool:
     return _RANK[new] > _RANK[current]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GatewayEvent:
     """One invocation-scoped event with a Gateway sequence (the SSE ``id:``)."""
 
@@ -37,9 +37,10 @@ class GatewayEvent:
     at_ms: int
 
 
-@dataclass
+@dataclass(slots=True)
 class Invocation:
-    """One Action or Session invocation as the Tool Runtime tracks it."""
+    """One Action or Session invocation as the Tool Runtime tracks it (slotted: the
+    Gateway retains thousands of them, see ``retention.max_invocations``)."""
 
     invocation_id: str
     attempt_id: str
