@@ -179,7 +179,14 @@ def full_path(workdir: Path) -> Iterator[FullPath]:
             Dataflow(DATAFLOWS / "mock.yml", env, log) as flow,
         ):
             headers = bearer(auth.token)
-            wait_http(f"{base}/tools", 60, "gateway", headers=headers)
+            wait_http(
+                f"{base}/tools",
+                60,
+                "gateway",
+                headers=headers,
+                log=workdir / "mock.log",
+                running=flow.running,
+            )
             _wait_ready(base, headers)
             gateway = find_node(flow.process.pid, "-m doraforge.gateway")
             yield FullPath(base, auth.token, gateway)

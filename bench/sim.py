@@ -177,9 +177,16 @@ def measure(robot: str, args: argparse.Namespace) -> dict[str, Any]:
         base = f"http://127.0.0.1:{port}"
         with (
             (Path(tmp) / "sim.log").open("wb") as log,
-            Dataflow(DATAFLOWS / ROBOTS[robot], env, log),
+            Dataflow(DATAFLOWS / ROBOTS[robot], env, log) as flow,
         ):
-            wait_http(f"{base}/tools", 120, "gateway", headers=bearer(auth.token))
+            wait_http(
+                f"{base}/tools",
+                120,
+                "gateway",
+                headers=bearer(auth.token),
+                log=Path(tmp) / "sim.log",
+                running=flow.running,
+            )
             with http_client(base, auth.token, timeout_s=30) as client:
                 wait_ready(client)
                 rtf, render = measure_rounds(robot, client, args)

@@ -102,19 +102,39 @@ async def worker_warmup(session: aiohttp.ClientSession, path: str, payload: byte
 
 
 def wait_http(
-    url: str, timeout_s: float, label: str, *, headers: Mapping[str, str] | None = None
+    url: str,
+    timeout_s: float,
+    label: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    log: Path | None = None,
+    running: Callable[[], bool] | None = None,
 ) -> None:
-    """Wait (bounded, with a progress line) until ``url`` answers 200 to ``headers``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    """Wait (bounded, with a progress line) until ``url`` answers 200 to ``headers``; a
+    timeout names the last answer and ends with the tail of ``log`` (the run's output).
+    ``running`` says whether what should answer is still alive: once it is not, stop
+    waiting at once."""
+    started = time.monotonic()
+    last = "no answer"
+    while time.monotonic() - started < timeout_s:
+        if running is not None and not running():
+            last += "; it stopped running"
+            break
         try:
-            if httpx.get(url, headers=headers, timeout=1).status_code == 200:
+            status = httpx.get(url, headers=headers, timeout=1).status_code
+        except httpx.HTTPError as exc:
+            last = f"{type(exc).__name__}: {exc}"
+        else:
+            if status == 200:
                 print(f"  {label}: up", flush=True)
                 return
-        except httpx.HTTPError:
-            pass
+            last = f"HTTP {status}"
         time.sleep(0.1)
-    raise TimeoutError(f"{label} did not answer {url} within {timeout_s} s")
+    tail = ""
+    if log is not None and log.exists():
+        tail = "; the run's log ends:\n" + log.read_text(errors="replace")[-3000:]
+    waited = time.monotonic() - started
+    raise TimeoutError(f"{label} did not answer {url} in {waited:.0f} s (last: {last}){tail}")
 
 
 def wait_json(fetch: Callable[[], Any], accept: Callable[[Any], bool], timeout_s: float) -> Any:

@@ -1,11 +1,16 @@
 """``bench.support.rotations``: every configuration once per round, the order rotated, so
-per-round ratios (``Rounds``) compare figures taken at the same moments of the machine."""
+per-round ratios (``Rounds``) compare figures taken at the same moments of the machine;
+and ``wait_http``'s failure when what should answer has ended."""
 
 from __future__ import annotations
 
+import socket
+import time
+from pathlib import Path
+
 import pytest
 
-from bench.support import Rounds, rotations
+from bench.support import Rounds, rotations, wait_http
 
 
 def test_each_round_measures_every_configuration_in_a_rotated_order() -> None:
@@ -34,3 +39,18 @@ def test_show_sees_each_figure_as_it_is_taken() -> None:
 def test_no_configuration_is_refused() -> None:
     with pytest.raises(ValueError, match="at least one"):
         rotations([], 3, lambda name, index: 0.0)
+
+
+def test_wait_http_stops_waiting_once_what_should_answer_has_ended(tmp_path: Path) -> None:
+    """A benchmark whose dataflow died says so at once, with the run's log, instead of
+    polling a closed port for its whole timeout."""
+    log = tmp_path / "run.log"
+    log.write_text("gateway: address already in use\n", encoding="utf-8")
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}/tools"
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match="stopped running") as refused:
+        wait_http(url, 60, "gateway", log=log, running=lambda: False)
+    assert time.monotonic() - started < 5
+    assert "address already in use" in str(refused.value)
