@@ -14,7 +14,7 @@ from doraforge import skills
 from doraforge.cli.argtypes import coordinator_address, tcp_port
 from doraforge.cli.context import Context
 from doraforge.cli.output import local_time
-from doraforge.skill_runtime.dora_run import stop_signals_held
+from doraforge.skill_runtime.dora_run import redeliver, stop_signals_held
 from doraforge.skill_runtime.errors import RuntimeStateError
 
 #: A home-level default for ``skill start --coordinator HOST:PORT``.
@@ -372,12 +372,11 @@ def _follow(start: Any, *, keep_dora: bool, first: str = "") -> int:
 
 def _spawn_held(start: Any) -> Any:
     """``start()`` with Ctrl-C and SIGTERM held until it returns the follower: a signal
-    mid-spawn would leave the follower unowned. A held signal is raised once it is owned."""
+    mid-spawn would leave the follower unowned. A held signal is handed to the command's
+    handler once it is owned (it raises: the follower is ended first)."""
     with stop_signals_held() as held:
         process = start()
-    if held:
-        _end(process)
-        raise KeyboardInterrupt
+    redeliver(held, lambda: _end(process))
     return process
 
 

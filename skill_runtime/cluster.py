@@ -52,6 +52,7 @@ from doraforge.skill_runtime.dora_run import (
     descendants,
     dora_binary,
     free_port,
+    redeliver,
     stop_signals_held,
 )
 from doraforge.skill_runtime.errors import RuntimeStateError
@@ -191,10 +192,8 @@ class DoraProcess:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        if held:  # Ctrl-C or SIGTERM mid-spawn: the process is not left behind unowned
-            popen.kill()
-            popen.wait()
-            raise KeyboardInterrupt
+        # Ctrl-C or SIGTERM mid-spawn: the command's handler decides, never leaving it unowned.
+        redeliver(held, lambda: _reap(popen))
         return cls(role, popen.pid, _start_time(popen.pid), log_path, command, popen)
 
     @classmethod
@@ -242,6 +241,11 @@ class DoraProcess:
 def _start_time(pid: int) -> str:
     fields = _stat_fields(pid)
     return fields[19] if fields else ""
+
+
+def _reap(popen: subprocess.Popen[bytes]) -> None:
+    popen.kill()
+    popen.wait()
 
 
 def daemon_args(

@@ -179,6 +179,19 @@ def stop_signals_held() -> Iterator[list[int]]:
             signal.signal(signum, signal.SIG_DFL if handler is None else handler)
 
 
+def redeliver(held: list[int], undo: Callable[[], object]) -> None:
+    """Hand each signal :func:`stop_signals_held` held to the handler installed again
+    (the command's own: ``doraforge run`` stops its dataflow gracefully, the others raise
+    ``KeyboardInterrupt``); when that handler raises, ``undo()`` first stops what was
+    spawned, so nothing is left unowned."""
+    try:
+        for signum in held:
+            signal.raise_signal(signum)
+    except BaseException:
+        undo()
+        raise
+
+
 def dora_binary() -> str:
     """The ``dora`` CLI installed beside this interpreter, else the one on PATH."""
     beside = Path(sys.executable).with_name("dora")
@@ -268,8 +281,8 @@ class Dataflow:
     def _spawn(self, command: list[str]) -> None:
         """Run ``command`` (a ``dora`` command that owns the dataflow's lifetime) in its own
         session beside the dataflow file, logging to the log, and remember its start time
-        so a recycled pid is never mistaken for it. Ctrl-C or SIGTERM during the spawn
-        stops it again and then interrupts."""
+        so a recycled pid is never mistaken for it. Ctrl-C or SIGTERM during the spawn is
+        handed to the command's handler once the process is owned."""
         with stop_signals_held() as held:
             self.process = subprocess.Popen(
                 command,
@@ -281,9 +294,7 @@ class Dataflow:
             )
             fields = _stat_fields(self.process.pid)
             self._started = fields[19] if fields else ""
-        if held:
-            self.stop()
-            raise KeyboardInterrupt
+        redeliver(held, self.stop)
 
     def running(self) -> bool:
         """Whether ``dora run`` is still alive."""

@@ -81,3 +81,25 @@ def test_handlers_are_restored_after_a_quiet_spawn() -> None:
         pass
     assert held == []
     assert {signum: signal.getsignal(signum) for signum in dora_run.STOP_SIGNALS} == before
+
+
+def test_a_command_that_handles_sigterm_itself_gets_it_once_the_process_is_owned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sigterm_mid_spawn: list[Any]
+) -> None:
+    """``doraforge run`` stops its dataflow gracefully from its own handler: a signal held
+    during the spawn reaches that handler, with the dataflow still owned and running."""
+    monkeypatch.setattr(dora_run, "dora_binary", lambda: str(_sleeper(tmp_path)))
+    flow = tmp_path / "flow.yml"
+    flow.write_text("nodes: []\n", encoding="utf-8")
+    received: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, _frame: received.append(signum))
+    try:
+        dataflow = Dataflow(flow, dict(os.environ)).start()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    try:
+        assert received == [signal.SIGTERM]
+        assert dataflow.running()
+    finally:
+        dataflow.stop()
+    assert not dataflow.running()
