@@ -33,7 +33,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.support import Rounds, benchmark_main, summary, wait_http
+from bench.support import Rounds, benchmark_main, summary, wait_http, wait_json
 from doraforge.cli.demos.pick_place import pick_and_place
 from doraforge.dataflows import DATAFLOWS
 from doraforge.paos.gateway_auth import bearer, dataflow_auth, http_client
@@ -75,13 +75,10 @@ def fresh_counters(client: httpx.Client, timeout_s: float = 30.0) -> tuple[int, 
     """Counters from a status report newer than this call (bounded wait; a report comes
     about every second)."""
     stale = render_counters(client)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        counters = render_counters(client)
-        if counters[0] != stale[0]:
-            return counters
-        time.sleep(0.05)
-    raise TimeoutError("the world node reported no newly rendered frame for 30 s")
+    fresh: tuple[int, float] = wait_json(
+        lambda: render_counters(client), lambda counters: counters[0] != stale[0], timeout_s
+    )
+    return fresh
 
 
 class BareRenderer:

@@ -28,9 +28,10 @@ def sigterm_raises() -> Iterator[None]:
 
 
 @pytest.fixture
-def sigterm_mid_spawn(monkeypatch: pytest.MonkeyPatch) -> list[subprocess.Popen[Any]]:
+def sigterm_mid_spawn(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[subprocess.Popen[Any]]]:
     """``subprocess.Popen`` that sends this process SIGTERM once the child exists, before
-    returning it: the moment a signal could orphan the child."""
+    returning it: the moment a signal could orphan the child. Whatever a failing test
+    left running is killed at teardown."""
     spawned: list[subprocess.Popen[Any]] = []
     real_popen = subprocess.Popen
 
@@ -41,7 +42,11 @@ def sigterm_mid_spawn(monkeypatch: pytest.MonkeyPatch) -> list[subprocess.Popen[
         return child
 
     monkeypatch.setattr(subprocess, "Popen", popen_then_sigterm)
-    return spawned
+    yield spawned
+    for child in spawned:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
 
 
 def _sleeper(tmp_path: Path) -> Path:
