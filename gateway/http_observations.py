@@ -179,9 +179,9 @@ async def _stream(
     closed = asyncio.ensure_future(_until_closed(websocket))
     try:
         while not closed.done():
-            started = time.monotonic()
+            started, seen = time.monotonic(), store.version
             await send_new()
-            await _pace(store, started, period, closed)
+            await _pace(store, started, period, closed, seen)
     except (WebSocketDisconnect, RuntimeError):
         return  # the client left mid-send
     finally:
@@ -195,15 +195,20 @@ async def _until_closed(websocket: WebSocket) -> None:
 
 
 async def _pace(
-    store: ObservationStore, started: float, period: float, closed: asyncio.Future[None]
+    store: ObservationStore,
+    started: float,
+    period: float,
+    closed: asyncio.Future[None],
+    seen: int,
 ) -> None:
-    # Never faster than the configured rate; otherwise wake as soon as something changes.
+    # Never faster than the configured rate; otherwise wake as soon as something changes
+    # after ``seen`` (a frame stored while the stream was sending or pacing is not missed).
     remaining = period - (time.monotonic() - started)
     if remaining > 0:
         await asyncio.wait([closed], timeout=remaining)
     if closed.done():
         return
-    changed = asyncio.ensure_future(store.wait_changed(_KEEPALIVE_S))
+    changed = asyncio.ensure_future(store.wait_changed(_KEEPALIVE_S, seen))
     await asyncio.wait([changed, closed], return_when=asyncio.FIRST_COMPLETED)
     changed.cancel()
 

@@ -2,7 +2,10 @@
 
 Frames arrive on the Dora thread and are kept newest-first, one per source, as raw
 ``forge_msgs.Image`` pixels; PNG/JPEG encoding happens lazily, once per frame, on the
-HTTP side. Nothing here ever blocks the Dora thread on a slow HTTP or WebSocket client.
+HTTP side. Joint state (100 Hz in simulation) is kept as it arrived and decoded when a
+reader asks, and the asyncio loop is woken only while a stream waits: an unwatched
+Gateway pays one reference swap per sample. Nothing here ever blocks the Dora thread on
+a slow HTTP or WebSocket client.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 from forge_msgs import Image, JointState
 
 _CONTENT_TYPES = {"jpeg": "image/jpeg", "png": "image/png"}
@@ -41,6 +45,19 @@ class Frame:
             cached = encode_image(self.pixels, self.encoding, fmt, jpeg_quality)
             self._encoded[fmt] = cached
         return cached
+
+
+@dataclass(frozen=True, slots=True)
+class _StateArrival:
+    """One joint state as it came from Dora, with its receipt time and sequence number."""
+
+    value: pa.RecordBatch | pa.StructArray
+    received_ns: int
+    seq: int
+
+
+#: The columns a joint state must carry to be kept (its content is checked when read).
+_STATE_COLUMNS = frozenset(("name", "position"))
 
 
 def encode_image(pixels: np.ndarray, encoding: str, fmt: str, jpeg_quality: int = 90) -> bytes:
@@ -70,10 +87,13 @@ class ObservationStore:
         self._joint_state_input = joint_state_input
         self._lock = threading.Lock()
         self._frames: dict[str, Frame] = {}
-        self._joint_state: dict[str, Any] | None = None
+        self._state_arrival: _StateArrival | None = None
+        self._state: tuple[_StateArrival, dict[str, Any]] | None = None  # newest decoded
         self._state_seq = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._changed = asyncio.Event()
+        self._waiters = 0  # loop-side streams in wait_changed (read by the Dora thread)
+        self.version = 0  # one more per stored observation
         self.dropped = 0
 
     @property
@@ -90,10 +110,11 @@ class ObservationStore:
         return input_id in self._source_for_input or input_id == self._joint_state_input
 
     def on_input(self, input_id: str, value: Any, metadata: Mapping[str, Any]) -> None:
-        """Store one observation (Dora thread); malformed values are counted and dropped."""
+        """Store one observation (Dora thread); malformed values are counted and dropped
+        (a joint state whose columns are right but whose content is not: when read)."""
         try:
             if input_id == self._joint_state_input:
-                self._store_state(JointState.from_arrow(value))
+                self._keep_state(value)
             elif input_id in self._source_for_input:
                 self._store_frame(
                     self._source_for_input[input_id], Image.from_arrow(value), metadata
@@ -103,7 +124,7 @@ class ObservationStore:
         except (ValueError, TypeError, KeyError):
             self.dropped += 1
             return
-        if self._loop is not None:
+        if self._waiters and self._loop is not None:
             self._loop.call_soon_threadsafe(self._notify)
 
     def latest_frame(self, source: str) -> Frame | None:
@@ -112,17 +133,36 @@ class ObservationStore:
             return self._frames.get(source)
 
     def latest_state(self) -> tuple[int, dict[str, Any] | None]:
-        """The newest joint state and its sequence number."""
+        """The newest well-formed joint state and its sequence number (loop thread)."""
         with self._lock:
-            return self._state_seq, self._joint_state
-
-    async def wait_changed(self, timeout_s: float) -> None:
-        """Return when any observation changed, or after ``timeout_s``."""
-        changed = self._changed
+            arrival, decoded = self._state_arrival, self._state
+        if arrival is None or (decoded is not None and decoded[0] is arrival):
+            return (0, None) if decoded is None else (decoded[0].seq, decoded[1])
         try:
+            document = _state_document(JointState.from_arrow(arrival.value), arrival)
+        except (ValueError, TypeError, KeyError, pa.ArrowException):
+            self.dropped += 1
+            document = None
+        with self._lock:
+            if document is not None:
+                self._state = decoded = (arrival, document)
+            if self._state_arrival is arrival:  # a malformed newest one is not retried
+                self._state_arrival = decoded[0] if decoded is not None else None
+        return (0, None) if decoded is None else (decoded[0].seq, decoded[1])
+
+    async def wait_changed(self, timeout_s: float, since: int | None = None) -> None:
+        """Return when any observation changed (after :attr:`version` was ``since``, when
+        given), or after ``timeout_s``."""
+        changed = self._changed
+        self._waiters += 1  # before the check: a store after it sees a waiter and wakes us
+        try:
+            if since is not None and self.version != since:
+                return
             await asyncio.wait_for(changed.wait(), timeout=timeout_s)
         except TimeoutError:
             return
+        finally:
+            self._waiters -= 1
 
     def _notify(self) -> None:
         self._changed.set()
@@ -144,18 +184,29 @@ class ObservationStore:
         )
         with self._lock:
             self._frames[source] = frame
+            self.version += 1
 
-    def _store_state(self, state: JointState) -> None:
-        document = {
-            "name": list(state.name),
-            "position": list(state.position),
-            "velocity": list(state.velocity),
-            "effort": list(state.effort),
-            "received_ns": time.time_ns(),
-        }
+    def _keep_state(self, value: Any) -> None:
+        columns = value.schema.names if isinstance(value, pa.RecordBatch) else None
+        if isinstance(value, pa.StructArray):
+            columns = [field.name for field in value.type]
+        if columns is None or not _STATE_COLUMNS.issubset(columns):
+            raise ValueError("a joint state carries name and position columns")
+        received = time.time_ns()
         with self._lock:
             self._state_seq += 1
-            self._joint_state = document
+            self._state_arrival = _StateArrival(value, received, self._state_seq)
+            self.version += 1
+
+
+def _state_document(state: JointState, arrival: _StateArrival) -> dict[str, Any]:
+    return {
+        "name": list(state.name),
+        "position": list(state.position),
+        "velocity": list(state.velocity),
+        "effort": list(state.effort),
+        "received_ns": arrival.received_ns,
+    }
 
 
 def content_type(fmt: str) -> str:

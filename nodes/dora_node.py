@@ -1,8 +1,10 @@
 """Thin Dora adapter around :class:`~nodes.provider.ProviderCore`.
 
 Threading model (measured on dora-rs 1.1): one daemon thread blocks in ``for event in
-node`` and hands each event to the asyncio loop with ``call_soon_threadsafe``; every
-``send_output`` happens on the loop thread. A bounded semaphore caps in-flight inputs so
+node`` and hands each event to the asyncio loop with ``call_soon_threadsafe`` (a data
+plane's :func:`~nodes.dataplane.event_thread_inputs` it handles itself, so a 100 Hz
+topic nobody is looking at does not wake the loop per message); every ``send_output``
+happens on the loop thread. A bounded semaphore caps in-flight inputs so
 a slow provider pushes back on Dora's input queue instead of growing memory here.
 """
 
@@ -16,7 +18,7 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from doraforge.nodes.dataplane import DataPlane
+from doraforge.nodes.dataplane import DataPlane, event_thread_inputs
 from doraforge.nodes.definition import EndpointDefinition, RunnerOptions
 from doraforge.nodes.provider import ProviderCore
 
@@ -76,6 +78,7 @@ def _pump(
     """Forward Dora events to the loop until STOP, the request input closing, or the end."""
     reason = "dora event stream ended"
     plane_inputs = plane.inputs if plane is not None else frozenset()
+    direct = event_thread_inputs(plane) & plane_inputs
     try:
         for event in events:
             kind, event_id = event.get("type"), event.get("id")
@@ -84,6 +87,9 @@ def _pump(
                     return
                 if not bridge.to_loop(core_submit, event.get("value")):
                     return
+            elif kind == "INPUT" and event_id in direct:
+                assert plane is not None
+                plane.on_input(event_id, event.get("value"), event.get("metadata") or {})
             elif kind == "INPUT" and event_id in plane_inputs:
                 assert plane is not None
                 metadata = event.get("metadata") or {}

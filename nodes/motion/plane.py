@@ -3,6 +3,11 @@
 :class:`JointPlane` implements :class:`~nodes.dataplane.DataPlane`. It keeps only the
 newest measured state of the joints it tracks (in its own order, with the controller's
 receipt time) and publishes sparse position commands for those joints.
+
+Joint state arrives at the robot's rate (100 Hz in simulation) while the controller looks
+at it only when a tool runs: an arrival is kept as it came, on the Dora event thread,
+and decoded when :meth:`JointPlane.latest` or :meth:`JointPlane.age` asks. An idle arm
+therefore pays neither the decoding nor a wake of its event loop per sample.
 """
 
 from __future__ import annotations
@@ -40,6 +45,14 @@ class JointSample:
     count: int
 
 
+@dataclass(frozen=True, slots=True)
+class _Arrival:
+    """One ``joint_state`` input as it came, not yet decoded."""
+
+    value: pa.Array
+    received_at: float
+
+
 class JointPlane:
     """Tracks the newest state of ``joints`` and publishes their position commands."""
 
@@ -57,12 +70,20 @@ class JointPlane:
         self._command_output = command_output
         self._publish: Publish | None = None
         self._latest: JointSample | None = None
+        # Written only by the Dora event thread, read by the loop: one reference swap each.
+        self._arrival: _Arrival | None = None
+        self._decoded: _Arrival | None = None
         self._index_cache: tuple[tuple[str, ...], np.ndarray | None] = ((), None)
         self._warned = False
 
     @property
     def inputs(self) -> frozenset[str]:
         return frozenset((self._state_input,))
+
+    @property
+    def event_thread_inputs(self) -> frozenset[str]:
+        """``joint_state`` is taken on the Dora event thread (one reference swap)."""
+        return self.inputs
 
     def attach(self, publish: Publish) -> None:
         self._publish = publish
@@ -71,23 +92,19 @@ class JointPlane:
         self._publish = None
 
     def on_input(self, input_id: str, value: pa.Array, metadata: Mapping[str, Any]) -> None:
-        if input_id != self._state_input:
-            return
-        try:
-            state = JointState.from_arrow(value)
-        except (ValueError, TypeError, KeyError, pa.ArrowException):
-            self._warn_once("undecodable joint_state dropped")
-            return
-        self.update(state)
+        """Keep the newest ``joint_state`` as it came (any thread; decoded on demand)."""
+        if input_id == self._state_input:
+            self._arrival = _Arrival(value, self._clock())
 
-    def update(self, state: JointState) -> None:
-        """Record ``state`` if it names every tracked joint with finite values."""
+    def update(self, state: JointState, received_at: float | None = None) -> None:
+        """Record ``state`` (received at ``received_at``, default now) if it names every
+        tracked joint with finite values."""
         index = self._indices(tuple(state.name))
         if index is None or len(state.position) != len(state.name):
             self._warn_once(f"joint_state lacks some of {self.joints}; dropped")
             return
         positions = np.asarray(state.position, dtype=float)[index]
-        now = self._clock()
+        now = self._clock() if received_at is None else received_at
         velocities = self._velocities(state, index, positions, now)
         if not (np.all(np.isfinite(positions)) and np.all(np.isfinite(velocities))):
             self._warn_once("non-finite joint_state dropped")
@@ -124,10 +141,12 @@ class JointPlane:
 
     def latest(self) -> JointSample | None:
         """Return the newest accepted sample, or ``None`` before the first one."""
+        self._decode_arrival()
         return self._latest
 
     def age(self) -> float:
         """Seconds since the newest sample arrived; infinite before the first one."""
+        self._decode_arrival()
         if self._latest is None:
             return math.inf
         return max(0.0, self._clock() - self._latest.received_at)
@@ -141,6 +160,18 @@ class JointPlane:
             name=list(self.joints), mode="position", position=[float(p) for p in positions]
         )
         self._publish(self._command_output, message.to_arrow(), None)
+
+    def _decode_arrival(self) -> None:
+        arrival = self._arrival
+        if arrival is None or arrival is self._decoded:
+            return
+        self._decoded = arrival
+        try:
+            state = JointState.from_arrow(arrival.value)
+        except (ValueError, TypeError, KeyError, pa.ArrowException):
+            self._warn_once("undecodable joint_state dropped")
+            return
+        self.update(state, arrival.received_at)
 
     def _warn_once(self, message: str) -> None:
         if not self._warned:

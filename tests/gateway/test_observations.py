@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 
 import cv2
 import numpy as np
+import pyarrow as pa
 import pytest
 from forge_msgs import Image, JointState
 from websockets.sync.client import connect
@@ -116,3 +118,61 @@ def test_nanosecond_stamps_travel_as_strings_so_the_json_stays_interoperable(gat
     latest = listing["data"]["sources"][0]["latest"]
     assert latest["stamp_ns"] == str(stamp)
     assert int(latest["received_ns"]) > 0
+
+
+class RecordingLoop:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def call_soon_threadsafe(self, *_: object) -> None:
+        self.calls += 1
+
+
+def test_unwatched_joint_state_is_kept_undecoded_and_wakes_no_loop(gateway: Gateway):
+    store = gateway.observations
+    loop = RecordingLoop()
+    store.bind_loop(loop)  # type: ignore[arg-type]
+    for position in (0.1, 0.2, 0.3):
+        store.on_input("joint_state", JointState(name=["a"], position=[position]).to_arrow(), {})
+    assert loop.calls == 0
+    seq, state = store.latest_state()
+    assert (seq, state["position"] if state else None) == (3, [0.3])
+
+
+def test_a_joint_state_without_its_columns_is_dropped_on_arrival(gateway: Gateway):
+    gateway.observations.on_input("joint_state", pa.array([1.0]), {})
+    assert gateway.observations.dropped == 1
+    assert gateway.observations.latest_state() == (0, None)
+
+
+def test_a_malformed_newest_joint_state_leaves_the_last_good_one(gateway: Gateway):
+    store = gateway.observations
+    store.on_input("joint_state", JointState(name=["a"], position=[0.5]).to_arrow(), {})
+    assert store.latest_state()[0] == 1
+    bad = pa.record_batch({"name": [["a", "b"]], "position": [["x"]]})
+    store.on_input("joint_state", bad, {})
+    seq, state = store.latest_state()
+    assert (seq, state["position"] if state else None) == (1, [0.5])
+    assert store.dropped == 1
+    assert store.latest_state()[0] == 1
+    assert store.dropped == 1
+
+
+@pytest.mark.anyio
+async def test_a_change_before_the_wait_began_ends_it_at_once(gateway: Gateway):
+    store = gateway.observations
+    store.bind_loop(asyncio.get_running_loop())
+    seen = store.version
+    publish(gateway, 10, seq=1)  # stored while the stream was busy sending
+    await asyncio.wait_for(store.wait_changed(30.0, seen), timeout=5)
+
+
+@pytest.mark.anyio
+async def test_a_watched_store_wakes_its_waiter(gateway: Gateway):
+    store = gateway.observations
+    loop = asyncio.get_running_loop()
+    store.bind_loop(loop)
+    waiter = asyncio.ensure_future(store.wait_changed(30.0, store.version))
+    await asyncio.sleep(0)  # let the waiter register
+    await asyncio.to_thread(publish, gateway, 20, 2)  # from another thread, as Dora does
+    await asyncio.wait_for(waiter, timeout=5)
