@@ -10,7 +10,7 @@ PYTHON ?= $(shell for c in python3.12 $$(ls -d $$HOME/.pyenv/versions/3.12*/bin/
     if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then echo $$c; exit; fi; \
     done)
 
-.PHONY: test test-fast check demo bench lint format clean browser eval node sandbox
+.PHONY: test test-fast check demo bench lint format clean browser eval node sandbox peers
 
 $(STAMP): pyproject.toml
 	@if [ -z "$(PYTHON)" ]; then echo "doraforge needs Python >= 3.12 (none found on PATH or in ~/.pyenv)"; exit 1; fi
@@ -35,13 +35,19 @@ lint: $(STAMP)
 # module fixtures): ~17 min here instead of ~26 serially. TEST_ARGS= runs serially.
 TEST_ARGS ?= -n 2 --dist loadscope
 
-test: lint browser node sandbox eval
+test: lint browser node sandbox eval peers
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/pytest $(TEST_ARGS)
 
 eval: $(STAMP)
 	@$(VENV)/bin/doraforge eval agent-context --failure-threshold 0 > $(VENV)/eval-agent-context.json \
 	    || { cat $(VENV)/eval-agent-context.json; exit 1; }
 	@$(PY) -c "import json; r = json.load(open('$(VENV)/eval-agent-context.json')); print('agent-context eval:', r['summary'])"
+
+# The peers nobody here wrote (PhyAgentOS, OpenArm's MuJoCo node, mcp-server-time, the MCP
+# TypeScript SDK), each in its own environment under .peers/, built before pytest starts so
+# no test's time limit covers a download; reused while current.
+peers: $(STAMP) node
+	@$(PY) -m tests.peers.install
 
 # Tier 2 of the tool executors runs untrusted MCP servers under Debian's bubblewrap.
 sandbox:

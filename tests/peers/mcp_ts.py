@@ -16,18 +16,16 @@ length, first bytes and digest (``dataLength``, ``byteLength``, ``headHex``, ``s
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.peers.venvs import peer_root
+from tests.peers.venvs import locked, peer_root
 
 SOURCE = Path(__file__).resolve().parent / "mcp_typescript"
 PACKAGE = "@modelcontextprotocol/sdk"
@@ -59,7 +57,7 @@ def client_dir() -> Path:
     """The installed client's directory, installed on first use (bounded, locked)."""
     target = peer_root() / f"mcp-ts-{version()}"
     target.mkdir(parents=True, exist_ok=True)
-    with _locked(target / ".install.lock"):
+    with locked(target / ".install.lock"):
         stamp = target / ".doraforge-installed"
         if not (stamp.exists() and stamp.read_text() == _digest()):
             _install(target)
@@ -137,11 +135,3 @@ def _digest() -> str:
     for name in ("package.json", "package-lock.json"):
         hashed.update((SOURCE / name).read_bytes())
     return hashed.hexdigest()
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on ``path`` for the block (released when the file closes)."""
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield

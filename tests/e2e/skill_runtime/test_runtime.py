@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import stat
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ import pytest
 from doraforge.paos.gateway_auth import bearer
 from doraforge.paos.home import PaosHome, open_service
 from doraforge.paos.store import AgentTaskStore, NewRecord
+from doraforge.skill_runtime import runtime as runtime_module
 from doraforge.skill_runtime.activation import activate_skill
 from doraforge.skill_runtime.dora import DoraControl
 from doraforge.skill_runtime.dora_run import dora_binary, free_port
@@ -180,21 +182,41 @@ def test_a_dataflow_that_dies_during_startup_is_recorded_failed_with_nothing_lef
     assert_nothing_runs(home, state.dataflow_uuid)
 
 
+class _LeapingClock:
+    """The runtime's ``time`` module with a monotonic clock that leaps ahead on demand:
+    the readiness timeout then passes at a moment the test chooses, not one a loaded
+    machine's scheduling chooses."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.offset
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
 def test_a_required_tool_that_never_becomes_ready_times_out_and_stops_the_dataflow(
-    home: PaosHome,
+    home: PaosHome, monkeypatch: pytest.MonkeyPatch
 ):
     make_bundle(
         home,
         gateway_port=free_port(),
         required_tools=["mock.echo", "mock.not_in_the_catalog"],
-        # Long enough for mock.echo to become ready on a loaded machine (4 s was not,
-        # beside the benchmarks on the other xdist worker): only then does the list of
-        # tools still waiting show the readiness probe's token was accepted.
-        profile={"startup_timeout_s": 20},
+        profile={"startup_timeout_s": 60},
     )
+    clock = _LeapingClock()
+    monkeypatch.setattr(runtime_module, "time", clock)
+
+    def leap_once_echo_is_ready(message: str, elapsed: float) -> None:
+        # Only the unknown tool is waiting: mock.echo is ready, so the readiness probe's
+        # token was accepted. Now let the startup timeout pass.
+        if message == "waiting for tools (1 not ready)":
+            clock.offset = 10_000.0
 
     with pytest.raises(RuntimeStateError) as raised:
-        manager(home).start(SKILL)
+        manager(home, progress=leap_once_echo_is_ready).start(SKILL)
 
     assert raised.value.code == "SKILL_START_TIMEOUT"
     # Only the unknown tool is waiting: the readiness probe's token was accepted.
