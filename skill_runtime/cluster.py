@@ -253,18 +253,35 @@ def daemon_args(
     address: CoordinatorAddress,
     *,
     listen_port: int,
-    zenoh_port: int,
-    peers: Iterable[int],
+    zenoh: str,
+    peers: Iterable[str],
 ) -> list[str]:
-    """``dora daemon`` options for ``machine`` on this host: its coordinator, a free local
-    listen port, a Zenoh listener on loopback ``zenoh_port`` that other daemons dial, and a
-    dial to every daemon already listening on ``peers`` (the clique Zenoh 1.9 needs)."""
+    """``dora daemon`` options for ``machine``: its coordinator, a free local listen port
+    (for its own nodes), a Zenoh listener on ``zenoh`` (``HOST:PORT``) that other daemons
+    dial, and a dial to every daemon already listening at ``peers`` (``HOST:PORT`` each:
+    the clique Zenoh 1.9 needs)."""
     args = ["daemon", "--machine-id", machine, *address.cli_args()]
     args += ["--local-listen-port", str(listen_port)]
-    args += ["--zenoh-listen", f"127.0.0.1:{zenoh_port}"]
-    for port in peers:
-        args += ["--zenoh-connect", f"tcp/127.0.0.1:{port}"]
+    args += ["--zenoh-listen", zenoh]
+    for peer in peers:
+        args += ["--zenoh-connect", f"tcp/{peer}"]
     return args
+
+
+def loopback(port: int) -> str:
+    """The Zenoh endpoint ``127.0.0.1:PORT`` of a daemon on this host's loopback."""
+    return f"127.0.0.1:{port}"
+
+
+@dataclass(frozen=True)
+class MachineHost:
+    """Where one machine's daemon runs: the address its Zenoh listener binds and other
+    daemons dial, and the command prefix that starts a process there. The default is this
+    host's loopback; the tests stand another computer in with a network namespace of its
+    own (``address`` its veth address, ``launcher`` ``ip netns exec NAME``)."""
+
+    address: str = "127.0.0.1"
+    launcher: tuple[str, ...] = ()
 
 
 def cluster_status(
@@ -284,19 +301,30 @@ class LocalCluster:
     """A coordinator and one daemon per machine id on this host, all on free ports.
 
     ``env`` is every node's base environment (daemons hand theirs to the nodes they
-    spawn); logs and the daemons' ``out/`` go to ``work_dir``."""
+    spawn); logs and the daemons' ``out/`` go to ``work_dir``. ``hosts`` places a
+    machine's daemon elsewhere than loopback (:class:`MachineHost`); the coordinator then
+    listens on ``coordinator_host``, an address every host reaches."""
 
-    def __init__(self, machines: Sequence[str], env: Mapping[str, str], work_dir: Path):
+    def __init__(
+        self,
+        machines: Sequence[str],
+        env: Mapping[str, str],
+        work_dir: Path,
+        *,
+        hosts: Mapping[str, MachineHost] | None = None,
+        coordinator_host: str = "127.0.0.1",
+    ):
         if not machines:
             raise ValueError("a cluster needs at least one machine id")
         self.machines = list(machines)
+        self.hosts = {machine: (hosts or {}).get(machine, MachineHost()) for machine in machines}
         self.env = {
             **env,
             "RUST_BACKTRACE": "0",
             "DORA_ZENOH_CONFIG_OVERLAY": str(CLUSTER_ZENOH_OVERLAY),
         }
         self.work_dir = work_dir
-        self.address = CoordinatorAddress("127.0.0.1", free_port())
+        self.address = CoordinatorAddress(coordinator_host, free_port())
         self.processes: dict[str, DoraProcess] = {}
         self._cancelled = threading.Event()
 
@@ -318,7 +346,8 @@ class LocalCluster:
         self._spawn("coordinator", coordinator)
         zenoh = {machine: free_port() for machine in self.machines}
         for machine in self.machines:
-            self._spawn(f"daemon-{machine}", [binary, *self._daemon_args(machine, zenoh)])
+            command = [binary, *self._daemon_args(machine, zenoh)]
+            self._spawn(f"daemon-{machine}", [*self.hosts[machine].launcher, *command])
         try:
             self._wait_registered(timeout_s)
         except BaseException:
@@ -329,9 +358,16 @@ class LocalCluster:
         return self
 
     def _daemon_args(self, machine: str, zenoh: Mapping[str, int]) -> list[str]:
-        peers = [port for other, port in zenoh.items() if other != machine]
+        """A free Zenoh port per machine is picked on this host; a machine on a host of its
+        own binds the same port number at its own address."""
+        endpoints = {m: f"{self.hosts[m].address}:{port}" for m, port in zenoh.items()}
+        peers = [endpoint for other, endpoint in endpoints.items() if other != machine]
         return daemon_args(
-            machine, self.address, listen_port=free_port(), zenoh_port=zenoh[machine], peers=peers
+            machine,
+            self.address,
+            listen_port=free_port(),
+            zenoh=endpoints[machine],
+            peers=peers,
         )
 
     def _spawn(self, role: str, command: list[str]) -> None:

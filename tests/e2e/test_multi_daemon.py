@@ -1,10 +1,10 @@
 """The simulated cell split across two Dora daemons (``dataflows/sim-split.yml``).
 
 A real coordinator and two real daemons with distinct machine ids (``robot``: world, arm,
-gripper; ``workstation``: Gateway, camera) on this host over loopback: no network
-namespaces (they need privileges this machine's test runs do not have), so the daemons
-are told apart by machine id only, and their data crosses through Zenoh over TCP on
-127.0.0.1 as it would between two computers. Driven over HTTP only.
+gripper; ``workstation``: Gateway, camera) on this host over loopback: the daemons are told
+apart by machine id, and their data crosses through Zenoh over TCP on 127.0.0.1.
+``tests/e2e/test_network_namespaces.py`` runs the same cell with the robot daemon in a
+network namespace of its own, across a veth link. Driven over HTTP only.
 """
 
 from __future__ import annotations

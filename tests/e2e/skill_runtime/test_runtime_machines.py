@@ -3,8 +3,9 @@ profile on this home's coordinator with one local daemon per machine id, a skill
 to a coordinator someone else (the test, through :class:`LocalCluster`) runs, and two
 skills side by side on ``--port auto``.
 
-Daemons are told apart by machine id only (no network namespaces here); their data
-crosses through Zenoh over TCP on loopback. Cameras render at 2 Hz and physics runs
+Daemons are told apart by machine id only, on this host's own network stack; their data
+crosses through Zenoh over TCP on loopback (``tests/e2e/test_network_namespaces.py``
+puts a daemon on a host of its own). Cameras render at 2 Hz and physics runs
 unpaced, to keep the slow tier short. Every test ends with no coordinator, daemon or node
 process of its own left (psutil).
 """
