@@ -305,7 +305,9 @@ def test_a_partition_mid_action_ends_it_unknown_and_the_same_robot_returns_with_
         final = cell.until(invocation_id, {"unknown", "completed", "failed"}, within=60.0)
         assert final["phase"] == "unknown", final
         assert final["result"]["status"] == "unknown", final
-        assert final["result"]["error"]["code"] == "FORGE_TOOL_ENDPOINT_INSTANCE_LOST", final
+        error = final["result"]["error"]
+        assert error["code"] == "FORGE_TOOL_ENDPOINT_INSTANCE_LOST", final
+        assert error["details"]["reason"] == "lease_expired", final  # nothing said goodbye
         eventually(
             lambda: not cell.ready("world.scene_state"),
             within=60.0,

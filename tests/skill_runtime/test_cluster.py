@@ -14,6 +14,7 @@ from doraforge.skill_runtime.cluster import (
     ClusterDataflow,
     CoordinatorAddress,
     LocalCluster,
+    MachineHost,
     machine_ids,
     registered_machines,
     with_working_dirs,
@@ -99,6 +100,26 @@ def test_a_local_cluster_uses_free_ports_and_the_cluster_zenoh_overlay(tmp_path:
     assert args[args.index("--zenoh-listen") + 1] == "127.0.0.1:41001"
     assert args[args.index("--zenoh-connect") + 1] == "tcp/127.0.0.1:41002"
     assert "6013" not in args
+
+
+def test_a_machine_on_a_host_of_its_own_listens_there_and_is_dialled_there(tmp_path: Path):
+    hosts = {"robot": MachineHost("10.200.0.2", ("ip", "netns", "exec", "robot-host"))}
+    cluster = LocalCluster(
+        ["robot", "workstation"],
+        {"PATH": "/bin"},
+        tmp_path,
+        hosts=hosts,
+        coordinator_host="10.200.0.1",
+    )
+    assert cluster.address.host == "10.200.0.1"
+    assert cluster.hosts["workstation"] == MachineHost()  # loopback, this host's stack
+    zenoh = {"robot": 41001, "workstation": 41002}
+    robot = cluster._daemon_args("robot", zenoh)
+    assert robot[robot.index("--zenoh-listen") + 1] == "10.200.0.2:41001"
+    assert robot[robot.index("--zenoh-connect") + 1] == "tcp/127.0.0.1:41002"
+    assert robot[robot.index("--coordinator-addr") + 1] == "10.200.0.1"
+    workstation = cluster._daemon_args("workstation", zenoh)
+    assert workstation[workstation.index("--zenoh-connect") + 1] == "tcp/10.200.0.2:41001"
 
 
 def test_a_cluster_needs_a_machine_and_a_dataflow_one_coordinator(tmp_path: Path):
