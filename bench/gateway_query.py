@@ -188,6 +188,7 @@ def full_path(workdir: Path) -> Iterator[FullPath]:
                 running=flow.running,
             )
             _wait_ready(base, headers)
+            assert flow.process is not None  # started by the with statement
             gateway = find_node(flow.process.pid, "-m doraforge.gateway")
             yield FullPath(base, auth.token, gateway)
 
