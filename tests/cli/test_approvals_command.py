@@ -103,7 +103,10 @@ def _waiting(registry: Registry, **arguments: Any) -> dict[str, Any]:
 
 
 def test_list_shows_the_waiting_call_and_approve_releases_it(
-    registry: Registry, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+    registry: Registry,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     record = _waiting(registry, x=0.4)
     code, out, err = run(capsys, monkeypatch, tmp_path, "approvals", "list", "--url", registry.url)
@@ -131,7 +134,10 @@ def test_list_shows_the_waiting_call_and_approve_releases_it(
 
 
 def test_deny_reaches_the_agent_with_the_reason_and_json_is_the_record(
-    registry: Registry, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+    registry: Registry,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     record = _waiting(registry, x=0.8)
     code, out, _ = run(
@@ -161,7 +167,10 @@ def test_deny_reaches_the_agent_with_the_reason_and_json_is_the_record(
 
 
 def test_a_second_decision_is_one_line_naming_the_conflict(
-    registry: Registry, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+    registry: Registry,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     record = _waiting(registry, x=0.1)
     decide = ("approvals", "deny", record["id"], "--reason", "no", "--url", registry.url)
@@ -174,7 +183,10 @@ def test_a_second_decision_is_one_line_naming_the_conflict(
 
 
 def test_an_unknown_id_and_a_missing_token_are_one_line_each(
-    registry: Registry, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+    registry: Registry,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     unknown = ("approvals", "approve", "apr_000000000000000000000000", "--reason", "ok")
     code, _, err = run(capsys, monkeypatch, tmp_path, *unknown, "--url", registry.url)
@@ -191,7 +203,7 @@ def test_an_unknown_id_and_a_missing_token_are_one_line_each(
 
 
 def test_a_blank_reason_is_refused_before_anything_is_sent(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     code, _, err = run(
         capsys,
@@ -210,7 +222,7 @@ def test_a_blank_reason_is_refused_before_anything_is_sent(
 
 
 def test_no_registry_at_the_url_is_one_line_saying_what_to_do(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
@@ -224,7 +236,7 @@ def test_no_registry_at_the_url_is_one_line_saying_what_to_do(
 
 
 def test_an_exposed_token_file_is_refused_naming_the_fix(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     exposed = tmp_path / "token"
     exposed.write_text(TOKEN)

@@ -21,13 +21,17 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
-def test_task_list_in_a_fresh_home_is_an_empty_json_list(tmp_path: Path, capsys):
+def test_task_list_in_a_fresh_home_is_an_empty_json_list(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, _ = run(capsys, "--home", str(tmp_path), "--json", "task", "list")
     assert code == 0
     assert json.loads(out) == []
 
 
-def test_tools_list_reads_a_live_gateway(tmp_path: Path, capsys):
+def test_tools_list_reads_a_live_gateway(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     gateway = Gateway(mock_config(), send=LocalCarrier().send)
     with live_gateway(gateway) as server:
         url = server.url
@@ -39,8 +43,8 @@ def test_tools_list_reads_a_live_gateway(tmp_path: Path, capsys):
 
 
 def test_tools_list_presents_the_operators_token_to_a_gateway_that_has_one(
-    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
-):
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     token = "cli-operator-token-0123456789"
     gateway = Gateway(mock_config(), send=LocalCarrier().send)
     policy = gateway_policy(mock_config(), token)
@@ -59,8 +63,8 @@ def test_tools_list_presents_the_operators_token_to_a_gateway_that_has_one(
 
 
 def test_a_bad_operator_token_fails_with_one_line_naming_the_variable(
-    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
-):
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("DORAFORGE_GATEWAY_TOKEN", "short")
     code, out, err = run(
         capsys, "--home", str(tmp_path), "tools", "list", "--gateway", "http://127.0.0.1:9"
@@ -72,7 +76,9 @@ def test_a_bad_operator_token_fails_with_one_line_naming_the_variable(
     assert "short" not in err  # the value itself is never echoed
 
 
-def test_an_unreachable_gateway_fails_with_one_line(tmp_path: Path, capsys):
+def test_an_unreachable_gateway_fails_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, err = run(
         capsys, "--home", str(tmp_path), "tools", "list", "--gateway", "http://127.0.0.1:9"
     )
@@ -82,7 +88,9 @@ def test_an_unreachable_gateway_fails_with_one_line(tmp_path: Path, capsys):
     assert err.startswith("doraforge: FORGE_CLIENT_")
 
 
-def test_unknown_commands_exit_2_with_usage(tmp_path: Path, capsys):
+def test_unknown_commands_exit_2_with_usage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as caught:
         main(["--home", str(tmp_path), "skill", "explode"])
     assert caught.value.code == 2

@@ -67,7 +67,7 @@ def failing(checks: dict[str, Check]) -> dict[str, Check]:
     return {name: check for name, check in checks.items() if check.status != "ok"}
 
 
-def test_a_complete_install_is_all_ok_with_the_versions_found(tmp_path: Path):
+def test_a_complete_install_is_all_ok_with_the_versions_found(tmp_path: Path) -> None:
     checks = report(machine(tmp_path))
     assert failing(checks) == {}
     assert checks["dora CLI"].found == "1.1.0 (Dora 1.x)"
@@ -81,13 +81,13 @@ def test_a_complete_install_is_all_ok_with_the_versions_found(tmp_path: Path):
     assert len(ports) == len(doctor_command.default_ports())
 
 
-def test_every_check_is_one_line_with_its_status_and_what_to_do(tmp_path: Path):
+def test_every_check_is_one_line_with_its_status_and_what_to_do(tmp_path: Path) -> None:
     line = Check("port 9001 (run sim)", "warn", "in use", "stop what listens there").line()
     assert line == "warn  port 9001 (run sim): in use -- stop what listens there"
     assert Check("python", "ok", "3.12.1").line() == "ok    python: 3.12.1"
 
 
-def test_an_old_dora_cli_fails_naming_the_install_command(tmp_path: Path):
+def test_an_old_dora_cli_fails_naming_the_install_command(tmp_path: Path) -> None:
     check = report(machine(tmp_path, cli="0.4.1"))["dora CLI"]
     assert (check.status, check.found) == ("fail", "0.4.1 (Dora 0.x)")
     assert check.do is not None
@@ -95,13 +95,15 @@ def test_an_old_dora_cli_fails_naming_the_install_command(tmp_path: Path):
     assert "pip install 'dora-rs-cli>=1.1,<1.2'" in check.do
 
 
-def test_a_dora_cli_that_does_not_run_fails_and_the_library_is_not_compared(tmp_path: Path):
+def test_a_dora_cli_that_does_not_run_fails_and_the_library_is_not_compared(tmp_path: Path) -> None:
     checks = report(machine(tmp_path, dora=str(tmp_path / "absent")))
     assert (checks["dora CLI"].status, checks["dora CLI"].found) == ("fail", "not runnable")
     assert checks["dora node library (dora-rs)"].status == "warn"
 
 
-def test_a_node_library_of_another_generation_than_the_cli_fails_with_the_pin(tmp_path: Path):
+def test_a_node_library_of_another_generation_than_the_cli_fails_with_the_pin(
+    tmp_path: Path,
+) -> None:
     check = report(machine(tmp_path, library="0.4.1"))["dora node library (dora-rs)"]
     assert (check.status, check.found) == ("fail", "0.4.1 (Dora 0.x)")
     assert check.do is not None
@@ -109,7 +111,9 @@ def test_a_node_library_of_another_generation_than_the_cli_fails_with_the_pin(tm
     assert check.do.endswith("pip install 'dora-rs==1.1.*'")
 
 
-def test_a_node_library_of_the_same_generation_but_another_minor_is_a_warning(tmp_path: Path):
+def test_a_node_library_of_the_same_generation_but_another_minor_is_a_warning(
+    tmp_path: Path,
+) -> None:
     check = report(machine(tmp_path, library="1.0.1"))["dora node library (dora-rs)"]
     assert check.status == "warn"
     assert check.found == "1.0.1 (Dora 1.x), the CLI is 1.1.0"
@@ -117,32 +121,34 @@ def test_a_node_library_of_the_same_generation_but_another_minor_is_a_warning(tm
     assert "pip install 'dora-rs==1.1.*'" in check.do
 
 
-def test_a_missing_node_library_fails(tmp_path: Path):
+def test_a_missing_node_library_fails(tmp_path: Path) -> None:
     check = report(machine(tmp_path, library=""))["dora node library (dora-rs)"]
     assert (check.status, check.found) == ("fail", "not installed")
 
 
-def test_a_missing_package_fails_with_doraforges_own_range(tmp_path: Path):
+def test_a_missing_package_fails_with_doraforges_own_range(tmp_path: Path) -> None:
     checks = failing(report(machine(tmp_path, installed={"forge-robot": None})))
     assert list(checks) == ["forge-robot"]
     assert checks["forge-robot"].status == "fail"
     assert checks["forge-robot"].do == "pip install 'forge-robot<3,>=2.0'"
 
 
-def test_a_package_outside_doraforges_range_fails(tmp_path: Path):
+def test_a_package_outside_doraforges_range_fails(tmp_path: Path) -> None:
     checks = failing(report(machine(tmp_path, installed={"mujoco": "2.3.7", "mcp": "2.0.0"})))
     assert sorted(checks) == ["mcp", "mujoco"]
     assert checks["mujoco"].found == "2.3.7, doraforge needs <5,>=3.2"
     assert checks["mcp"].do == "pip install 'mcp<2,>=1.20'"
 
 
-def test_an_old_python_fails(tmp_path: Path):
+def test_an_old_python_fails(tmp_path: Path) -> None:
     check = report(machine(tmp_path, python_version="3.11.9"))["python"]
     assert check.status == "fail"
     assert check.do == "doraforge needs Python >= 3.12"
 
 
-def test_a_gl_stack_that_cannot_render_fails_naming_the_reason_and_the_packages(tmp_path: Path):
+def test_a_gl_stack_that_cannot_render_fails_naming_the_reason_and_the_packages(
+    tmp_path: Path,
+) -> None:
     broken = machine(
         tmp_path,
         environ={"MUJOCO_GL": "egl"},
@@ -157,13 +163,13 @@ def test_a_gl_stack_that_cannot_render_fails_naming_the_reason_and_the_packages(
     assert "apt-get install libegl1" in check.do
 
 
-def test_the_render_probe_renders_a_real_frame_here():
+def test_the_render_probe_renders_a_real_frame_here() -> None:
     works, detail = doctor_command._render({"PATH": "/usr/bin:/bin"})
     assert works, detail
     assert detail.endswith("a 32x32 render works")
 
 
-def test_the_default_ports_are_read_from_the_shipped_configs():
+def test_the_default_ports_are_read_from_the_shipped_configs() -> None:
     ports = {port: (users, how) for port, users, how in doctor_command.default_ports()}
     assert ports[9001] == ("run mock, run sim", "doraforge run/demo --port N")
     assert ports[9201] == ("skill pick-place", "doraforge skill start pick-place --port N")
@@ -171,7 +177,7 @@ def test_the_default_ports_are_read_from_the_shipped_configs():
     assert ports[8765] == ("serve", "doraforge serve --port N")
 
 
-def test_a_busy_default_port_is_a_warning_saying_how_to_move_it(tmp_path: Path):
+def test_a_busy_default_port_is_a_warning_saying_how_to_move_it(tmp_path: Path) -> None:
     checks = report(machine(tmp_path, port_free=lambda port: port != 8765))
     assert failing(checks) == {"port 8765 (serve)": checks["port 8765 (serve)"]}
     check = checks["port 8765 (serve)"]
@@ -179,7 +185,7 @@ def test_a_busy_default_port_is_a_warning_saying_how_to_move_it(tmp_path: Path):
     assert check.do == "stop what listens there, or doraforge serve --port N"
 
 
-def test_a_port_something_listens_on_is_not_free():
+def test_a_port_something_listens_on_is_not_free() -> None:
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
@@ -187,7 +193,7 @@ def test_a_port_something_listens_on_is_not_free():
         assert machine.port_free(listener.getsockname()[1]) is False
 
 
-def test_a_home_that_cannot_take_a_file_fails(tmp_path: Path):
+def test_a_home_that_cannot_take_a_file_fails(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
     check = report(machine(tmp_path, home=blocker / "home"))["home"]
@@ -196,12 +202,12 @@ def test_a_home_that_cannot_take_a_file_fails(tmp_path: Path):
     assert "--home DIR or DORAFORGE_HOME" in check.do
 
 
-def test_an_existing_writable_home_is_ok(tmp_path: Path):
+def test_an_existing_writable_home_is_ok(tmp_path: Path) -> None:
     (tmp_path / "home").mkdir()
     assert report(machine(tmp_path))["home"].found == f"{tmp_path / 'home'} writable"
 
 
-def test_missing_browser_test_needs_are_warnings_only(tmp_path: Path):
+def test_missing_browser_test_needs_are_warnings_only(tmp_path: Path) -> None:
     found = machine(tmp_path, chromium=tmp_path / "no-chromium", importable=lambda name: False)
     checks = failing(report(found))
     assert {check.status for check in checks.values()} == {"warn"}
@@ -209,7 +215,9 @@ def test_missing_browser_test_needs_are_warnings_only(tmp_path: Path):
     assert "pip install" in (checks["playwright (console browser tests)"].do or "")
 
 
-def test_the_command_prints_json_and_exits_0_on_this_install(capsys: pytest.CaptureFixture[str]):
+def test_the_command_prints_json_and_exits_0_on_this_install(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert main(["--json", "doctor"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert listed["status"] in ("ok", "warn")
@@ -222,7 +230,7 @@ def test_the_command_prints_json_and_exits_0_on_this_install(capsys: pytest.Capt
 
 def test_the_command_prints_one_line_per_check_and_exits_1_on_a_fail(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
-):
+) -> None:
     assert main(["doctor", "--dora", str(tmp_path / "absent")]) == 1
     captured = capsys.readouterr()
     lines = captured.out.splitlines()
@@ -237,7 +245,7 @@ def fake_dora(tmp_path: Path, version: str) -> str:
 
 def test_run_refuses_a_dataflow_of_another_dora_generation_before_dora_starts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.setattr(
         "doraforge.cli.run_command.dora_binary", lambda: fake_dora(tmp_path, "0.4.1")

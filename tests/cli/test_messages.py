@@ -43,7 +43,9 @@ def installed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
     return home
 
 
-def test_task_get_of_an_unknown_id_names_it_and_where_the_ids_are(tmp_path: Path, capsys):
+def test_task_get_of_an_unknown_id_names_it_and_where_the_ids_are(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, err = run(capsys, tmp_path, "task", "get", "task_nope")
     assert (code, out) == (1, "")
     assert one_line(err) == (
@@ -52,13 +54,17 @@ def test_task_get_of_an_unknown_id_names_it_and_where_the_ids_are(tmp_path: Path
     )
 
 
-def test_task_cancel_of_an_unknown_id_says_the_same(tmp_path: Path, capsys):
+def test_task_cancel_of_an_unknown_id_says_the_same(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, err = run(capsys, tmp_path, "task", "cancel", "task_nope")
     assert code == 1
     assert one_line(err).startswith("doraforge: PAOS_NOT_FOUND: no task 'task_nope' in this home")
 
 
-def test_tools_list_for_a_skill_not_installed_lists_the_installed_ones(installed: Path, capsys):
+def test_tools_list_for_a_skill_not_installed_lists_the_installed_ones(
+    installed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, err = run(capsys, installed, "tools", "list", "--skill", "typo")
     assert code == 1
     assert one_line(err) == (
@@ -67,13 +73,17 @@ def test_tools_list_for_a_skill_not_installed_lists_the_installed_ones(installed
     )
 
 
-def test_a_skill_not_installed_in_an_empty_home_says_none_is(tmp_path: Path, capsys):
+def test_a_skill_not_installed_in_an_empty_home_says_none_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, err = run(capsys, tmp_path, "tools", "list", "--skill", "typo")
     assert code == 1
     assert "(no skill is installed)" in one_line(err)
 
 
-def test_installing_a_folder_says_pack_it_first(tmp_path: Path, capsys):
+def test_installing_a_folder_says_pack_it_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder = skill_source(SKILL)
     code, _, err = run(capsys, tmp_path, "skill", "install", str(folder), "--yes")
     assert code == 1
@@ -84,7 +94,9 @@ def test_installing_a_folder_says_pack_it_first(tmp_path: Path, capsys):
     )
 
 
-def test_a_corrupt_archive_is_named_by_the_users_path_not_the_cache_copy(tmp_path: Path, capsys):
+def test_a_corrupt_archive_is_named_by_the_users_path_not_the_cache_copy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bad = tmp_path / "bad.tar.gz"
     bad.write_bytes(gzip.compress(b"this is not a tar archive at all" * 40))
     code, _, err = run(capsys, tmp_path / "home", "skill", "install", str(bad), "--yes")
@@ -95,7 +107,9 @@ def test_a_corrupt_archive_is_named_by_the_users_path_not_the_cache_copy(tmp_pat
     assert "cache" not in line
 
 
-def test_a_file_that_is_not_gzip_is_named_by_the_users_path(tmp_path: Path, capsys):
+def test_a_file_that_is_not_gzip_is_named_by_the_users_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bad = tmp_path / "notes.tar.gz"
     bad.write_text("hello", encoding="utf-8")
     code, _, err = run(capsys, tmp_path / "home", "skill", "install", str(bad), "--yes")
@@ -105,7 +119,9 @@ def test_a_file_that_is_not_gzip_is_named_by_the_users_path(tmp_path: Path, caps
     )
 
 
-def test_start_without_a_profile_lists_the_profiles(installed: Path, capsys):
+def test_start_without_a_profile_lists_the_profiles(
+    installed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, err = run(capsys, installed, "skill", "start", SKILL)
     assert code == 1
     assert one_line(err) == (
@@ -114,7 +130,9 @@ def test_start_without_a_profile_lists_the_profiles(installed: Path, capsys):
     )
 
 
-def test_start_with_an_unknown_profile_lists_the_profiles(installed: Path, capsys):
+def test_start_with_an_unknown_profile_lists_the_profiles(
+    installed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, err = run(capsys, installed, "skill", "start", SKILL, "--profile", "simm")
     assert code == 1
     assert one_line(err) == (
@@ -123,21 +141,25 @@ def test_start_with_an_unknown_profile_lists_the_profiles(installed: Path, capsy
     )
 
 
-def test_status_of_a_skill_not_installed_fails(installed: Path, capsys):
+def test_status_of_a_skill_not_installed_fails(
+    installed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, err = run(capsys, installed, "skill", "status", "typo")
     assert (code, out) == (1, "")
     assert one_line(err).startswith("doraforge: SKILL_NOT_INSTALLED: skill 'typo' is not installed")
 
 
-def test_status_of_an_installed_skill_never_started_says_so(installed: Path, capsys):
+def test_status_of_an_installed_skill_never_started_says_so(
+    installed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, _ = run(capsys, installed, "--json", "skill", "status", SKILL)
     assert code == 0
     assert [(s["name"], s["state"]) for s in json.loads(out)] == [(SKILL, "never started")]
 
 
 def test_task_run_on_a_skill_never_started_is_one_line_saying_how_to_start_it(
-    installed: Path, capsys
-):
+    installed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, err = run(capsys, installed, "task", "run", SKILL, "--out", str(installed / "out"))
     assert code == 1
     assert one_line(err) == (
@@ -146,7 +168,9 @@ def test_task_run_on_a_skill_never_started_is_one_line_saying_how_to_start_it(
     )
 
 
-def test_pack_prints_the_archive_path_size_and_digest(tmp_path: Path, capsys):
+def test_pack_prints_the_archive_path_size_and_digest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     archive = tmp_path / "p.tar.gz"
     code, out, _ = run(capsys, tmp_path, "skill", "pack", SKILL, "--output", str(archive))
     assert code == 0
@@ -159,14 +183,16 @@ def test_pack_prints_the_archive_path_size_and_digest(tmp_path: Path, capsys):
     assert "ArchiveFile" not in out
 
 
-def test_pack_json_is_one_object(tmp_path: Path, capsys):
+def test_pack_json_is_one_object(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     archive = tmp_path / "p.tar.gz"
     code, out, _ = run(capsys, tmp_path, "--json", "skill", "pack", SKILL, "--output", str(archive))
     assert code == 0
     assert set(json.loads(out)) == {"path", "sha256", "size"}
 
 
-def test_installing_a_local_file_does_not_say_downloading(tmp_path: Path, capsys):
+def test_installing_a_local_file_does_not_say_downloading(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     archive = tmp_path / "p.tar.gz"
     run(capsys, tmp_path, "skill", "pack", SKILL, "--output", str(archive))
     code, out, err = run(capsys, tmp_path / "home", "skill", "install", str(archive), "--yes")
@@ -175,7 +201,9 @@ def test_installing_a_local_file_does_not_say_downloading(tmp_path: Path, capsys
     assert out.startswith("installed pick-place 1.0.0 into ")
 
 
-def test_serve_on_a_busy_port_names_the_port_and_the_option(tmp_path: Path, capsys):
+def test_serve_on_a_busy_port_names_the_port_and_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
@@ -188,7 +216,9 @@ def test_serve_on_a_busy_port_names_the_port_and_the_option(tmp_path: Path, caps
     )
 
 
-def test_logs_of_a_skill_not_installed_fail_naming_the_installed_ones(installed: Path, capsys):
+def test_logs_of_a_skill_not_installed_fail_naming_the_installed_ones(
+    installed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, err = run(capsys, installed, "skill", "logs", "typo")
     assert code == 1
     assert one_line(err).startswith(
@@ -196,7 +226,9 @@ def test_logs_of_a_skill_not_installed_fail_naming_the_installed_ones(installed:
     )
 
 
-def test_logs_of_a_skill_never_started_say_how_to_start_it(installed: Path, capsys):
+def test_logs_of_a_skill_never_started_say_how_to_start_it(
+    installed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, err = run(capsys, installed, "skill", "logs", SKILL, "--node", "gateway")
     assert code == 1
     assert one_line(err) == (
@@ -205,7 +237,9 @@ def test_logs_of_a_skill_never_started_say_how_to_start_it(installed: Path, caps
     )
 
 
-def test_a_name_that_is_no_skill_name_says_what_names_are(installed: Path, capsys):
+def test_a_name_that_is_no_skill_name_says_what_names_are(
+    installed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, err = run(capsys, installed, "tools", "list", "--skill", "Typo")
     assert code == 1
     assert one_line(err) == (
@@ -214,7 +248,7 @@ def test_a_name_that_is_no_skill_name_says_what_names_are(installed: Path, capsy
     )
 
 
-def test_a_second_active_task_names_the_one_that_holds_the_slot(tmp_path: Path):
+def test_a_second_active_task_names_the_one_that_holds_the_slot(tmp_path: Path) -> None:
     from doraforge.paos.store import AgentTaskStore, TaskSlotTaken
 
     store = AgentTaskStore(tmp_path / "paos.db")

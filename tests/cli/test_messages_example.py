@@ -26,7 +26,7 @@ def example() -> ModuleType:
     return module
 
 
-def test_a_token_file_becomes_the_bearer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_a_token_file_becomes_the_bearer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DORAFORGE_REGISTRY_TOKEN", raising=False)
     path = tmp_path / "token"
     path.write_text(TOKEN + "\n", encoding="utf-8")
@@ -37,7 +37,9 @@ def test_a_token_file_becomes_the_bearer(tmp_path: Path, monkeypatch: pytest.Mon
     assert module.bearer(args) == {"Authorization": f"Bearer {TOKEN}"}
 
 
-def test_a_named_variable_or_the_default_one_becomes_the_bearer(monkeypatch: pytest.MonkeyPatch):
+def test_a_named_variable_or_the_default_one_becomes_the_bearer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     module = example()
     monkeypatch.setenv("MY_TOKEN", TOKEN)
     assert module.bearer(module.arguments(["--token-env", "MY_TOKEN"]))["Authorization"].endswith(
@@ -49,7 +51,7 @@ def test_a_named_variable_or_the_default_one_becomes_the_bearer(monkeypatch: pyt
     assert module.bearer(module.arguments([])) == {"Authorization": f"Bearer {TOKEN}"}
 
 
-def test_a_token_file_others_can_read_is_refused_in_one_line(tmp_path: Path):
+def test_a_token_file_others_can_read_is_refused_in_one_line(tmp_path: Path) -> None:
     path = tmp_path / "token"
     path.write_text(TOKEN, encoding="utf-8")
     path.chmod(0o644)

@@ -84,7 +84,9 @@ FAILED = {
 }
 
 
-def test_each_task_has_its_own_report_and_the_next_run_does_not_overwrite_it(tmp_path: Path):
+def test_each_task_has_its_own_report_and_the_next_run_does_not_overwrite_it(
+    tmp_path: Path,
+) -> None:
     workspace, out = tmp_path / "home", tmp_path / "out"
     first = write_report(described("task_a", workspace, verdict=FAILED), workspace, out)
     second = write_report(described("task_b", workspace, verdict=FAILED), workspace, out)
@@ -93,7 +95,7 @@ def test_each_task_has_its_own_report_and_the_next_run_does_not_overwrite_it(tmp
     assert "task_a" in first.read_text(encoding="utf-8")
 
 
-def test_the_filmstrip_shows_every_frame_in_capture_order(tmp_path: Path):
+def test_the_filmstrip_shows_every_frame_in_capture_order(tmp_path: Path) -> None:
     workspace = tmp_path / "home"
     report = write_report(described("task_a", workspace, verdict=FAILED), workspace, tmp_path)
     page = report.read_text(encoding="utf-8")
@@ -110,7 +112,7 @@ def test_the_filmstrip_shows_every_frame_in_capture_order(tmp_path: Path):
     assert (report.parent / "frames" / frames[0]).read_bytes()[:4] == b"\x89PNG"
 
 
-def test_the_report_has_each_criterion_with_its_reason_and_escapes_text(tmp_path: Path):
+def test_the_report_has_each_criterion_with_its_reason_and_escapes_text(tmp_path: Path) -> None:
     workspace = tmp_path / "home"
     page = write_report(described("task_a", workspace, verdict=FAILED), workspace, tmp_path)
     text = page.read_text(encoding="utf-8")
@@ -120,7 +122,7 @@ def test_the_report_has_each_criterion_with_its_reason_and_escapes_text(tmp_path
     assert "cube <in> zone" not in text
 
 
-def test_verdict_lines_give_each_criterion_its_status_and_reason(tmp_path: Path):
+def test_verdict_lines_give_each_criterion_its_status_and_reason(tmp_path: Path) -> None:
     lines = verdict_lines(described("task_a", tmp_path, verdict=FAILED))
     assert lines[0] == "verdict: failure · task failed"
     assert lines[1].startswith(" ✓ cube_in_zone")
@@ -128,7 +130,7 @@ def test_verdict_lines_give_each_criterion_its_status_and_reason(tmp_path: Path)
     assert lines[2].endswith("object inside the target but it did not move: moved 1.9 px")
 
 
-def test_a_task_cancelled_before_verification_says_so(tmp_path: Path):
+def test_a_task_cancelled_before_verification_says_so(tmp_path: Path) -> None:
     task = described("task_a", tmp_path, verdict=None)
     task["task"].update(
         state="cancelled", outcome={"cancelled": True, "reason": "operator_requested"}
@@ -139,7 +141,7 @@ def test_a_task_cancelled_before_verification_says_so(tmp_path: Path):
     ]
 
 
-def test_a_verified_task_whose_step_failed_says_why_it_failed(tmp_path: Path):
+def test_a_verified_task_whose_step_failed_says_why_it_failed(tmp_path: Path) -> None:
     passed = {"status": "success", "results": [FAILED["results"][0]]}
     task = described("task_a", tmp_path, verdict=passed)
     task["task"]["outcome"] = {"execution_ok": False, "verdict": "success"}

@@ -45,7 +45,9 @@ def failed_state(home: PaosHome, name: str) -> RuntimeState:
     return write_state(home.runtime_dir, state)
 
 
-def test_status_lists_a_failed_skill_with_its_reason(tmp_path: Path, capsys):
+def test_status_lists_a_failed_skill_with_its_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     home = PaosHome(tmp_path)
     state = failed_state(home, "pick-place")
     code, out, _ = run(capsys, tmp_path, "skill", "status")
@@ -59,7 +61,9 @@ def test_status_lists_a_failed_skill_with_its_reason(tmp_path: Path, capsys):
     assert "http://127.0.0.1:9201" in out  # whole, not cut at 80 columns
 
 
-def test_status_json_keeps_the_recorded_error(tmp_path: Path, capsys):
+def test_status_json_keeps_the_recorded_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     failed_state(PaosHome(tmp_path), "pick-place")
     code, out, _ = run(capsys, tmp_path, "--json", "skill", "status")
     assert code == 0
@@ -86,7 +90,9 @@ def new_tasks(home: PaosHome, count: int) -> list[str]:
     return ids
 
 
-def test_task_list_shows_whole_ids_and_times_of_day(tmp_path: Path, capsys):
+def test_task_list_shows_whole_ids_and_times_of_day(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     home = PaosHome(tmp_path)
     ids = new_tasks(home, 2)
     code, out, _ = run(capsys, tmp_path, "task", "list")
@@ -102,14 +108,16 @@ def test_task_list_shows_whole_ids_and_times_of_day(tmp_path: Path, capsys):
     assert str(created) not in out  # ... not epoch milliseconds
 
 
-def test_task_list_json_keeps_epoch_milliseconds(tmp_path: Path, capsys):
+def test_task_list_json_keeps_epoch_milliseconds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     new_tasks(PaosHome(tmp_path), 1)
     code, out, _ = run(capsys, tmp_path, "--json", "task", "list")
     assert code == 0
     assert isinstance(json.loads(out)[0]["created_at_ms"], int)
 
 
-def test_a_time_today_is_the_time_of_day_and_an_older_one_has_its_date():
+def test_a_time_today_is_the_time_of_day_and_an_older_one_has_its_date() -> None:
     now = datetime(2026, 12, 1, 12, 0, 0).astimezone()
     earlier = now - timedelta(hours=1)
     assert local_time(int(earlier.timestamp() * 1000), now=now) == earlier.strftime("%H:%M:%S")
@@ -118,7 +126,9 @@ def test_a_time_today_is_the_time_of_day_and_an_older_one_has_its_date():
     assert local_time(None) == ""
 
 
-def test_status_in_a_home_where_nothing_was_started_says_what_to_do(tmp_path: Path, capsys):
+def test_status_in_a_home_where_nothing_was_started_says_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, _ = run(capsys, tmp_path, "skill", "status")
     assert code == 0
     assert out.startswith("no skill has been started in this home; `doraforge skill list`")

@@ -13,7 +13,7 @@ from doraforge.paos.errors import ForgeTransportError
 pytestmark = pytest.mark.anyio
 
 
-async def test_the_first_interrupt_ends_the_pause_and_the_wait_goes_on():
+async def test_the_first_interrupt_ends_the_pause_and_the_wait_goes_on() -> None:
     interrupts = Interrupts()
     asyncio.get_running_loop().call_soon(interrupts._on_signal)
     await interrupts.pause(60.0)  # returns at the signal, not after a minute
@@ -21,13 +21,13 @@ async def test_the_first_interrupt_ends_the_pause_and_the_wait_goes_on():
     assert not interrupts.abandoned.is_set()
 
 
-async def test_a_pause_without_an_interrupt_lasts_its_bound():
+async def test_a_pause_without_an_interrupt_lasts_its_bound() -> None:
     interrupts = Interrupts()
     await interrupts.pause(0.0)
     assert not interrupts.requested.is_set()
 
 
-async def test_the_second_interrupt_abandons_the_wait():
+async def test_the_second_interrupt_abandons_the_wait() -> None:
     interrupts = Interrupts()
     interrupts._on_signal()
     asyncio.get_running_loop().call_soon(interrupts._on_signal)
@@ -48,7 +48,7 @@ class _GatewayGoneAfterAdmission:
         raise ForgeTransportError("FORGE_CLIENT_TRANSPORT", "connection refused")
 
 
-async def test_a_gateway_lost_while_the_action_runs_is_an_unknown_outcome_not_a_failure():
+async def test_a_gateway_lost_while_the_action_runs_is_an_unknown_outcome_not_a_failure() -> None:
     said: list[str] = []
     with pytest.raises(OutcomeUnknown) as lost:
         await call_tool(_GatewayGoneAfterAdmission(), "mock.move", {}, said.append, Interrupts())

@@ -41,7 +41,7 @@ def run_demo(env: dict[str, str], *options: str, timeout_s: float) -> str:
     return stdout
 
 
-def test_the_demo_verifies_a_pick_and_place_and_writes_its_report(tmp_path: Path):
+def test_the_demo_verifies_a_pick_and_place_and_writes_its_report(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     env = dora_environment({"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     stdout = run_demo(env, "--out", str(out), timeout_s=300)
@@ -56,7 +56,9 @@ def test_the_demo_verifies_a_pick_and_place_and_writes_its_report(tmp_path: Path
     assert len({hashlib.sha256(frame.read_bytes()).digest() for frame in frames}) > 2
 
 
-def test_the_mock_demo_runs_behind_a_generated_token_and_leaves_no_token_file(tmp_path: Path):
+def test_the_mock_demo_runs_behind_a_generated_token_and_leaves_no_token_file(
+    tmp_path: Path,
+) -> None:
     env = dora_environment(
         {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(tmp_path)}
     )

@@ -62,7 +62,9 @@ def zero_x_dataflow(form: Form) -> str:
 @pytest.mark.parametrize(
     "form", [f for f in FORMS if f.major == 0], ids=lambda f: f"{f.scope}.{f.field}"
 )
-def test_every_0x_form_of_the_table_is_refused_by_dora_1_by_name(tmp_path: Path, form: Form):
+def test_every_0x_form_of_the_table_is_refused_by_dora_1_by_name(
+    tmp_path: Path, form: Form
+) -> None:
     text = zero_x_dataflow(form)
     done = validate(tmp_path, text)
     assert done.returncode != 0, done.stdout
@@ -81,7 +83,7 @@ def known_fields(tmp_path: Path, text: str) -> set[str]:
     return set(re.findall(r"`([^`]+)`", found.group(1)))
 
 
-def test_every_1x_field_of_the_table_is_known_to_dora_1(tmp_path: Path):
+def test_every_1x_field_of_the_table_is_known_to_dora_1(tmp_path: Path) -> None:
     at_top = known_fields(tmp_path, "nonsense_field: 1\nnodes:\n" + NODE)
     at_node = known_fields(tmp_path, "nodes:\n" + NODE + "    nonsense_field: 1\n")
     known = {"dataflow": at_top, "node": at_node}
@@ -92,7 +94,9 @@ def test_every_1x_field_of_the_table_is_known_to_dora_1(tmp_path: Path):
 
 
 @pytest.mark.parametrize("field", sorted(INPUT_VALUES))
-def test_every_1x_input_option_of_the_table_is_accepted_by_dora_1(tmp_path: Path, field: str):
+def test_every_1x_input_option_of_the_table_is_accepted_by_dora_1(
+    tmp_path: Path, field: str
+) -> None:
     assert Form("input", field, 1) in FORMS
     sink = SINK.replace("{source: a/x}", f"{{source: a/x, {field}: {INPUT_VALUES[field]}}}")
     done = validate(tmp_path, "nodes:\n" + NODE + sink)

@@ -51,7 +51,7 @@ def driver_state(cell: MockStack) -> dict[str, float]:
     return dict(zip(state["name"], state["position"], strict=True))
 
 
-def test_move_joints_through_the_gateway_moves_the_driver_to_the_target(cell: MockStack):
+def test_move_joints_through_the_gateway_moves_the_driver_to_the_target(cell: MockStack) -> None:
     target = {"shoulder_pan": 0.5, "elbow": 1.4, "wrist_roll": -0.3}
     before = driver_state(cell)
     finished = run_action(cell, "arm.move_joints", {"positions": target, "speed": 1.5})
@@ -64,7 +64,7 @@ def test_move_joints_through_the_gateway_moves_the_driver_to_the_target(cell: Mo
         assert outputs["joints"][joint] == pytest.approx(expected, abs=TOLERANCE_RAD), joint
 
 
-def test_the_gripper_tools_drive_the_driver_gripper_joint(cell: MockStack):
+def test_the_gripper_tools_drive_the_driver_gripper_joint(cell: MockStack) -> None:
     grasp = run_action(cell, "gripper.grasp", {"width": 0.02})
     assert grasp["phase"] == "completed", grasp
     assert driver_state(cell)["gripper"] == pytest.approx(0.01, abs=0.002)

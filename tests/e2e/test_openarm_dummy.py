@@ -81,14 +81,16 @@ def the_dummy(cell: MockStack) -> psutil.Process:
 
 def test_the_dummys_position_arrives_as_a_joint_state_named_by_the_profile(
     cell: MockStack, profile: RobotProfile
-):
+) -> None:
     state = cell.data(cell.http.get("/observations/state"))["joint_state"]
     assert state["name"] == profile.joint_names
     assert len(state["position"]) == len(state["velocity"]) == len(profile.joint_names)
     assert all(np.isfinite(state["position"]))
 
 
-def test_home_moves_the_dummy_to_the_profiles_home_pose(cell: MockStack, profile: RobotProfile):
+def test_home_moves_the_dummy_to_the_profiles_home_pose(
+    cell: MockStack, profile: RobotProfile
+) -> None:
     finished = run_action(cell, "arm.home", {})
     assert finished["phase"] == "completed", finished
     after = observed_state(cell)
@@ -101,7 +103,7 @@ def test_home_moves_the_dummy_to_the_profiles_home_pose(cell: MockStack, profile
 
 def test_move_to_pose_puts_the_tool_at_the_target_by_the_dummys_own_joints(
     cell: MockStack, profile: RobotProfile
-):
+) -> None:
     gripper_before = observed_state(cell)["openarm_right_gripper"]
     finished = run_action(cell, "arm.move_to_pose", {"position": TARGET})
     assert finished["phase"] == "completed", finished
@@ -116,7 +118,7 @@ def test_move_to_pose_puts_the_tool_at_the_target_by_the_dummys_own_joints(
     assert after["openarm_right_gripper"] == pytest.approx(gripper_before, abs=1e-6)
 
 
-def test_a_linear_move_ends_at_its_target_too(cell: MockStack):
+def test_a_linear_move_ends_at_its_target_too(cell: MockStack) -> None:
     target = [0.22, -0.2, -0.34]
     finished = run_action(cell, "arm.move_to_pose", {"position": target, "path": "linear"})
     assert finished["phase"] == "completed", finished
@@ -133,7 +135,7 @@ def test_a_linear_move_ends_at_its_target_too(cell: MockStack):
 )
 def test_the_gripper_tools_set_the_dummys_finger_angle(
     cell: MockStack, tool_id: str, arguments: dict[str, Any], width: float
-):
+) -> None:
     arm_before = {k: v for k, v in observed_state(cell).items() if k != "openarm_right_gripper"}
     finished = run_action(cell, tool_id, arguments)
     assert finished["phase"] == "completed", finished
@@ -159,7 +161,7 @@ def refusal(cell: MockStack, tool_id: str, arguments: dict[str, Any]) -> dict[st
 
 def test_a_silent_dummy_makes_the_tools_refuse_with_a_no_state_code_then_recover(
     cell: MockStack,
-):
+) -> None:
     dummy = the_dummy(cell)
     dummy.suspend()  # it stops answering request_position; nothing else changes
     try:
@@ -192,7 +194,7 @@ def test_a_silent_dummy_makes_the_tools_refuse_with_a_no_state_code_then_recover
 
 def test_a_dummy_silenced_mid_motion_leaves_the_outcome_unknown_and_frees_the_arm(
     cell: MockStack,
-):
+) -> None:
     assert run_action(cell, "arm.home", {})["phase"] == "completed"
     # Slow enough that the motion is still running when the state stops.
     admitted = cell.start("arm.move_to_pose", {"position": TARGET, "speed": 0.01})

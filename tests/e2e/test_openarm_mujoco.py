@@ -86,7 +86,9 @@ def simulated_joints(cell: MockStack) -> dict[str, float]:
     return dict(zip(state["name"], state["position"], strict=True))
 
 
-def test_home_and_move_to_pose_move_the_simulated_openarm(cell: MockStack, profile: RobotProfile):
+def test_home_and_move_to_pose_move_the_simulated_openarm(
+    cell: MockStack, profile: RobotProfile
+) -> None:
     home = run_action(cell, "arm.home", {})
     assert home["phase"] == "completed", home
     joints = simulated_joints(cell)
@@ -99,7 +101,7 @@ def test_home_and_move_to_pose_move_the_simulated_openarm(cell: MockStack, profi
     assert reached.tolist() == pytest.approx(TARGET, abs=TOLERANCE_M)
 
 
-def test_grasp_sets_the_simulated_finger_to_the_width(cell: MockStack):
+def test_grasp_sets_the_simulated_finger_to_the_width(cell: MockStack) -> None:
     grasp = run_action(cell, "gripper.grasp", {"width": 0.06})
     assert grasp["phase"] == "completed", grasp
     assert grasp["result"]["outputs"]["width"] == pytest.approx(0.06, abs=0.002)

@@ -101,7 +101,9 @@ def report_of(stdout: str) -> Path:
     return Path(path)
 
 
-def test_a_second_run_says_which_criterion_failed_and_why(operator: Operator, tmp_path: Path):
+def test_a_second_run_says_which_criterion_failed_and_why(
+    operator: Operator, tmp_path: Path
+) -> None:
     first = operator.run("task", "run", SKILL, "--out", str(tmp_path))
     # The first run puts the cube in the zone (on a loaded machine its last step, going
     # home, may still time out: that fails the task but the cube is placed).
@@ -134,7 +136,7 @@ def test_a_second_run_says_which_criterion_failed_and_why(operator: Operator, tm
 
 def test_a_run_cancelled_from_another_terminal_ends_in_lines_not_a_traceback(
     operator: Operator, tmp_path: Path
-):
+) -> None:
     running = operator.start("task", "run", SKILL, "--out", str(tmp_path))
     try:
         assert running.stdout is not None
@@ -165,7 +167,7 @@ def test_a_run_cancelled_from_another_terminal_ends_in_lines_not_a_traceback(
     assert report_of(out).is_file()
 
 
-def test_logs_of_one_node_hide_doras_diagnostics_unless_all(operator: Operator):
+def test_logs_of_one_node_hide_doras_diagnostics_unless_all(operator: Operator) -> None:
     filtered = operator.run("skill", "logs", SKILL, "--node", "gateway", "--lines", "5")
     everything = operator.run("skill", "logs", SKILL, "--node", "gateway", "--lines", "5", "--all")
     assert filtered.returncode == 0, filtered.stderr
@@ -178,7 +180,7 @@ def test_logs_of_one_node_hide_doras_diagnostics_unless_all(operator: Operator):
     assert "zenoh::" not in filtered.stdout
 
 
-def test_logs_follow_streams_until_ctrl_c_and_exits_cleanly(operator: Operator):
+def test_logs_follow_streams_until_ctrl_c_and_exits_cleanly(operator: Operator) -> None:
     follower = operator.start("skill", "logs", SKILL, "--follow", "--lines", "3")
     try:
         assert follower.stdout is not None
@@ -201,7 +203,7 @@ def test_logs_follow_streams_until_ctrl_c_and_exits_cleanly(operator: Operator):
     assert "Traceback" not in err
 
 
-def test_status_shows_the_running_skill_with_its_gateway(operator: Operator):
+def test_status_shows_the_running_skill_with_its_gateway(operator: Operator) -> None:
     status = operator.run("--json", "skill", "status", SKILL)
     assert status.returncode == 0, status.stderr
     assert '"state": "running"' in status.stdout
@@ -209,7 +211,7 @@ def test_status_shows_the_running_skill_with_its_gateway(operator: Operator):
 
 def test_task_run_on_the_stopped_skill_is_one_line_saying_how_to_start_it(
     operator: Operator, tmp_path: Path
-):
+) -> None:
     assert operator.run("skill", "stop", SKILL, "--force").returncode == 0
     operator.started = False  # a later row asking for ``operator`` starts it again
     refused = operator.run("task", "run", SKILL, "--out", str(tmp_path))

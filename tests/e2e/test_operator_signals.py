@@ -130,7 +130,7 @@ def _gone(processes: list[psutil.Process]) -> list[psutil.Process]:
 )
 def test_run_on_a_chosen_port_stops_within_5_s_with_no_traceback_and_no_process_left(
     tmp_path: Path, dataflow: str, ready_tool: str, signum: signal.Signals
-):
+) -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     with cli(tmp_path, "run", dataflow, "--port", str(port)) as run:
@@ -156,7 +156,7 @@ def test_run_on_a_chosen_port_stops_within_5_s_with_no_traceback_and_no_process_
     assert _gone(below) == []
 
 
-def test_run_keeps_the_gateway_journal_in_its_own_run_directory(tmp_path: Path):
+def test_run_keeps_the_gateway_journal_in_its_own_run_directory(tmp_path: Path) -> None:
     port = free_port()
     with cli(tmp_path, "run", "mock", "--port", str(port)) as run:
         eventually(
@@ -185,7 +185,7 @@ def _call(tmp_path: Path, stack: MockStack, tool: str, arguments: dict[str, obje
     return Cli(tmp_path / "cli", argv, environment(tmp_path))
 
 
-def test_tools_call_answers_a_query_and_exits_0(tmp_path: Path, stack: MockStack):
+def test_tools_call_answers_a_query_and_exits_0(tmp_path: Path, stack: MockStack) -> None:
     argv = ["--json", "--home", str(tmp_path / "home"), "tools", "call", "mock.echo"]
     argv += ["--gateway", stack.base_url, "--args", '{"message": "hello"}']
     done = subprocess.run(
@@ -206,7 +206,7 @@ def test_tools_call_answers_a_query_and_exits_0(tmp_path: Path, stack: MockStack
 )
 def test_tools_call_runs_an_action_to_its_end_and_exits_with_its_phase(
     tmp_path: Path, stack: MockStack, behaviour: str, phase: str, code: int
-):
+) -> None:
     call = _call(tmp_path, stack, "mock.move", {"duration_s": 0.5, "behaviour": behaviour})
     try:
         status, _ = call.exits_within(CALL_EXIT_TIMEOUT_S)
@@ -234,7 +234,7 @@ def _signalled_once_admitted(
 
 def test_ctrl_c_on_tools_call_requests_a_cancel_and_reports_the_cancelled_phase(
     tmp_path: Path, stack: MockStack
-):
+) -> None:
     status, text = _signalled_once_admitted(
         tmp_path, stack, "mock.move", {"duration_s": 30, "behaviour": "succeed"}, signal.SIGINT
     )
@@ -248,7 +248,7 @@ def test_ctrl_c_on_tools_call_requests_a_cancel_and_reports_the_cancelled_phase(
 
 def test_sigterm_on_tools_call_for_a_session_requests_a_stop_and_exits_0(
     tmp_path: Path, stack: MockStack
-):
+) -> None:
     status, text = _signalled_once_admitted(tmp_path, stack, "mock.stream", {}, signal.SIGTERM)
     assert status == 0, text
     assert "stop requested" in text
@@ -265,7 +265,9 @@ def home(tmp_path: Path) -> Iterator[PaosHome]:
         yield home
 
 
-def test_skill_start_port_moves_the_gateway_and_tools_call_dials_it(tmp_path: Path, home: PaosHome):
+def test_skill_start_port_moves_the_gateway_and_tools_call_dials_it(
+    tmp_path: Path, home: PaosHome
+) -> None:
     make_bundle(home, gateway_port=free_port())
     port = free_port()
     env = environment(tmp_path)
@@ -301,7 +303,7 @@ def test_skill_start_port_moves_the_gateway_and_tools_call_dials_it(tmp_path: Pa
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_skill_start_stops_what_it_started_and_says_so_in_one_line(
     tmp_path: Path, home: PaosHome, signum: signal.Signals
-):
+) -> None:
     # A required tool that never becomes ready holds the start in its readiness wait, so
     # the signal lands mid-start however fast (or slow) the machine brings the skill up.
     make_bundle(

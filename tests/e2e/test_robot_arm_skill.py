@@ -161,7 +161,7 @@ async def bound_task(home: PaosHome) -> dict[str, Any]:
 
 def test_the_installed_skill_moves_the_forge_robot_driver_through_the_gateway_and_stops_clean(
     started: tuple[PaosHome, dict[str, Any]], tmp_path: Path
-):
+) -> None:
     home, state = started
     assert (state["state"], state["profile"]) == ("running", PROFILE)
     assert state["gateway_url"] != "http://127.0.0.1:9011"

@@ -29,7 +29,9 @@ def _answers(url: str, token: str) -> bool:
         return False
 
 
-def test_run_hands_the_operators_token_to_the_gateway_through_a_private_file(tmp_path: Path):
+def test_run_hands_the_operators_token_to_the_gateway_through_a_private_file(
+    tmp_path: Path,
+) -> None:
     port = free_port()
     env = dora_environment(
         {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(tmp_path)},

@@ -119,7 +119,7 @@ def red_mask(path: Path) -> np.ndarray:
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_pick_and_place_puts_the_cube_in_the_target_zone(
     cell: MockStack, tmp_path: Path, seed: int
-):
+) -> None:
     reset = run_action(cell, "world.reset", {"seed": seed})
     assert reset["phase"] == "completed", reset
     assert scene(cell)["seed"] == seed
@@ -134,7 +134,9 @@ def test_pick_and_place_puts_the_cube_in_the_target_zone(
     assert (before & after).sum() < 0.2 * before.sum()
 
 
-def test_targets_outside_the_workspace_or_malformed_are_rejected_before_motion(cell: MockStack):
+def test_targets_outside_the_workspace_or_malformed_are_rejected_before_motion(
+    cell: MockStack,
+) -> None:
     state_before = cell.http.get("/observations/state").json()["data"]["joint_state"]
     far = cell.invoke("arm.move_to_pose", {"position": [5.0, 5.0, 5.0]})
     malformed = cell.invoke("arm.move_to_pose", {"position": ["x", 0, 0]})
@@ -147,7 +149,7 @@ def test_targets_outside_the_workspace_or_malformed_are_rejected_before_motion(c
     assert moved[:6].max() < 1e-3  # no arm joint moved
 
 
-def test_cancel_mid_motion_holds_the_arm_still_and_reports_cancelled(cell: MockStack):
+def test_cancel_mid_motion_holds_the_arm_still_and_reports_cancelled(cell: MockStack) -> None:
     run_action(cell, "arm.home", {})
     origin = scene(cell)["gripper"]["tool_position"]
     target = [origin[0], origin[1] + 0.25, origin[2] - 0.1]
@@ -174,7 +176,7 @@ def test_cancel_mid_motion_holds_the_arm_still_and_reports_cancelled(cell: MockS
     assert np.linalg.norm(np.array(second) - np.array(target)) > 0.02  # stopped short
 
 
-def test_one_motion_at_a_time_a_second_is_503(cell: MockStack):
+def test_one_motion_at_a_time_a_second_is_503(cell: MockStack) -> None:
     run_action(cell, "arm.home", {})
     origin = scene(cell)["gripper"]["tool_position"]
     target = [origin[0], origin[1] + 0.2, origin[2] - 0.1]
@@ -281,7 +283,9 @@ async def run_to_end(service: TaskService, task_id: str, tool_id: str, args: dic
 
 
 @pytest.mark.anyio
-async def test_a_bound_pick_and_place_is_verified_in_enforce_mode(cell: MockStack, tmp_path: Path):
+async def test_a_bound_pick_and_place_is_verified_in_enforce_mode(
+    cell: MockStack, tmp_path: Path
+) -> None:
     reset = cell.start("world.reset", {"seed": 4})
     assert cell.terminal(reset["invocation_id"], timeout_s=30)["phase"] == "completed"
     service = TaskService(
@@ -318,7 +322,7 @@ async def test_a_bound_pick_and_place_is_verified_in_enforce_mode(cell: MockStac
 # ------------------------------------------------------------------ last: the world killed
 
 
-def test_killing_the_world_mid_motion_never_reports_success(cell: MockStack):
+def test_killing_the_world_mid_motion_never_reports_success(cell: MockStack) -> None:
     run_action(cell, "arm.home", {})
     origin = scene(cell)["gripper"]["tool_position"]
     target = [origin[0], origin[1] - 0.25, origin[2] - 0.1]

@@ -68,7 +68,7 @@ def _sigterm_once_dora_runs(tmp_path: Path, command: list[str]) -> tuple[int, st
         process.wait(timeout=10)
 
 
-def test_the_mock_demo_killed_by_sigterm_stops_its_dataflow(tmp_path: Path):
+def test_the_mock_demo_killed_by_sigterm_stops_its_dataflow(tmp_path: Path) -> None:
     code, text = _sigterm_once_dora_runs(
         tmp_path, [sys.executable, "-m", "doraforge.cli", "demo", "--mock"]
     )
@@ -76,7 +76,7 @@ def test_the_mock_demo_killed_by_sigterm_stops_its_dataflow(tmp_path: Path):
     assert text.strip().splitlines()[-1] == "doraforge: INTERRUPTED: stopped by Ctrl-C or SIGTERM"
 
 
-def test_a_benchmark_killed_by_sigterm_stops_its_dataflow(tmp_path: Path):
+def test_a_benchmark_killed_by_sigterm_stops_its_dataflow(tmp_path: Path) -> None:
     command = [sys.executable, "bench/gateway_query.py", "--requests", "200", "--actions", "1"]
     code, text = _sigterm_once_dora_runs(tmp_path, command)
     assert code == 1, text[-2000:]

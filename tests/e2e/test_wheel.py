@@ -278,7 +278,7 @@ def _survivors(venv: Path) -> list[psutil.Process]:
 
 def test_the_wheel_holds_one_import_package_with_every_file_of_its_folders(
     wheel: Path, source: Path
-):
+) -> None:
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         [top_level] = [n for n in names if n.endswith(".dist-info/top_level.txt")]
@@ -300,7 +300,7 @@ def test_the_wheel_holds_one_import_package_with_every_file_of_its_folders(
     assert (start_sh.external_attr >> 16) & stat.S_IXUSR, "start.sh lost its exec bit"
 
 
-def test_the_installed_package_is_the_wheel_not_the_checkout(installed: Installed):
+def test_the_installed_package_is_the_wheel_not_the_checkout(installed: Installed) -> None:
     code = "import doraforge.gateway; print(doraforge.gateway.__file__)"
     found = subprocess.run(
         [str(installed.venv / "bin" / "python"), "-c", code],
@@ -318,17 +318,17 @@ def test_the_installed_package_is_the_wheel_not_the_checkout(installed: Installe
     assert start_sh.stat().st_mode & stat.S_IXUSR
 
 
-def test_version_prints_the_distribution_version(installed: Installed):
+def test_version_prints_the_distribution_version(installed: Installed) -> None:
     assert installed.run("--version").stdout == f"doraforge {VERSION}\n"
 
 
-def test_the_mock_demo_completes_from_an_unrelated_directory(installed: Installed):
+def test_the_mock_demo_completes_from_an_unrelated_directory(installed: Installed) -> None:
     with _untouched(installed):
         done = installed.run("demo", "--mock", timeout_s=DEMO_TIMEOUT_S)
     assert "Demo complete." in done.stdout
 
 
-def test_a_shipped_skill_packs_by_name_installs_and_lists(installed: Installed):
+def test_a_shipped_skill_packs_by_name_installs_and_lists(installed: Installed) -> None:
     packed = json.loads(installed.run("--json", "skill", "pack", "pick-place").stdout)
     archive = installed.cwd / "pick-place.tar.gz"
     assert Path(packed["path"]) == archive
@@ -359,7 +359,7 @@ def _gateway_python(process: subprocess.Popen[bytes]) -> str:
     return ""
 
 
-def test_run_of_a_shipped_dataflow_serves_tools_then_stops_cleanly(installed: Installed):
+def test_run_of_a_shipped_dataflow_serves_tools_then_stops_cleanly(installed: Installed) -> None:
     port, token = free_port(), secrets.token_urlsafe(24)
     env = {**installed.env, "DORAFORGE_GATEWAY_PORT": str(port), "DORAFORGE_GATEWAY_TOKEN": token}
     log = installed.venv.parent / "run-mock.log"

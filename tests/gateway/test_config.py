@@ -29,7 +29,7 @@ def shipped_with(old: str, new: str) -> str:
     return SHIPPED.replace(old, new, 1)
 
 
-def test_shipped_mock_config_loads_with_every_tool_bound_to_a_route():
+def test_shipped_mock_config_loads_with_every_tool_bound_to_a_route() -> None:
     config = load_config(MOCK_CONFIG)
     assert [tool.tool_id for tool in config.tools] == [
         "mock.echo",
@@ -41,7 +41,7 @@ def test_shipped_mock_config_loads_with_every_tool_bound_to_a_route():
     assert Catalog(config.tools).get("mock.move") is not None
 
 
-def test_empty_file_yields_defaults():
+def test_empty_file_yields_defaults() -> None:
     config = parse_config("", SOURCE)
     assert config == GatewayConfig()
     assert config.host == "127.0.0.1"
@@ -59,7 +59,7 @@ def test_empty_file_yields_defaults():
         ),
     ],
 )
-def test_duplicate_keys_are_rejected_at_any_depth(text, key):
+def test_duplicate_keys_are_rejected_at_any_depth(text, key) -> None:
     message = rejected(text)
     assert f"duplicate key {key!r}" in message
     assert "line" in message
@@ -82,31 +82,31 @@ def test_duplicate_keys_are_rejected_at_any_depth(text, key):
         (shipped_with("axis: z, sign: 1}", "axis: z, sign: 1, scale: 2}"), "scale"),
     ],
 )
-def test_unknown_keys_are_rejected_at_nested_levels(text, field):
+def test_unknown_keys_are_rejected_at_nested_levels(text, field) -> None:
     message = rejected(text)
     assert field in message
     assert "Extra inputs are not permitted" in message
 
 
 @pytest.mark.parametrize("value", ['"true"', "'false'", "yes", "no", "on", "off", "1"])
-def test_string_and_yaml11_booleans_are_not_booleans(value):
+def test_string_and_yaml11_booleans_are_not_booleans(value) -> None:
     message = rejected(f"cancel_on_deadline: {value}\n")
     assert "cancel_on_deadline" in message
 
 
-def test_real_booleans_are_accepted():
+def test_real_booleans_are_accepted() -> None:
     assert parse_config("cancel_on_deadline: false\n", SOURCE).cancel_on_deadline is False
     assert parse_config("cancel_on_deadline: True\n", SOURCE).cancel_on_deadline is True
 
 
 @pytest.mark.parametrize("value", [".nan", ".inf", "-.inf", ".NaN", ".Inf"])
-def test_non_finite_numbers_are_rejected(value):
+def test_non_finite_numbers_are_rejected(value) -> None:
     message = rejected(f"retention:\n  max_age_s: {value}\n")
     assert "retention.max_age_s" in message
 
 
 @pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
-def test_non_finite_numbers_inside_tool_schemas_are_rejected(value):
+def test_non_finite_numbers_inside_tool_schemas_are_rejected(value) -> None:
     # An infinity inside input_schema would be published as ``null`` by the JSON dump
     # of the ToolSpec document; it must never get that far.
     text = shipped_with(
@@ -134,11 +134,11 @@ def test_non_finite_numbers_inside_tool_schemas_are_rejected(value):
         ("journal_path: 3\n", "journal_path"),
     ],
 )
-def test_wrong_types_and_out_of_range_values_name_the_field(text, field):
+def test_wrong_types_and_out_of_range_values_name_the_field(text, field) -> None:
     assert f"{field}:" in rejected(text)
 
 
-def test_input_schema_must_be_a_mapping():
+def test_input_schema_must_be_a_mapping() -> None:
     text = shipped_with(
         "input_schema: {type: object, additionalProperties: false, properties: {}}",
         "input_schema: [object]",
@@ -146,7 +146,7 @@ def test_input_schema_must_be_a_mapping():
     assert "tools.1.input_schema" in rejected(text)
 
 
-def test_unknown_readiness_requirement_names_the_tool_and_the_known_names():
+def test_unknown_readiness_requirement_names_the_tool_and_the_known_names() -> None:
     text = shipped_with(
         "readiness: [endpoint_registered]\n  - tool_id: mock.stats",
         "readiness: [endpoint_alive]\n  - tool_id: mock.stats",
@@ -157,7 +157,7 @@ def test_unknown_readiness_requirement_names_the_tool_and_the_known_names():
     assert "endpoint_registered" in message
 
 
-def test_repeated_readiness_requirement_is_rejected():
+def test_repeated_readiness_requirement_is_rejected() -> None:
     text = shipped_with(
         "readiness: [endpoint_registered]\n  - tool_id: mock.stats",
         "readiness: [endpoint_registered, endpoint_registered]\n  - tool_id: mock.stats",
@@ -165,7 +165,7 @@ def test_repeated_readiness_requirement_is_rejected():
     assert "readiness entries must be unique" in rejected(text)
 
 
-def test_tool_naming_an_unrouted_endpoint_is_rejected():
+def test_tool_naming_an_unrouted_endpoint_is_rejected() -> None:
     text = shipped_with(
         "    endpoint_id: mock\n    operation: echo", "    endpoint_id: ghost\n    operation: echo"
     )
@@ -176,20 +176,20 @@ def test_tool_naming_an_unrouted_endpoint_is_rejected():
     assert "route" in message
 
 
-def test_duplicate_tool_id_is_rejected():
+def test_duplicate_tool_id_is_rejected() -> None:
     message = rejected(shipped_with("tool_id: mock.stats", "tool_id: mock.echo"))
     assert "tools[].tool_id" in message
     assert "'mock.echo'" in message
 
 
-def test_duplicate_endpoint_operation_pair_is_rejected():
+def test_duplicate_endpoint_operation_pair_is_rejected() -> None:
     message = rejected(shipped_with("operation: stats", "operation: echo"))
     assert "(endpoint, op)" in message
     assert "'echo'" in message
 
 
 @pytest.mark.parametrize("field", ["endpoint_id", "input", "output"])
-def test_duplicate_provider_routes_are_rejected(field):
+def test_duplicate_provider_routes_are_rejected(field) -> None:
     text = (
         "providers:\n"
         "  - {endpoint_id: a, input: i1, output: o1}\n"
@@ -201,28 +201,28 @@ def test_duplicate_provider_routes_are_rejected(field):
     assert f"providers[].{field} must be unique" in rejected(text)
 
 
-def test_bad_identifiers_are_rejected():
+def test_bad_identifiers_are_rejected() -> None:
     assert "providers.0.input" in rejected(
         "providers:\n  - {endpoint_id: a, input: 'has space', output: o}\n"
     )
     assert "gateway_id" in rejected("gateway_id: ''\n")
 
 
-def test_default_timeout_above_the_cap_is_rejected():
+def test_default_timeout_above_the_cap_is_rejected() -> None:
     message = rejected("default_timeout_ms: 2000\ninvoke_timeout_cap_ms: 1000\n")
     assert "default_timeout_ms" in message
 
 
-def test_top_level_must_be_a_mapping():
+def test_top_level_must_be_a_mapping() -> None:
     assert "top level must be a mapping" in rejected("- port\n")
 
 
-def test_unsafe_yaml_tags_are_rejected():
+def test_unsafe_yaml_tags_are_rejected() -> None:
     message = rejected("host: !!python/object/apply:os.getcwd []\n")
     assert "invalid YAML" in message
 
 
-def test_load_config_names_the_file(tmp_path: Path):
+def test_load_config_names_the_file(tmp_path: Path) -> None:
     path = tmp_path / "gateway.yml"
     path.write_text("port: 1\nport: 1\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=str(path)):
@@ -231,7 +231,7 @@ def test_load_config_names_the_file(tmp_path: Path):
         load_config(tmp_path / "missing.yml")
 
 
-def test_invalid_json_schema_is_a_config_error_naming_the_tool():
+def test_invalid_json_schema_is_a_config_error_naming_the_tool() -> None:
     text = shipped_with(
         "message: {type: string, maxLength: 65536}", "message: {type: strin, maxLength: 65536}"
     )

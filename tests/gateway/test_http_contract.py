@@ -81,7 +81,7 @@ def sse_events(text: str) -> list[dict]:
 # ---------------------------------------------------------------- discovery
 
 
-async def test_list_tools_has_identity_revision_and_every_toolspec():
+async def test_list_tools_has_identity_revision_and_every_toolspec() -> None:
     async with running_stack() as stack:
         listing = data(await stack.client.get("/tools"))
         assert {"gateway_identity", "gateway_id", "instance_id", "revision", "tools"} <= set(
@@ -105,7 +105,7 @@ async def test_list_tools_has_identity_revision_and_every_toolspec():
         assert semantics["mock.stream"] == "session"
 
 
-async def test_toolspec_is_byte_stable_canonical_json_whose_hash_is_the_context_hash():
+async def test_toolspec_is_byte_stable_canonical_json_whose_hash_is_the_context_hash() -> None:
     async with running_stack() as stack:
         first = await stack.client.get("/tools/mock.move")
         second = await stack.client.get("/tools/mock.move")
@@ -124,7 +124,7 @@ async def test_toolspec_is_byte_stable_canonical_json_whose_hash_is_the_context_
         assert first.headers["x-spec-sha256"] == digest
 
 
-async def test_context_of_a_bound_tool():
+async def test_context_of_a_bound_tool() -> None:
     async with running_stack() as stack:
         context = data(await stack.client.get("/tools/mock.move/context"))
         assert context["ready"] is True
@@ -149,7 +149,7 @@ async def test_context_of_a_bound_tool():
         await cancel_and_wait(stack, admitted["invocation_id"])
 
 
-async def test_context_reports_the_latest_endpoint_status_snapshot():
+async def test_context_reports_the_latest_endpoint_status_snapshot() -> None:
     async with running_stack() as stack:
         snapshot = make_endpoint_status_envelope(
             EndpointStatus(endpoint_id="mock", state="degraded", active_invocations=2),
@@ -161,7 +161,7 @@ async def test_context_reports_the_latest_endpoint_status_snapshot():
         assert status["active_invocations"] == 2
 
 
-async def test_context_explains_why_an_unregistered_tool_is_not_ready():
+async def test_context_explains_why_an_unregistered_tool_is_not_ready() -> None:
     async with running_stack(register=False) as stack:
         context = data(await stack.client.get("/tools/mock.move/context"))
         assert context["ready"] is False
@@ -171,7 +171,7 @@ async def test_context_explains_why_an_unregistered_tool_is_not_ready():
         assert context["active_invocations"] == 0
 
 
-async def test_context_explains_a_semantics_mismatch():
+async def test_context_explains_a_semantics_mismatch() -> None:
     config = config_with_tools(**{"mock.echo": {"semantics": "action"}})
     async with running_stack(config) as stack:
         context = data(await stack.client.get("/tools/mock.echo/context"))
@@ -184,7 +184,7 @@ async def test_context_explains_a_semantics_mismatch():
         nothing_admitted(stack)
 
 
-async def test_openapi_document_is_served():
+async def test_openapi_document_is_served() -> None:
     async with running_stack() as stack:
         response = await stack.client.get("/openapi.json")
         assert response.status_code == 200
@@ -196,7 +196,7 @@ async def test_openapi_document_is_served():
 # ---------------------------------------------------------------- Query
 
 
-async def test_query_answers_200_with_the_completed_result():
+async def test_query_answers_200_with_the_completed_result() -> None:
     async with running_stack() as stack:
         response = await stack.client.post(
             "/tools/mock/echo:invoke", json={"arguments": {"message": "hi"}, "caller_id": "q-1"}
@@ -212,7 +212,7 @@ async def test_query_answers_200_with_the_completed_result():
         assert len(stack.gateway.runtime.store) == 0  # a Query is not an invocation
 
 
-async def test_query_outputs_violating_output_schema_become_a_failed_result():
+async def test_query_outputs_violating_output_schema_become_a_failed_result() -> None:
     schema = {
         "type": "object",
         "required": ["message"],
@@ -230,7 +230,7 @@ async def test_query_outputs_violating_output_schema_become_a_failed_result():
         assert result["error"]["details"]["path"] == "$.message"
 
 
-async def test_query_timeout_is_504():
+async def test_query_timeout_is_504() -> None:
     async with running_stack() as stack:
         stack.provider.silent = True
         response = await stack.client.post(
@@ -241,7 +241,7 @@ async def test_query_timeout_is_504():
         assert stack.gateway.runtime.active_count(stack.gateway.catalog.get("mock.echo")) == 0
 
 
-async def test_query_answered_non_terminally_is_502():
+async def test_query_answered_non_terminally_is_502() -> None:
     def accept(envelope):
         if envelope.message_type == "tool.invoke.request":
             return make_invoke_response_envelope(ToolAccepted(details={}), envelope)
@@ -254,7 +254,7 @@ async def test_query_answered_non_terminally_is_502():
         assert_error(response, 502, "FORGE_TOOL_QUERY_NON_TERMINAL_RESPONSE")
 
 
-async def test_query_rejected_by_the_provider_is_422_with_its_error():
+async def test_query_rejected_by_the_provider_is_422_with_its_error() -> None:
     def reject(envelope):
         error = ToolError(code="MOCK_BUSY_ARM", message="arm is homing", retryable=True)
         return make_invoke_response_envelope(error, envelope)
@@ -268,7 +268,7 @@ async def test_query_rejected_by_the_provider_is_422_with_its_error():
         assert error["details"]["provider_error"]["message"] == "arm is homing"
 
 
-async def test_query_failed_result_is_passed_through_as_completed():
+async def test_query_failed_result_is_passed_through_as_completed() -> None:
     def fail(envelope):
         error = ToolError(code="MOCK_SENSOR", message="sensor offline")
         return make_invoke_response_envelope(ToolResult(status="failed", error=error), envelope)
@@ -286,7 +286,7 @@ async def test_query_failed_result_is_passed_through_as_completed():
 # ---------------------------------------------------------------- Action and Session
 
 
-async def test_action_admission_is_202_and_status_result_follow():
+async def test_action_admission_is_202_and_status_result_follow() -> None:
     async with running_stack() as stack:
         response = await stack.client.post(
             "/tools/mock.move:invoke",
@@ -336,7 +336,7 @@ async def test_action_admission_is_202_and_status_result_follow():
         assert done["result"] == result["result"]
 
 
-async def test_failed_action_reads_failed_with_the_provider_error():
+async def test_failed_action_reads_failed_with_the_provider_error() -> None:
     async with running_stack() as stack:
         admitted = await start(stack, "mock.move", {"duration_s": 0, "behaviour": "fail"})
         done = await wait_terminal(stack, admitted["invocation_id"])
@@ -344,7 +344,7 @@ async def test_failed_action_reads_failed_with_the_provider_error():
         assert done["result"]["error"]["code"] == "MOCK_MOVE_FAILED"
 
 
-async def test_action_outputs_violating_output_schema_become_a_failed_result():
+async def test_action_outputs_violating_output_schema_become_a_failed_result() -> None:
     schema = {"type": "object", "properties": {"travelled_s": {"type": "string"}}}
     config = config_with_tools(**{"mock.move": {"output_schema": schema}})
     async with running_stack(config) as stack:
@@ -356,7 +356,7 @@ async def test_action_outputs_violating_output_schema_become_a_failed_result():
         assert done["result"]["error"]["details"]["path"] == "$.travelled_s"
 
 
-async def test_cancel_accepted_is_not_reported_as_cancelled():
+async def test_cancel_accepted_is_not_reported_as_cancelled() -> None:
     async with running_stack() as stack:
         admitted = await start(stack, "mock.move", HANG)
         invocation_id = admitted["invocation_id"]
@@ -373,7 +373,7 @@ async def test_cancel_accepted_is_not_reported_as_cancelled():
         assert data(again, 200)["cancel_status"] == "terminal"
 
 
-async def test_session_runs_until_stopped_and_stop_acceptance_is_not_stopped():
+async def test_session_runs_until_stopped_and_stop_acceptance_is_not_stopped() -> None:
     async with running_stack() as stack:
         admitted = await start(stack, "mock.stream", {})
         invocation_id = admitted["invocation_id"]
@@ -393,7 +393,7 @@ async def test_session_runs_until_stopped_and_stop_acceptance_is_not_stopped():
         assert done["result"]["outputs"]["beats"] >= 1
 
 
-async def test_control_must_fit_the_semantics():
+async def test_control_must_fit_the_semantics() -> None:
     async with running_stack() as stack:
         session = await start(stack, "mock.stream", {})
         action = await start(stack, "mock.move", HANG)
@@ -409,7 +409,7 @@ async def test_control_must_fit_the_semantics():
 
 @pytest.mark.parametrize("body", [b'{"reason":"now"}', b"[]", b"{", b'"x"', b"null"])
 @pytest.mark.parametrize("command", ["cancel", "stop"])
-async def test_control_with_a_non_empty_body_is_400(body, command):
+async def test_control_with_a_non_empty_body_is_400(body, command) -> None:
     async with running_stack() as stack:
         tool = "mock.move" if command == "cancel" else "mock.stream"
         admitted = await start(stack, tool, HANG if command == "cancel" else {})
@@ -427,7 +427,7 @@ async def test_control_with_a_non_empty_body_is_400(body, command):
         await wait_terminal(stack, invocation_id)
 
 
-async def test_queries_are_not_invoked_on_the_action_route_and_vice_versa():
+async def test_queries_are_not_invoked_on_the_action_route_and_vice_versa() -> None:
     async with running_stack() as stack:
         wrong = await stack.client.post(
             "/tools/mock.echo:invoke", json={"arguments": {"message": "x"}}
@@ -441,7 +441,7 @@ async def test_queries_are_not_invoked_on_the_action_route_and_vice_versa():
 # ---------------------------------------------------------------- events
 
 
-async def test_events_stream_with_ids_and_resume_after_last_event_id():
+async def test_events_stream_with_ids_and_resume_after_last_event_id() -> None:
     async with running_stack() as stack:
         admitted = await start(stack, "mock.move", {"duration_s": 0.15, "behaviour": "succeed"})
         invocation_id = admitted["invocation_id"]
@@ -469,7 +469,7 @@ async def test_events_stream_with_ids_and_resume_after_last_event_id():
         assert_error(invalid, 400, "FORGE_TOOL_INVALID_EVENT_ID")
 
 
-async def test_lookup_by_caller_id_is_read_only():
+async def test_lookup_by_caller_id_is_read_only() -> None:
     async with running_stack() as stack:
         admitted = await start(stack, "mock.move", QUICK, caller_id="recover-me")
         await wait_terminal(stack, admitted["invocation_id"])
@@ -486,7 +486,7 @@ async def test_lookup_by_caller_id_is_read_only():
 # ---------------------------------------------------------------- path ids
 
 
-async def test_percent_encoded_path_ids_are_decoded():
+async def test_percent_encoded_path_ids_are_decoded() -> None:
     config = config_with_tools(**{"mock.move": {"tool_id": "arm/move:v1"}})
     async with running_stack(config) as stack:
         spec = await stack.client.get("/tools/arm%2Fmove%3Av1")
@@ -545,7 +545,7 @@ ECHO_ARGS = b'"message": "x"'
 
 
 @pytest.mark.parametrize("body", BAD_BODIES)
-async def test_bad_action_body_is_400_and_nothing_is_admitted(body):
+async def test_bad_action_body_is_400_and_nothing_is_admitted(body) -> None:
     async with running_stack() as stack:
         response = await stack.client.post(
             "/tools/mock.move:invoke",
@@ -557,7 +557,7 @@ async def test_bad_action_body_is_400_and_nothing_is_admitted(body):
 
 
 @pytest.mark.parametrize("body", BAD_BODIES)
-async def test_bad_query_body_is_400_and_nothing_is_sent(body):
+async def test_bad_query_body_is_400_and_nothing_is_sent(body) -> None:
     async with running_stack() as stack:
         response = await stack.client.post(
             "/tools/mock/echo:invoke",
@@ -568,7 +568,7 @@ async def test_bad_query_body_is_400_and_nothing_is_sent(body):
         nothing_admitted(stack)
 
 
-async def test_oversized_body_is_413_and_nothing_is_admitted():
+async def test_oversized_body_is_413_and_nothing_is_admitted() -> None:
     config = with_overrides(max_body_bytes=1024)
     async with running_stack(config) as stack:
         big = {"arguments": {"message": "x" * 2000}}
@@ -587,7 +587,7 @@ async def test_oversized_body_is_413_and_nothing_is_admitted():
         ({"behaviour": "succeed"}, "$"),
     ],
 )
-async def test_arguments_violating_input_schema_are_400_naming_the_path(arguments, path):
+async def test_arguments_violating_input_schema_are_400_naming_the_path(arguments, path) -> None:
     async with running_stack() as stack:
         response = await stack.client.post("/tools/mock.move:invoke", json={"arguments": arguments})
         error = assert_error(response, 400, "FORGE_TOOL_INVALID_ARGUMENTS")
@@ -596,7 +596,7 @@ async def test_arguments_violating_input_schema_are_400_naming_the_path(argument
         nothing_admitted(stack)
 
 
-async def test_query_arguments_violating_input_schema_are_400_naming_the_path():
+async def test_query_arguments_violating_input_schema_are_400_naming_the_path() -> None:
     async with running_stack() as stack:
         response = await stack.client.post(
             "/tools/mock/echo:invoke", json={"arguments": {"message": 5}}
@@ -609,7 +609,7 @@ async def test_query_arguments_violating_input_schema_are_400_naming_the_path():
 # ---------------------------------------------------------------- not found, unavailable
 
 
-async def test_unknown_tool_endpoint_operation_and_invocation_are_404():
+async def test_unknown_tool_endpoint_operation_and_invocation_are_404() -> None:
     async with running_stack() as stack:
         client = stack.client
         assert_error(await client.get("/tools/nope"), 404, "FORGE_TOOL_NOT_FOUND")
@@ -646,7 +646,7 @@ async def test_unknown_tool_endpoint_operation_and_invocation_are_404():
         nothing_admitted(stack)
 
 
-async def test_absent_provider_is_503_retryable_with_retry_after():
+async def test_absent_provider_is_503_retryable_with_retry_after() -> None:
     async with running_stack(register=False) as stack:
         for path, arguments in (
             ("/tools/mock/echo:invoke", {"message": "x"}),
@@ -660,7 +660,7 @@ async def test_absent_provider_is_503_retryable_with_retry_after():
         nothing_admitted(stack)
 
 
-async def test_unregistered_provider_becomes_503_again():
+async def test_unregistered_provider_becomes_503_again() -> None:
     async with running_stack() as stack:
         stack.provider.unregister()
         await eventually_async(
@@ -672,7 +672,7 @@ async def test_unregistered_provider_becomes_503_again():
         assert_error(response, 503, "FORGE_TOOL_ENDPOINT_UNAVAILABLE")
 
 
-async def test_max_concurrency_is_503_retryable():
+async def test_max_concurrency_is_503_retryable() -> None:
     async with running_stack() as stack:
         first = await start(stack, "mock.move", HANG)
         response = await stack.client.post("/tools/mock.move:invoke", json={"arguments": QUICK})
@@ -687,13 +687,13 @@ async def test_max_concurrency_is_503_retryable():
         await wait_terminal(stack, after["invocation_id"])
 
 
-async def test_untrusted_host_header_is_refused_on_loopback():
+async def test_untrusted_host_header_is_refused_on_loopback() -> None:
     async with running_stack() as stack:
         response = await stack.client.get("/tools", headers={"host": "evil.example"})
         assert_error(response, 403, "FORGE_TOOL_HOST_NOT_ALLOWED")
 
 
-async def test_a_cancel_that_cannot_be_sent_is_a_retryable_503_not_a_500():
+async def test_a_cancel_that_cannot_be_sent_is_a_retryable_503_not_a_500() -> None:
     def accept_then_unroutable(envelope):
         if envelope.message_type == "tool.control.request":
             raise ConnectionError("dora send_output failed")
@@ -737,7 +737,7 @@ async def answered_without_token(app, kind: str, path: str) -> list[dict]:
     return sent
 
 
-async def test_every_route_and_websocket_refuses_a_request_without_the_token():
+async def test_every_route_and_websocket_refuses_a_request_without_the_token() -> None:
     async with running_stack() as stack:
         app = create_app(stack.gateway, gateway_policy(stack.gateway.config, "t" * 32))
         paths = {

@@ -108,7 +108,7 @@ DAMAGED_LINES = {
 @pytest.mark.parametrize("line", DAMAGED_LINES.values(), ids=DAMAGED_LINES.keys())
 async def test_a_damaged_journal_line_is_skipped_and_its_invocation_reads_unknown(
     tmp_path: Path, line: bytes
-):
+) -> None:
     path = tmp_path / "gateway.journal"
     done = await completed_move(path)
     with path.open("ab") as handle:
@@ -126,7 +126,9 @@ async def test_a_damaged_journal_line_is_skipped_and_its_invocation_reads_unknow
         assert (await wait_terminal(stack, again["invocation_id"]))["phase"] == "completed"
 
 
-async def test_a_line_without_a_legible_id_is_skipped_and_nothing_else_changes(tmp_path: Path):
+async def test_a_line_without_a_legible_id_is_skipped_and_nothing_else_changes(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "gateway.journal"
     done = await completed_move(path)
     with path.open("ab") as handle:
@@ -140,7 +142,7 @@ async def test_a_line_without_a_legible_id_is_skipped_and_nothing_else_changes(t
     assert [json.loads(raw)["k"] for raw in lines] == ["admit", "terminal"]
 
 
-async def test_an_unreadable_invocation_keeps_what_its_line_still_shows(tmp_path: Path):
+async def test_an_unreadable_invocation_keeps_what_its_line_still_shows(tmp_path: Path) -> None:
     path = tmp_path / "gateway.journal"
     path.write_bytes(
         b'{"k":"admit","id":"inv_torn","attempt_id":"att_1","tool_id":"mock.move",'
@@ -166,7 +168,9 @@ async def test_an_unreadable_invocation_keeps_what_its_line_still_shows(tmp_path
         assert invoke_requests(stack.provider.received) == 0
 
 
-async def test_an_unreadable_outcome_line_turns_a_completed_invocation_unknown(tmp_path: Path):
+async def test_an_unreadable_outcome_line_turns_a_completed_invocation_unknown(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "gateway.journal"
     done = await completed_move(path)
     admit, terminal = path.read_bytes().splitlines(keepends=True)
@@ -180,7 +184,7 @@ async def test_an_unreadable_outcome_line_turns_a_completed_invocation_unknown(t
 # ---------------------------------------------------------------- write failures
 
 
-async def test_a_full_journal_refuses_admission_with_a_retryable_503_before_dispatch():
+async def test_a_full_journal_refuses_admission_with_a_retryable_503_before_dispatch() -> None:
     journal = FailingJournal()
     journal.failing = {"admit"}
     async with running_stack(journal=journal) as stack:
@@ -203,7 +207,7 @@ async def test_a_full_journal_refuses_admission_with_a_retryable_503_before_disp
         assert invoke_requests(stack.provider.received, "move") == 1
 
 
-async def test_an_outcome_that_cannot_be_journaled_is_still_answered_and_restarts_unknown():
+async def test_an_outcome_that_cannot_be_journaled_is_still_answered_and_restarts_unknown() -> None:
     journal = FailingJournal()
     journal.failing = {"terminal"}
     async with running_stack(journal=journal) as stack:
@@ -220,7 +224,7 @@ async def test_an_outcome_that_cannot_be_journaled_is_still_answered_and_restart
         assert after["result"]["error"]["code"] == "FORGE_TOOL_GATEWAY_RESTARTED_OUTCOME_UNKNOWN"
 
 
-async def test_a_degraded_journal_heals_by_compaction_once_the_disk_has_room():
+async def test_a_degraded_journal_heals_by_compaction_once_the_disk_has_room() -> None:
     journal = FailingJournal()
     journal.failing = {"terminal", "compact"}
     async with running_stack(journal=journal) as stack:
@@ -238,7 +242,7 @@ async def test_a_degraded_journal_heals_by_compaction_once_the_disk_has_room():
         assert (await read(restarted, admitted["invocation_id"]))["phase"] == "completed"
 
 
-async def test_a_gateway_whose_journal_cannot_be_rewritten_at_start_still_serves():
+async def test_a_gateway_whose_journal_cannot_be_rewritten_at_start_still_serves() -> None:
     journal = FailingJournal()
     journal.failing = {"compact"}
     async with running_stack(journal=journal) as stack:
@@ -247,7 +251,7 @@ async def test_a_gateway_whose_journal_cannot_be_rewritten_at_start_still_serves
         assert (await wait_terminal(stack, admitted["invocation_id"]))["phase"] == "completed"
 
 
-def test_an_append_cut_short_by_the_disk_leaves_only_whole_lines(tmp_path: Path):
+def test_an_append_cut_short_by_the_disk_leaves_only_whole_lines(tmp_path: Path) -> None:
     # A real partial write: the kernel writes up to the file-size limit, then EFBIG.
     path = tmp_path / "gateway.journal"
     script = textwrap.dedent(
@@ -277,7 +281,7 @@ def test_an_append_cut_short_by_the_disk_leaves_only_whole_lines(tmp_path: Path)
 
 def test_a_journal_reopened_after_a_crash_starts_the_next_record_on_a_fresh_line(
     tmp_path: Path,
-):
+) -> None:
     path = tmp_path / "gateway.journal"
     path.write_bytes(b'{"k":"admit","id":"inv_1"}\n{"k":"admit","id":"inv_2","att')
     journal = FileJournal(path)

@@ -11,7 +11,7 @@ RUN_ID = "01a2317b-f424-745a-88d4-c7ea811970b7"
 NODE_CONFIG = f"dataflow_id: {RUN_ID}\nnode_id: gateway\n"
 
 
-def test_the_command_line_wins_then_the_config_then_the_runners_variable(tmp_path: Path):
+def test_the_command_line_wins_then_the_config_then_the_runners_variable(tmp_path: Path) -> None:
     explicit = parse_config("journal_path: /srv/explicit.journal\n")
     plain = parse_config("")
     environ = {"DORAFORGE_GATEWAY_JOURNAL": "/runs/r1/gateway.journal"}
@@ -26,7 +26,7 @@ def test_the_command_line_wins_then_the_config_then_the_runners_variable(tmp_pat
     )
 
 
-def test_without_a_choice_the_journal_sits_beside_dora_s_logs_of_this_run(tmp_path: Path):
+def test_without_a_choice_the_journal_sits_beside_dora_s_logs_of_this_run(tmp_path: Path) -> None:
     config = parse_config("gateway_id: cell-a\n")
     found = journal_path(config, None, environ={"DORA_NODE_CONFIG": NODE_CONFIG}, cwd=tmp_path)
     assert found == tmp_path / "out" / RUN_ID / "cell-a.journal"
@@ -34,7 +34,7 @@ def test_without_a_choice_the_journal_sits_beside_dora_s_logs_of_this_run(tmp_pa
 
 def test_two_runs_never_share_a_journal_and_nothing_lands_in_the_users_state_dir(
     tmp_path: Path,
-):
+) -> None:
     config = parse_config("")
     other = NODE_CONFIG.replace(RUN_ID, "01a2317b-0000-745a-88d4-c7ea811970b7")
     first = journal_path(config, None, environ={"DORA_NODE_CONFIG": NODE_CONFIG}, cwd=tmp_path)

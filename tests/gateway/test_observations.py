@@ -40,7 +40,7 @@ def publish(gateway: Gateway, value: int, seq: int) -> None:
     gateway.observations.on_input("image_scene", image, {"seq": seq, "stamp_ns": 1_000 + seq})
 
 
-def test_latest_frame_is_served_as_jpeg_with_its_sequence_and_timestamp(gateway: Gateway):
+def test_latest_frame_is_served_as_jpeg_with_its_sequence_and_timestamp(gateway: Gateway) -> None:
     publish(gateway, 200, seq=1)
     publish(gateway, 90, seq=2)
     with live_gateway(gateway) as server, server.client() as client:
@@ -54,7 +54,7 @@ def test_latest_frame_is_served_as_jpeg_with_its_sequence_and_timestamp(gateway:
     assert abs(int(decoded[:, :, 2].mean()) - 90) < 4  # BGR on decode: red is channel 2
 
 
-def test_png_is_lossless(gateway: Gateway):
+def test_png_is_lossless(gateway: Gateway) -> None:
     publish(gateway, 123, seq=7)
     with live_gateway(gateway) as server, server.client() as client:
         response = client.get("/observations/images/scene/latest?format=png")
@@ -63,7 +63,7 @@ def test_png_is_lossless(gateway: Gateway):
     assert (decoded[:, :, 2] == 123).all()
 
 
-def test_unknown_source_is_404_and_no_frame_yet_is_503(gateway: Gateway):
+def test_unknown_source_is_404_and_no_frame_yet_is_503(gateway: Gateway) -> None:
     with live_gateway(gateway) as server, server.client() as client:
         missing = client.get("/observations/images/nope/latest")
         empty = client.get("/observations/images/scene/latest")
@@ -75,13 +75,13 @@ def test_unknown_source_is_404_and_no_frame_yet_is_503(gateway: Gateway):
     assert bad.status_code == 400
 
 
-def test_malformed_observations_are_dropped_and_counted(gateway: Gateway):
+def test_malformed_observations_are_dropped_and_counted(gateway: Gateway) -> None:
     gateway.observations.on_input("image_scene", JointState(name=["j"]).to_arrow(), {})
     assert gateway.observations.dropped == 1
     assert gateway.observations.latest_frame("scene") is None
 
 
-def test_ws_images_sends_the_newest_frame_in_the_upstream_shape(gateway: Gateway):
+def test_ws_images_sends_the_newest_frame_in_the_upstream_shape(gateway: Gateway) -> None:
     publish(gateway, 50, seq=3)
     publish(gateway, 60, seq=4)
     with live_gateway(gateway) as server, connect(server.ws_url("/ws/images")) as websocket:
@@ -95,7 +95,7 @@ def test_ws_images_sends_the_newest_frame_in_the_upstream_shape(gateway: Gateway
     assert pixels.shape == (48, 64, 3)
 
 
-def test_ws_state_and_http_state_report_the_latest_joint_state(gateway: Gateway):
+def test_ws_state_and_http_state_report_the_latest_joint_state(gateway: Gateway) -> None:
     state = JointState(name=["a", "b"], position=[0.1, 0.2], velocity=[0.0, 0.0]).to_arrow()
     gateway.observations.on_input("joint_state", state, {})
     with live_gateway(gateway) as server, server.client() as client:
@@ -107,7 +107,9 @@ def test_ws_state_and_http_state_report_the_latest_joint_state(gateway: Gateway)
     assert message["joint_state"]["name"] == ["a", "b"]
 
 
-def test_nanosecond_stamps_travel_as_strings_so_the_json_stays_interoperable(gateway: Gateway):
+def test_nanosecond_stamps_travel_as_strings_so_the_json_stays_interoperable(
+    gateway: Gateway,
+) -> None:
     from doraforge.wire import strict_json
 
     stamp = 1_796_000_000_123_456_789  # a real wall-clock stamp: far beyond 2^53
@@ -128,7 +130,7 @@ class RecordingLoop:
         self.calls += 1
 
 
-def test_unwatched_joint_state_is_kept_undecoded_and_wakes_no_loop(gateway: Gateway):
+def test_unwatched_joint_state_is_kept_undecoded_and_wakes_no_loop(gateway: Gateway) -> None:
     store = gateway.observations
     loop = RecordingLoop()
     store.bind_loop(loop)  # type: ignore[arg-type]
@@ -139,13 +141,13 @@ def test_unwatched_joint_state_is_kept_undecoded_and_wakes_no_loop(gateway: Gate
     assert (seq, state["position"] if state else None) == (3, [0.3])
 
 
-def test_a_joint_state_without_its_columns_is_dropped_on_arrival(gateway: Gateway):
+def test_a_joint_state_without_its_columns_is_dropped_on_arrival(gateway: Gateway) -> None:
     gateway.observations.on_input("joint_state", pa.array([1.0]), {})
     assert gateway.observations.dropped == 1
     assert gateway.observations.latest_state() == (0, None)
 
 
-def test_a_malformed_newest_joint_state_leaves_the_last_good_one(gateway: Gateway):
+def test_a_malformed_newest_joint_state_leaves_the_last_good_one(gateway: Gateway) -> None:
     store = gateway.observations
     store.on_input("joint_state", JointState(name=["a"], position=[0.5]).to_arrow(), {})
     assert store.latest_state()[0] == 1
@@ -159,7 +161,7 @@ def test_a_malformed_newest_joint_state_leaves_the_last_good_one(gateway: Gatewa
 
 
 @pytest.mark.anyio
-async def test_a_change_before_the_wait_began_ends_it_at_once(gateway: Gateway):
+async def test_a_change_before_the_wait_began_ends_it_at_once(gateway: Gateway) -> None:
     store = gateway.observations
     store.bind_loop(asyncio.get_running_loop())
     seen = store.version
@@ -168,7 +170,7 @@ async def test_a_change_before_the_wait_began_ends_it_at_once(gateway: Gateway):
 
 
 @pytest.mark.anyio
-async def test_a_watched_store_wakes_its_waiter(gateway: Gateway):
+async def test_a_watched_store_wakes_its_waiter(gateway: Gateway) -> None:
     store = gateway.observations
     loop = asyncio.get_running_loop()
     store.bind_loop(loop)

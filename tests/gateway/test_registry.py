@@ -36,7 +36,7 @@ def gone() -> list[tuple[str, str, str]]:
 
 
 @pytest.fixture
-def registry(gone) -> EndpointRegistry:
+def registry(gone: list[tuple[str, str, str]]) -> EndpointRegistry:
     return EndpointRegistry(
         ["mock", "other"], lease_ttl_ms=TTL_MS, on_instance_gone=lambda *args: gone.append(args)
     )
@@ -67,7 +67,9 @@ def changed_descriptor() -> ToolEndpointDescriptor:
     return dataclasses.replace(DESCRIPTOR, operations=tuple(operations))
 
 
-def test_first_registration_is_accepted_and_bumps_the_revision_once(registry, clock, gone):
+def test_first_registration_is_accepted_and_bumps_the_revision_once(
+    registry: EndpointRegistry, clock: FakeClock, gone: list[tuple[str, str, str]]
+) -> None:
     response = registry.register("mock", register("a"), clock.monotonic())
     assert response.status == "accepted"
     assert response.registry_revision == 1
@@ -82,7 +84,9 @@ def test_first_registration_is_accepted_and_bumps_the_revision_once(registry, cl
     assert gone == []
 
 
-def test_equal_descriptor_renewal_keeps_the_revision_and_extends_the_lease(registry, clock):
+def test_equal_descriptor_renewal_keeps_the_revision_and_extends_the_lease(
+    registry: EndpointRegistry, clock: FakeClock
+) -> None:
     registry.register("mock", register("a"), clock.monotonic())
     clock.advance(2.0)
     response = registry.register("mock", register("a"), clock.monotonic())
@@ -96,8 +100,8 @@ def test_equal_descriptor_renewal_keeps_the_revision_and_extends_the_lease(regis
 
 
 def test_changed_descriptor_from_the_current_instance_is_rejected_without_effect(
-    registry, clock, gone
-):
+    registry: EndpointRegistry, clock: FakeClock, gone: list[tuple[str, str, str]]
+) -> None:
     registry.register("mock", register("a"), clock.monotonic())
     deadline = registry.current("mock").lease_deadline
     clock.advance(1.0)
@@ -114,7 +118,7 @@ def test_changed_descriptor_from_the_current_instance_is_rejected_without_effect
     assert gone == []
 
 
-def test_different_instance_on_the_trusted_route_replaces_atomically(clock):
+def test_different_instance_on_the_trusted_route_replaces_atomically(clock: FakeClock) -> None:
     gone: list[tuple[str, str, str]] = []
     observed: list[str | None] = []
 
@@ -136,7 +140,9 @@ def test_different_instance_on_the_trusted_route_replaces_atomically(clock):
     assert observed == ["b"]
 
 
-def test_unregister_of_the_current_instance_removes_it_and_bumps(registry, clock, gone):
+def test_unregister_of_the_current_instance_removes_it_and_bumps(
+    registry: EndpointRegistry, clock: FakeClock, gone: list[tuple[str, str, str]]
+) -> None:
     registry.register("mock", register("a"), clock.monotonic())
     response = registry.unregister("mock", unregister("a"), clock.monotonic())
     assert response.status == "accepted"
@@ -147,7 +153,9 @@ def test_unregister_of_the_current_instance_removes_it_and_bumps(registry, clock
     assert gone == [("mock", "a", "unregistered")]
 
 
-def test_unregister_when_absent_is_accepted_without_change(registry, clock, gone):
+def test_unregister_when_absent_is_accepted_without_change(
+    registry: EndpointRegistry, clock: FakeClock, gone: list[tuple[str, str, str]]
+) -> None:
     response = registry.unregister("mock", unregister("a"), clock.monotonic())
     assert response.status == "accepted"
     assert response.registry_revision == 0
@@ -155,7 +163,9 @@ def test_unregister_when_absent_is_accepted_without_change(registry, clock, gone
     assert gone == []
 
 
-def test_unregister_from_a_stale_instance_is_rejected_without_change(registry, clock, gone):
+def test_unregister_from_a_stale_instance_is_rejected_without_change(
+    registry: EndpointRegistry, clock: FakeClock, gone: list[tuple[str, str, str]]
+) -> None:
     registry.register("mock", register("a"), clock.monotonic())
     registry.register("mock", register("b"), clock.monotonic())
     gone.clear()
@@ -168,7 +178,9 @@ def test_unregister_from_a_stale_instance_is_rejected_without_change(registry, c
     assert gone == []
 
 
-def test_unregister_with_a_payload_is_rejected(registry, clock):
+def test_unregister_with_a_payload_is_rejected(
+    registry: EndpointRegistry, clock: FakeClock
+) -> None:
     registry.register("mock", register("a"), clock.monotonic())
     envelope = dataclasses.replace(unregister("a"), payload={"reason": "bye"})
     response = registry.unregister("mock", envelope, clock.monotonic())
@@ -176,7 +188,9 @@ def test_unregister_with_a_payload_is_rejected(registry, clock):
     assert registry.current("mock") is not None
 
 
-def test_route_endpoint_mismatch_is_rejected_without_state_change(registry, clock, gone):
+def test_route_endpoint_mismatch_is_rejected_without_state_change(
+    registry: EndpointRegistry, clock: FakeClock, gone: list[tuple[str, str, str]]
+) -> None:
     other = dataclasses.replace(DESCRIPTOR, endpoint_id="other")
     response = registry.register("mock", register("x", other), clock.monotonic())
     assert response.status == "rejected"
@@ -191,7 +205,9 @@ def test_route_endpoint_mismatch_is_rejected_without_state_change(registry, cloc
     assert gone == []
 
 
-def test_descriptor_endpoint_must_match_the_envelope_endpoint(registry, clock):
+def test_descriptor_endpoint_must_match_the_envelope_endpoint(
+    registry: EndpointRegistry, clock: FakeClock
+) -> None:
     other = dataclasses.replace(DESCRIPTOR, endpoint_id="other")
     envelope = dataclasses.replace(register("x", other), endpoint_id="mock")
     response = registry.register("mock", envelope, clock.monotonic())
@@ -200,7 +216,7 @@ def test_descriptor_endpoint_must_match_the_envelope_endpoint(registry, clock):
     assert registry.revision == 0
 
 
-def test_unconfigured_route_is_rejected(registry, clock):
+def test_unconfigured_route_is_rejected(registry: EndpointRegistry, clock: FakeClock) -> None:
     ghost = dataclasses.replace(DESCRIPTOR, endpoint_id="ghost")
     response = registry.register("ghost", register("g", ghost), clock.monotonic())
     assert response.status == "rejected"
@@ -209,7 +225,9 @@ def test_unconfigured_route_is_rejected(registry, clock):
     assert registry.revision == 0
 
 
-def test_lease_expiry_removes_the_record_and_bumps_once(registry, clock, gone):
+def test_lease_expiry_removes_the_record_and_bumps_once(
+    registry: EndpointRegistry, clock: FakeClock, gone: list[tuple[str, str, str]]
+) -> None:
     registry.register("mock", register("a"), clock.monotonic())
     clock.advance(TTL_MS / 1000 - 0.001)
     assert registry.expire(clock.monotonic()) == []
@@ -223,7 +241,9 @@ def test_lease_expiry_removes_the_record_and_bumps_once(registry, clock, gone):
     assert registry.revision == 2
 
 
-def test_registration_after_expiry_is_a_new_absent_to_current_change(registry, clock):
+def test_registration_after_expiry_is_a_new_absent_to_current_change(
+    registry: EndpointRegistry, clock: FakeClock
+) -> None:
     registry.register("mock", register("a"), clock.monotonic())
     clock.advance(TTL_MS / 1000 + 1)
     registry.expire(clock.monotonic())
@@ -232,7 +252,9 @@ def test_registration_after_expiry_is_a_new_absent_to_current_change(registry, c
     assert response.registry_revision == 3
 
 
-def test_status_snapshots_are_stored_only_from_the_current_instance(registry, clock):
+def test_status_snapshots_are_stored_only_from_the_current_instance(
+    registry: EndpointRegistry, clock: FakeClock
+) -> None:
     assert registry.record_status("mock", status("a"), clock.monotonic()) is False
     registry.register("mock", register("a"), clock.monotonic())
     clock.advance(0.5)
@@ -247,7 +269,9 @@ def test_status_snapshots_are_stored_only_from_the_current_instance(registry, cl
     assert registry.revision == 1  # a status is not a Registry mutation
 
 
-def test_a_status_snapshot_does_not_renew_the_lease(registry, clock):
+def test_a_status_snapshot_does_not_renew_the_lease(
+    registry: EndpointRegistry, clock: FakeClock
+) -> None:
     registry.register("mock", register("a"), clock.monotonic())
     clock.advance(TTL_MS / 1000 - 0.5)
     registry.record_status("mock", status("a"), clock.monotonic())
@@ -255,7 +279,9 @@ def test_a_status_snapshot_does_not_renew_the_lease(registry, clock):
     assert [r.instance_id for r in registry.expire(clock.monotonic())] == ["a"]
 
 
-def test_every_response_reports_the_revision_after_its_decision(registry, clock):
+def test_every_response_reports_the_revision_after_its_decision(
+    registry: EndpointRegistry, clock: FakeClock
+) -> None:
     revisions = [
         registry.register("mock", register("a"), 0.0).registry_revision,
         registry.register("mock", register("a"), 0.0).registry_revision,
@@ -268,7 +294,9 @@ def test_every_response_reports_the_revision_after_its_decision(registry, clock)
     assert revisions == [1, 1, 1, 2, 2, 3, 3]
 
 
-def test_changed_operation_list_counts_as_a_changed_descriptor(registry, clock):
+def test_changed_operation_list_counts_as_a_changed_descriptor(
+    registry: EndpointRegistry, clock: FakeClock
+) -> None:
     registry.register("mock", register("a"), 0.0)
     smaller = dataclasses.replace(DESCRIPTOR, operations=DESCRIPTOR.operations[:1])
     assert registry.register("mock", register("a", smaller), 0.0).status == "rejected"
@@ -279,7 +307,7 @@ def test_changed_operation_list_counts_as_a_changed_descriptor(registry, clock):
 
 
 @pytest.mark.anyio
-async def test_gateway_answers_registry_requests_on_the_trusted_route(clock):
+async def test_gateway_answers_registry_requests_on_the_trusted_route(clock: FakeClock) -> None:
     sent: list[tuple[str, ToolEnvelope]] = []
     gateway = Gateway(mock_config(), send=lambda route, env: sent.append((route, env)), clock=clock)
     gateway.on_message("mock", register("a"))
@@ -299,7 +327,7 @@ async def test_gateway_answers_registry_requests_on_the_trusted_route(clock):
 
 
 @pytest.mark.anyio
-async def test_gateway_expires_leases_on_tick(clock):
+async def test_gateway_expires_leases_on_tick(clock: FakeClock) -> None:
     gateway = Gateway(mock_config(), send=lambda route, env: None, clock=clock)
     gateway.on_message("mock", register("a"))
     clock.advance(gateway.config.lease_ttl_ms / 1000 + 0.1)

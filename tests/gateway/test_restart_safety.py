@@ -48,7 +48,7 @@ async def _orphan_after_restart(tmp_path: Path) -> tuple[LocalProvider, Gateway,
 
 async def test_restarted_gateway_asks_the_same_instance_to_cancel_an_orphaned_action(
     tmp_path: Path,
-):
+) -> None:
     provider, gateway, invocation_id = await _orphan_after_restart(tmp_path)
     assert gateway.runtime.get(invocation_id).phase == "unknown"
     assert _controls(provider, invocation_id) == []
@@ -66,7 +66,7 @@ async def test_restarted_gateway_asks_the_same_instance_to_cancel_an_orphaned_ac
     assert gateway.runtime.get(invocation_id).phase == "unknown"
 
 
-async def test_orphans_of_a_replaced_instance_are_not_sent_anything(tmp_path: Path):
+async def test_orphans_of_a_replaced_instance_are_not_sent_anything(tmp_path: Path) -> None:
     provider, gateway, invocation_id = await _orphan_after_restart(tmp_path)
     provider.restart()  # a new process: the orphan died with the old one
     provider.register()
@@ -80,7 +80,7 @@ async def test_orphans_of_a_replaced_instance_are_not_sent_anything(tmp_path: Pa
     assert _controls(provider, invocation_id) == []
 
 
-async def test_context_is_not_ready_when_the_provider_reports_the_operation_saturated():
+async def test_context_is_not_ready_when_the_provider_reports_the_operation_saturated() -> None:
     carrier = LocalCarrier()
     gateway = Gateway(mock_config(), send=carrier.send)
     provider = carrier.add(LocalProvider("mock", mock_handler), gateway.on_message)

@@ -70,7 +70,7 @@ async def cancel_and_wait(stack: Stack, invocation_id: str) -> None:
 # ---------------------------------------------------------------- phases
 
 
-def test_phase_order_is_forward_only_and_terminal_is_final():
+def test_phase_order_is_forward_only_and_terminal_is_final() -> None:
     assert can_advance("dispatching", "accepted")
     assert can_advance("accepted", "running")
     assert can_advance("running", "stopping")
@@ -83,7 +83,7 @@ def test_phase_order_is_forward_only_and_terminal_is_final():
         assert not can_advance(terminal, "unknown")
 
 
-async def test_phases_never_regress_and_result_is_retained_before_terminal_phase():
+async def test_phases_never_regress_and_result_is_retained_before_terminal_phase() -> None:
     async with running_stack() as stack:
         admitted = await start(stack, "mock.move", {"duration_s": 0.2, "behaviour": "succeed"})
         invocation = stack.gateway.runtime.store.get(admitted["invocation_id"])
@@ -106,7 +106,7 @@ async def test_phases_never_regress_and_result_is_retained_before_terminal_phase
         assert terminal_events[0].data["result"] == invocation.result
 
 
-async def test_late_provider_events_do_not_change_a_terminal_invocation():
+async def test_late_provider_events_do_not_change_a_terminal_invocation() -> None:
     async with running_stack() as stack:
         admitted = await start(stack, "mock.move", QUICK)
         done = await wait_terminal(stack, admitted["invocation_id"])
@@ -133,7 +133,9 @@ async def test_late_provider_events_do_not_change_a_terminal_invocation():
 # ---------------------------------------------------------------- deadlines and fencing
 
 
-async def test_missed_deadline_is_unknown_and_keeps_the_slot_fenced_until_provider_terminal():
+async def test_missed_deadline_is_unknown_and_keeps_the_slot_fenced_until_provider_terminal() -> (
+    None
+):
     clock = FakeClock()
     config = with_overrides(cancel_on_deadline=False)
     async with running_stack(config, clock=clock) as stack:
@@ -179,7 +181,7 @@ async def test_missed_deadline_is_unknown_and_keeps_the_slot_fenced_until_provid
         assert (await wait_terminal(stack, again["invocation_id"]))["phase"] == "completed"
 
 
-async def test_fenced_slot_is_freed_when_the_instance_is_gone():
+async def test_fenced_slot_is_freed_when_the_instance_is_gone() -> None:
     clock = FakeClock()
     config = with_overrides(cancel_on_deadline=False)
     async with running_stack(config, clock=clock) as stack:
@@ -200,7 +202,9 @@ async def test_fenced_slot_is_freed_when_the_instance_is_gone():
         assert final["result"]["error"]["code"] == "FORGE_TOOL_DEADLINE_EXCEEDED_OUTCOME_UNKNOWN"
 
 
-async def test_deadline_with_cancel_on_deadline_asks_the_provider_to_stop_and_stays_unknown():
+async def test_deadline_with_cancel_on_deadline_asks_the_provider_to_stop_and_stays_unknown() -> (
+    None
+):
     clock = FakeClock()
     async with running_stack(clock=clock) as stack:
         admitted = await start(stack, "mock.move", HANG, timeout_ms=1000)
@@ -221,7 +225,7 @@ async def test_deadline_with_cancel_on_deadline_asks_the_provider_to_stop_and_st
 # ---------------------------------------------------------------- provider instance loss
 
 
-async def test_provider_replacement_in_flight_makes_the_invocation_unknown():
+async def test_provider_replacement_in_flight_makes_the_invocation_unknown() -> None:
     async with running_stack() as stack:
         admitted = await start(stack, "mock.move", HANG)
         old_instance = stack.provider.instance_id
@@ -243,7 +247,7 @@ async def test_provider_replacement_in_flight_makes_the_invocation_unknown():
         assert (await read(stack, fresh["invocation_id"]))["endpoint_instance_id"] != old_instance
 
 
-async def test_lease_expiry_in_flight_makes_the_invocation_unknown():
+async def test_lease_expiry_in_flight_makes_the_invocation_unknown() -> None:
     clock = FakeClock()
     async with running_stack(clock=clock) as stack:
         admitted = await start(stack, "mock.move", HANG)
@@ -263,7 +267,7 @@ async def test_lease_expiry_in_flight_makes_the_invocation_unknown():
 # ---------------------------------------------------------------- one dispatch, no retries
 
 
-async def test_exactly_one_provider_dispatch_per_admitted_invocation():
+async def test_exactly_one_provider_dispatch_per_admitted_invocation() -> None:
     clock = FakeClock()
     async with running_stack(clock=clock) as stack:
         ids = []
@@ -295,7 +299,7 @@ async def test_exactly_one_provider_dispatch_per_admitted_invocation():
 # ---------------------------------------------------------------- caller_id dedupe
 
 
-async def test_same_caller_id_and_content_returns_the_same_invocation_without_dispatch():
+async def test_same_caller_id_and_content_returns_the_same_invocation_without_dispatch() -> None:
     async with running_stack() as stack:
         first = await start(stack, "mock.move", HANG, caller_id="task-1/step-1")
         second = await start(stack, "mock.move", HANG, caller_id="task-1/step-1")
@@ -312,7 +316,7 @@ async def test_same_caller_id_and_content_returns_the_same_invocation_without_di
         assert len(stack.gateway.runtime.store) == 1
 
 
-async def test_same_caller_id_with_different_content_is_a_conflict():
+async def test_same_caller_id_with_different_content_is_a_conflict() -> None:
     async with running_stack() as stack:
         first = await start(stack, "mock.move", QUICK, caller_id="c-1")
         await wait_terminal(stack, first["invocation_id"])
@@ -330,7 +334,7 @@ async def test_same_caller_id_with_different_content_is_a_conflict():
         assert len(stack.gateway.runtime.store) == 1
 
 
-async def test_caller_id_dedupe_window_is_bounded():
+async def test_caller_id_dedupe_window_is_bounded() -> None:
     clock = FakeClock()
     async with running_stack(clock=clock) as stack:
         first = await start(stack, "mock.move", QUICK, caller_id="c-2")
@@ -346,7 +350,9 @@ async def test_caller_id_dedupe_window_is_bounded():
 # ---------------------------------------------------------------- journal and restart
 
 
-async def test_gateway_restart_reads_in_flight_as_unknown_and_keeps_completed(tmp_path: Path):
+async def test_gateway_restart_reads_in_flight_as_unknown_and_keeps_completed(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "journal.jsonl"
     first_journal = FileJournal(path)
     try:
@@ -391,7 +397,7 @@ async def test_gateway_restart_reads_in_flight_as_unknown_and_keeps_completed(tm
         first_journal.close()
 
 
-async def test_a_torn_last_journal_line_reads_unknown_after_restart_not_404(tmp_path: Path):
+async def test_a_torn_last_journal_line_reads_unknown_after_restart_not_404(tmp_path: Path) -> None:
     path = tmp_path / "journal.jsonl"
     journal = FileJournal(path)
     try:
@@ -417,7 +423,7 @@ async def test_a_torn_last_journal_line_reads_unknown_after_restart_not_404(tmp_
 # ---------------------------------------------------------------- bounded retention
 
 
-async def test_retention_bounds_the_store_and_evicted_ids_answer_410(tmp_path: Path):
+async def test_retention_bounds_the_store_and_evicted_ids_answer_410(tmp_path: Path) -> None:
     config = with_overrides(retention={"max_invocations": 16})
     journal = FileJournal(tmp_path / "journal.jsonl")
     try:
@@ -447,7 +453,7 @@ async def test_retention_bounds_the_store_and_evicted_ids_answer_410(tmp_path: P
         journal.close()
 
 
-async def test_active_invocations_are_never_evicted():
+async def test_active_invocations_are_never_evicted() -> None:
     config = with_overrides(retention={"max_invocations": 16})
     async with running_stack(config) as stack:
         session = await start(stack, "mock.stream", {})
@@ -476,7 +482,7 @@ def inject_heartbeats(stack: Stack, invocation_id: str, count: int) -> None:
         )
 
 
-async def test_event_log_is_bounded_and_a_resume_before_it_answers_410():
+async def test_event_log_is_bounded_and_a_resume_before_it_answers_410() -> None:
     config = with_overrides(retention={"max_events_per_invocation": 8})
     async with running_stack(config) as stack:
         session = await start(stack, "mock.stream", {})
@@ -500,7 +506,7 @@ async def test_event_log_is_bounded_and_a_resume_before_it_answers_410():
         assert resumed.status_code == 200
 
 
-async def test_a_fresh_subscriber_gets_the_retained_events_after_older_ones_fell_off():
+async def test_a_fresh_subscriber_gets_the_retained_events_after_older_ones_fell_off() -> None:
     config = with_overrides(retention={"max_events_per_invocation": 8})
     async with running_stack(config) as stack:
         session = await start(stack, "mock.stream", {})
@@ -515,7 +521,7 @@ async def test_a_fresh_subscriber_gets_the_retained_events_after_older_ones_fell
         assert ids == [event.seq for event in invocation.events]
 
 
-async def test_lost_terminal_event_is_recovered_by_status_polling():
+async def test_lost_terminal_event_is_recovered_by_status_polling() -> None:
     clock = FakeClock()
     async with running_stack(clock=clock) as stack:
         deliver = stack.provider.deliver

@@ -48,7 +48,7 @@ def active(stack, tool_id: str) -> int:
     return stack.gateway.runtime.active_count(stack.gateway.catalog.get(tool_id))
 
 
-async def test_query_max_concurrency_is_503_and_counted_in_context():
+async def test_query_max_concurrency_is_503_and_counted_in_context() -> None:
     held: list[ToolEnvelope] = []
 
     def hold(envelope: ToolEnvelope) -> None:
@@ -76,7 +76,7 @@ async def test_query_max_concurrency_is_503_and_counted_in_context():
         assert active(stack, "mock.echo") == 0
 
 
-async def test_silent_provider_at_dispatch_is_unknown_and_keeps_the_slot_fenced():
+async def test_silent_provider_at_dispatch_is_unknown_and_keeps_the_slot_fenced() -> None:
     config = with_overrides(**FAST_ADMISSION)
     async with scripted_stack(lambda envelope: None, config) as stack:
         admitted = await start(stack, "mock.move", QUICK)
@@ -89,7 +89,7 @@ async def test_silent_provider_at_dispatch_is_unknown_and_keeps_the_slot_fenced(
         assert invoke_requests(stack.provider.received) == 1
 
 
-async def test_action_rejected_by_the_provider_is_422_and_reads_failed():
+async def test_action_rejected_by_the_provider_is_422_and_reads_failed() -> None:
     def reject(envelope: ToolEnvelope) -> ToolEnvelope | None:
         error = ToolError(code="MOCK_NOT_HOMED", message="home the arm first")
         return make_invoke_response_envelope(error, envelope)
@@ -108,7 +108,7 @@ async def test_action_rejected_by_the_provider_is_422_and_reads_failed():
         assert active(stack, "mock.move") == 0  # rejected before any side effect
 
 
-async def test_session_rejected_by_the_provider_names_the_session_code():
+async def test_session_rejected_by_the_provider_names_the_session_code() -> None:
     def reject(envelope: ToolEnvelope) -> ToolEnvelope | None:
         error = ToolError(code="MOCK_STREAM_OFF", message="stream is off")
         return make_invoke_response_envelope(error, envelope)
@@ -119,7 +119,7 @@ async def test_session_rejected_by_the_provider_names_the_session_code():
         assert error["details"]["provider_code"] == "MOCK_STREAM_OFF"
 
 
-async def test_provider_capacity_refusal_is_a_retryable_503_admission_rejection():
+async def test_provider_capacity_refusal_is_a_retryable_503_admission_rejection() -> None:
     def full(envelope: ToolEnvelope) -> ToolEnvelope | None:
         error = ToolError(code="FORGE_ENDPOINT_CAPACITY", message="busy", retryable=True)
         return make_invoke_response_envelope(error, envelope)
@@ -131,7 +131,7 @@ async def test_provider_capacity_refusal_is_a_retryable_503_admission_rejection(
         assert error["details"]["provider_code"] == "FORGE_ENDPOINT_CAPACITY"
 
 
-async def test_provider_tool_error_on_invoke_is_unknown_not_failed():
+async def test_provider_tool_error_on_invoke_is_unknown_not_failed() -> None:
     def transport_error(envelope: ToolEnvelope) -> ToolEnvelope | None:
         error = ToolError(code="TRANSPORT_FAILURE", message="link dropped", retryable=True)
         return make_error_response_envelope(error, envelope)
@@ -144,7 +144,7 @@ async def test_provider_tool_error_on_invoke_is_unknown_not_failed():
         assert invoke_requests(stack.provider.received) == 1  # never retried
 
 
-async def test_unanswered_cancel_is_requested_not_cancelled():
+async def test_unanswered_cancel_is_requested_not_cancelled() -> None:
     config = with_overrides(**FAST_ADMISSION)
     async with scripted_stack(accept_invokes, config) as stack:
         admitted = await start(stack, "mock.move", HANG)
@@ -158,7 +158,7 @@ async def test_unanswered_cancel_is_requested_not_cancelled():
         assert status["terminal"] is False
 
 
-async def test_a_stopping_invocation_never_moves_back_to_running():
+async def test_a_stopping_invocation_never_moves_back_to_running() -> None:
     async with running_stack() as stack:
         admitted = await start(stack, "mock.move", HANG)
         invocation = stack.gateway.runtime.store.get(admitted["invocation_id"])
@@ -172,7 +172,7 @@ async def test_a_stopping_invocation_never_moves_back_to_running():
         assert done["phase"] == "cancelled"
 
 
-async def test_events_from_another_instance_or_attempt_are_ignored():
+async def test_events_from_another_instance_or_attempt_are_ignored() -> None:
     async with running_stack() as stack:
         admitted = await start(stack, "mock.move", HANG)
         invocation = stack.gateway.runtime.store.get(admitted["invocation_id"])
@@ -196,7 +196,7 @@ async def test_events_from_another_instance_or_attempt_are_ignored():
         await wait_terminal(stack, admitted["invocation_id"])
 
 
-async def test_concurrent_duplicates_of_one_caller_id_dispatch_once():
+async def test_concurrent_duplicates_of_one_caller_id_dispatch_once() -> None:
     async with running_stack() as stack:
         body = {"arguments": HANG, "caller_id": "race-1"}
         first, second = await asyncio.gather(
@@ -221,7 +221,7 @@ async def test_concurrent_duplicates_of_one_caller_id_dispatch_once():
         ("POST", "/tools/%C3%28:invoke"),
     ],
 )
-async def test_undecodable_path_ids_are_400(method, path):
+async def test_undecodable_path_ids_are_400(method, path) -> None:
     async with running_stack() as stack:
         response = await stack.client.request(method, path, json={"arguments": QUICK})
         assert_error(response, 400, "FORGE_TOOL_INVALID_PATH")

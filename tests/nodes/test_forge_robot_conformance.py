@@ -110,7 +110,7 @@ async def run(harness: HandlerHarness, operation: str, arguments: dict[str, Any]
 
 def test_every_world_joint_state_passes_the_forge_robot_state_validator(
     world: tuple[WorldDataPlane, Simulation, Outputs], profile: RobotProfile
-):
+) -> None:
     _, _, outputs = world
     eventually(
         lambda: len(outputs.of("joint_state")) >= STATES_TO_CHECK,
@@ -127,7 +127,7 @@ def test_every_world_joint_state_passes_the_forge_robot_state_validator(
 
 def test_the_world_follows_a_sparse_command_clipped_by_forge_robot(
     world: tuple[WorldDataPlane, Simulation, Outputs], profile: RobotProfile
-):
+) -> None:
     plane, _, outputs = world
     specs = specs_by_name(
         (ActuatorSpec("shoulder_pan", "revolute", min_position=-2.9, max_position=2.9),)
@@ -150,7 +150,9 @@ def test_the_world_follows_a_sparse_command_clipped_by_forge_robot(
     assert plane.rejected == 0
 
 
-async def test_every_arm_command_passes_the_forge_robot_control_validator(profile: RobotProfile):
+async def test_every_arm_command_passes_the_forge_robot_control_validator(
+    profile: RobotProfile,
+) -> None:
     timing = TickTiming()
     robot = robot_for(profile, timing)
     built = arm_definition(
@@ -176,7 +178,7 @@ async def test_every_arm_command_passes_the_forge_robot_control_validator(profil
 
 async def test_every_gripper_command_passes_the_forge_robot_control_validator(
     profile: RobotProfile,
-):
+) -> None:
     timing = TickTiming()
     robot = robot_for(profile, timing)
     built = gripper_definition(

@@ -118,7 +118,7 @@ START = [0.1, 0.2, -0.3, 0.4, 0.5, -0.6, 0.7, -0.3927]
 
 def test_a_position_becomes_a_joint_state_named_by_the_profile_with_the_gripper_in_metres(
     cell: Cell, profile: RobotProfile
-):
+) -> None:
     cell.position(START)
     [state] = cell.out.states()
     assert state.name == profile.joint_names == [*ARM, GRIPPER]
@@ -128,7 +128,7 @@ def test_a_position_becomes_a_joint_state_named_by_the_profile_with_the_gripper_
     assert cell.out.of(JOINT_STATE)[0][1] == {STAMP_NS: T0_NS}
 
 
-def test_velocities_are_position_differences_over_the_robots_own_stamps(cell: Cell):
+def test_velocities_are_position_differences_over_the_robots_own_stamps(cell: Cell) -> None:
     cell.position(START, stamp_ns=T0_NS)
     moved = [*START[:3], START[3] + 0.02, *START[4:]]
     cell.position(moved, stamp_ns=T0_NS + 10_000_000)  # 10 ms later on the robot's clock
@@ -137,18 +137,20 @@ def test_velocities_are_position_differences_over_the_robots_own_stamps(cell: Ce
     assert [*velocity[:3], *velocity[4:]] == [0.0] * 7
 
 
-def test_a_position_stamped_no_later_than_its_predecessor_has_zero_velocity(cell: Cell):
+def test_a_position_stamped_no_later_than_its_predecessor_has_zero_velocity(cell: Cell) -> None:
     cell.position(START, stamp_ns=T0_NS)
     cell.position([0.0] * 8, stamp_ns=T0_NS)
     assert cell.out.states()[-1].velocity == [0.0] * 8
 
 
-def test_a_position_without_a_stamp_is_stamped_at_receipt_on_the_wall_clock(cell: Cell):
+def test_a_position_without_a_stamp_is_stamped_at_receipt_on_the_wall_clock(cell: Cell) -> None:
     cell.position(START, stamp_ns=None)
     assert cell.out.of(JOINT_STATE)[0][1] == {STAMP_NS: 42}
 
 
-def test_the_mujoco_nodes_struct_with_its_observation_timestamp_decodes_the_same(cell: Cell):
+def test_the_mujoco_nodes_struct_with_its_observation_timestamp_decodes_the_same(
+    cell: Cell,
+) -> None:
     qpos = pa.array([{"qpos": START}], type=pa.struct([("qpos", pa.list_(pa.float32()))]))
     cell.bridge.on_input(POSITION, qpos, {"observation_timestamp": T0_NS + 5})
     [(value, metadata)] = cell.out.of(JOINT_STATE)
@@ -167,12 +169,12 @@ def test_the_mujoco_nodes_struct_with_its_observation_timestamp_decodes_the_same
         (pa.array([[0.0] * 8, [0.0] * 8]), "exactly one row"),
     ],
 )
-def test_a_malformed_position_is_refused_with_the_reason(value: pa.Array, words: str):
+def test_a_malformed_position_is_refused_with_the_reason(value: pa.Array, words: str) -> None:
     with pytest.raises(ValueError, match=words):
         decode_position(value)
 
 
-def test_a_malformed_position_publishes_nothing_and_is_counted(cell: Cell):
+def test_a_malformed_position_publishes_nothing_and_is_counted(cell: Cell) -> None:
     cell.bridge.on_input(POSITION, pa.array([1.0, 2.0], type=pa.float32()), {})
     assert cell.out.sent == []
     assert cell.bridge.rejected_positions == 1
@@ -181,7 +183,7 @@ def test_a_malformed_position_publishes_nothing_and_is_counted(cell: Cell):
 # ---------------------------------------------------------------- commands
 
 
-def test_a_sparse_arm_command_becomes_a_full_move_holding_the_other_slots(cell: Cell):
+def test_a_sparse_arm_command_becomes_a_full_move_holding_the_other_slots(cell: Cell) -> None:
     cell.position(START)
     cell.command(ARM_COMMAND, ["openarm_right_joint4"], [1.2])
     [move] = cell.out.moves()
@@ -189,7 +191,7 @@ def test_a_sparse_arm_command_becomes_a_full_move_holding_the_other_slots(cell: 
     assert cell.out.of(MOVE_POSITION)[0][0].type == pa.float32()
 
 
-def test_a_gripper_command_in_metres_moves_only_openarms_finger_angle(cell: Cell):
+def test_a_gripper_command_in_metres_moves_only_openarms_finger_angle(cell: Cell) -> None:
     cell.position(START)
     cell.command(ARM_COMMAND, ["openarm_right_joint1"], [0.9])
     cell.command(GRIPPER_COMMAND, [GRIPPER], [0.02])  # one finger opened by 2 cm
@@ -202,7 +204,7 @@ def test_a_gripper_command_in_metres_moves_only_openarms_finger_angle(cell: Cell
 
 def test_a_target_beyond_its_limit_is_clamped_and_the_clamp_is_what_is_held(
     cell: Cell, profile: RobotProfile
-):
+) -> None:
     widest = openarm_gripper.finger_for(profile.gripper.max_width / 2)
     cell.position(START)
     held = cell.bridge.held
@@ -223,7 +225,7 @@ def test_a_target_beyond_its_limit_is_clamped_and_the_clamp_is_what_is_held(
 )
 def test_a_bad_command_moves_nothing_and_keeps_the_held_targets(
     cell: Cell, names: list[str], positions: list[float]
-):
+) -> None:
     cell.position(START)
     held = cell.bridge.held
     cell.command(ARM_COMMAND, names, positions)
@@ -232,7 +234,7 @@ def test_a_bad_command_moves_nothing_and_keeps_the_held_targets(
     assert cell.bridge.rejected_commands == 1
 
 
-def test_a_command_before_any_position_is_dropped(cell: Cell):
+def test_a_command_before_any_position_is_dropped(cell: Cell) -> None:
     cell.command(ARM_COMMAND, ["openarm_right_joint1"], [0.5])
     assert cell.out.moves() == []
     assert cell.bridge.rejected_commands == 1
@@ -241,7 +243,7 @@ def test_a_command_before_any_position_is_dropped(cell: Cell):
 # ---------------------------------------------------------------- timer and stale state
 
 
-def test_each_tick_is_forwarded_as_a_position_request(cell: Cell):
+def test_each_tick_is_forwarded_as_a_position_request(cell: Cell) -> None:
     tick = pa.array([], type=pa.null())
     for _ in range(3):
         cell.bridge.on_input(TICK, tick, {})
@@ -251,7 +253,7 @@ def test_each_tick_is_forwarded_as_a_position_request(cell: Cell):
 
 def test_no_position_within_the_bound_is_reported_stale_once_and_drops_commands(
     cell: Cell, caplog: pytest.LogCaptureFixture
-):
+) -> None:
     cell.position(START)
     cell.clock.advance(MAX_AGE_S)
     assert not cell.bridge.check_stale()  # exactly the bound is not older than it
@@ -266,7 +268,7 @@ def test_no_position_within_the_bound_is_reported_stale_once_and_drops_commands(
     assert len(cell.out.states()) == 1, "an old sample is never published again"
 
 
-def test_after_a_gap_the_held_targets_are_taken_from_the_fresh_position(cell: Cell):
+def test_after_a_gap_the_held_targets_are_taken_from_the_fresh_position(cell: Cell) -> None:
     cell.position(START)
     cell.command(ARM_COMMAND, ["openarm_right_joint1"], [0.9])
     cell.clock.advance(1.0)
@@ -279,7 +281,7 @@ def test_after_a_gap_the_held_targets_are_taken_from_the_fresh_position(cell: Ce
     assert cell.out.moves()[-1] == pytest.approx([0.0, f32(0.3), 0, 0, 0, 0, 0, 0])
 
 
-def test_a_robot_that_never_answers_is_stale_after_its_start_up_grace(cell: Cell):
+def test_a_robot_that_never_answers_is_stale_after_its_start_up_grace(cell: Cell) -> None:
     cell.clock.advance(STARTUP_GRACE_S)
     assert not cell.bridge.check_stale()
     cell.clock.advance(0.01)
@@ -289,7 +291,7 @@ def test_a_robot_that_never_answers_is_stale_after_its_start_up_grace(cell: Cell
 # ---------------------------------------------------------------- the Dora node
 
 
-def test_the_node_loop_handles_inputs_until_stop(cell: Cell):
+def test_the_node_loop_handles_inputs_until_stop(cell: Cell) -> None:
     tick = pa.array([], type=pa.null())
     events = [
         {"type": "INPUT", "id": TICK, "value": tick, "metadata": {}},
@@ -304,7 +306,7 @@ def test_the_node_loop_handles_inputs_until_stop(cell: Cell):
 
 def test_the_node_refuses_a_profile_that_is_not_one_openarm_arm_with_its_code(
     capsys: pytest.CaptureFixture[str],
-):
+) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["--profile", str(SIM_ARM)])
     assert exited.value.code == 2
@@ -314,20 +316,20 @@ def test_the_node_refuses_a_profile_that_is_not_one_openarm_arm_with_its_code(
 # ---------------------------------------------------------------- profile and gripper model
 
 
-def test_a_profile_that_is_not_one_openarm_arm_is_refused():
+def test_a_profile_that_is_not_one_openarm_arm_is_refused() -> None:
     with pytest.raises(BridgeConfigError, match="6 arm joints"):
         joints_from_profile(load_profile(SIM_ARM))
 
 
 def test_the_gripper_limits_are_the_profiles_widths_as_one_fingers_opening(
     profile: RobotProfile,
-):
+) -> None:
     limits = joints_from_profile(profile).limits
     assert limits[GRIPPER] == Limits(0.0, profile.gripper.max_width / 2)
     assert profile.gripper.max_width / 2 <= openarm_gripper.MAX_OPENING_M
 
 
-def test_the_gripper_conversion_is_an_inverse_pair_over_the_hinge_range():
+def test_the_gripper_conversion_is_an_inverse_pair_over_the_hinge_range() -> None:
     for finger in np.linspace(openarm_gripper.OPEN_RAD, openarm_gripper.CLOSED_RAD, 9):
         opening = openarm_gripper.opening_for(float(finger))
         assert openarm_gripper.finger_for(opening) == pytest.approx(finger, abs=1e-9)
@@ -365,7 +367,7 @@ class PadFace:
         return in_hand
 
 
-def test_the_gripper_conversion_matches_openarms_mjcf_geometry():
+def test_the_gripper_conversion_matches_openarms_mjcf_geometry() -> None:
     pad = PadFace()
     for finger in np.linspace(openarm_gripper.OPEN_RAD, openarm_gripper.CLOSED_RAD, 7):
         measured = pad.opening(float(finger))

@@ -175,7 +175,7 @@ def adapter(profile: RobotProfile) -> Iterator[BridgedDummy]:
 
 def test_a_sparse_command_moves_its_joint_and_keeps_the_others_on_openarm(
     adapter: BridgedDummy, profile: RobotProfile
-):
+) -> None:
     held = held_targets(profile)
     settle_at(adapter, held, "the home pose")
     sparse = JointCommand(name=["openarm_right_joint4"], mode="position", position=[1.5])
@@ -187,7 +187,7 @@ def test_a_sparse_command_moves_its_joint_and_keeps_the_others_on_openarm(
 
 def test_a_target_beyond_the_limits_is_clamped_to_what_the_contract_says_was_sent_on_openarm(
     adapter: BridgedDummy, profile: RobotProfile
-):
+) -> None:
     held = held_targets(profile)
     settle_at(adapter, held, "the home pose")
     joint = "openarm_right_joint1"
@@ -203,7 +203,7 @@ def test_a_target_beyond_the_limits_is_clamped_to_what_the_contract_says_was_sen
 
 def test_the_gripper_opening_reaches_the_dummy_as_an_angle_and_comes_back_as_an_opening(
     adapter: BridgedDummy, profile: RobotProfile
-):
+) -> None:
     gripper = profile.gripper.joints[0]
     opening = profile.gripper.joint_for_width.joint_for(0.03)  # 3 cm between the pads
     held = {**held_targets(profile), gripper: opening}

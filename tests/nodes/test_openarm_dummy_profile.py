@@ -42,7 +42,7 @@ def gateway_config() -> GatewayConfig:
 
 def test_at_home_the_tool_points_down_inside_the_workspace(
     profile: RobotProfile, kinematics: Kinematics
-):
+) -> None:
     position, rotation = kinematics.tool_pose(np.array(profile.home))
     assert profile.workspace.contains(position.tolist())
     assert rotation[:, 2] == pytest.approx([0.0, 0.0, -1.0], abs=1e-2)
@@ -50,7 +50,7 @@ def test_at_home_the_tool_points_down_inside_the_workspace(
 
 def test_from_home_the_ik_reaches_every_corner_and_the_centre_of_the_workspace(
     profile: RobotProfile, kinematics: Kinematics
-):
+) -> None:
     low, high = np.array(profile.workspace.min), np.array(profile.workspace.max)
     targets = [np.array(c) for c in itertools.product(*zip(low, high, strict=True))]
     targets.append((low + high) / 2)
@@ -64,7 +64,7 @@ def test_from_home_the_ik_reaches_every_corner_and_the_centre_of_the_workspace(
 
 def test_the_toolspecs_carry_the_profiles_frame_profile(
     gateway_config: GatewayConfig, profile: RobotProfile
-):
+) -> None:
     for tool in gateway_config.tools:
         frames = tool.robot_frame_profile
         assert frames is not None, tool.tool_id
@@ -78,7 +78,7 @@ def test_the_toolspecs_carry_the_profiles_frame_profile(
 
 def test_the_toolspecs_name_the_profiles_joints_and_limits(
     gateway_config: GatewayConfig, profile: RobotProfile
-):
+) -> None:
     tools = {tool.tool_id: tool for tool in gateway_config.tools}
     joints = tools["arm.home"].output_schema["properties"]["joints"]
     assert joints["required"] == profile.arm_joint_names

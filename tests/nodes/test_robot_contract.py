@@ -54,7 +54,7 @@ STATES_TO_CHECK = 10
 HELD = {"a": 0.1, "b": 0.2, "c": 0.3}
 
 
-def test_a_sparse_command_keeps_the_other_joints_targets():
+def test_a_sparse_command_keeps_the_other_joints_targets() -> None:
     command = JointCommand(name=["b"], mode="position", position=[1.5])
     assert merge_command(HELD, command) == {"a": 0.1, "b": 1.5, "c": 0.3}
     assert HELD == {"a": 0.1, "b": 0.2, "c": 0.3}, "merge must not change what was held"
@@ -69,12 +69,12 @@ def test_a_sparse_command_keeps_the_other_joints_targets():
         (JointCommand(name=["a"], mode="position", position=[math.nan]), "not finite"),
     ],
 )
-def test_a_bad_command_applies_nothing_and_says_why(command: JointCommand, words: str):
+def test_a_bad_command_applies_nothing_and_says_why(command: JointCommand, words: str) -> None:
     with pytest.raises(ValueError, match=words):
         merge_command(HELD, command)
 
 
-def test_a_clamp_returns_what_was_sent_and_which_joints_it_changed():
+def test_a_clamp_returns_what_was_sent_and_which_joints_it_changed() -> None:
     limits = {"a": Limits(-1.0, 1.0), "b": Limits(0.0, 0.5)}
     sent, clamped = clamp({"a": 2.0, "b": 0.25, "c": 9.0}, limits)
     assert sent == {"a": 1.0, "b": 0.25, "c": 9.0}  # c has no limits: sent as asked
@@ -82,14 +82,14 @@ def test_a_clamp_returns_what_was_sent_and_which_joints_it_changed():
     assert clamp({"b": -0.1}, limits) == ({"b": 0.0}, ("b",))
 
 
-def test_state_older_than_the_max_age_is_stale():
+def test_state_older_than_the_max_age_is_stale() -> None:
     stamp = 5 * contract.NS_PER_S
     assert not is_stale(stamp, stamp + contract.NS_PER_S // 2, 0.5)  # exactly the max age
     assert is_stale(stamp, stamp + contract.NS_PER_S // 2 + 1, 0.5)
     assert not is_stale(stamp, stamp - 1, 0.5)  # a stamp from the future is not old
 
 
-def test_image_outputs_are_named_per_camera():
+def test_image_outputs_are_named_per_camera() -> None:
     assert [contract.image_output(c) for c in contract.CAMERAS] == ["image_scene", "image_wrist"]
 
 
@@ -347,7 +347,7 @@ def settle_at(adapter: Adapter, targets: Mapping[str, float], what: str) -> Join
 # ---------------------------------------------------------------- the conformance suite
 
 
-def test_state_is_named_joint_state_rows_that_pass_forge_robots_validator(adapter: Adapter):
+def test_state_is_named_joint_state_rows_that_pass_forge_robots_validator(adapter: Adapter) -> None:
     adapter.until(lambda _: len(adapter.states()) >= STATES_TO_CHECK, "states to check")
     for output, value, _ in adapter.states():
         assert output == adapter.state_output
@@ -358,7 +358,7 @@ def test_state_is_named_joint_state_rows_that_pass_forge_robots_validator(adapte
         assert all(math.isfinite(p) for p in state.position)
 
 
-def test_a_sparse_command_moves_its_joint_and_keeps_the_others(adapter: Adapter):
+def test_a_sparse_command_moves_its_joint_and_keeps_the_others(adapter: Adapter) -> None:
     held = adapter.held
     settle_at(adapter, held, "the home pose")
     joint, target = adapter.sparse
@@ -371,7 +371,7 @@ def test_a_sparse_command_moves_its_joint_and_keeps_the_others(adapter: Adapter)
 
 def test_a_target_beyond_the_limits_is_clamped_to_what_the_contract_says_was_sent(
     adapter: Adapter,
-):
+) -> None:
     held, joint = adapter.held, adapter.clamped
     settle_at(adapter, held, "the home pose")
     beyond = adapter.limits[joint].upper + 0.6
@@ -384,7 +384,7 @@ def test_a_target_beyond_the_limits_is_clamped_to_what_the_contract_says_was_sen
     assert max(reached) < adapter.limits[joint].upper + TOLERANCE
 
 
-def test_state_stamps_are_nanoseconds_the_stale_rule_can_judge(adapter: Adapter):
+def test_state_stamps_are_nanoseconds_the_stale_rule_can_judge(adapter: Adapter) -> None:
     adapter.until(lambda _: len(adapter.states()) >= STATES_TO_CHECK, "stamped states")
     stamps = [stamp for _, _, stamp in adapter.states()]
     assert all(isinstance(stamp, int) and stamp >= 0 for stamp in stamps)
@@ -397,7 +397,7 @@ def test_state_stamps_are_nanoseconds_the_stale_rule_can_judge(adapter: Adapter)
 # ---------------------------------------------------------------- cameras (the world only)
 
 
-def test_the_worlds_frames_are_contract_images_with_the_contract_keys(world: WorldAdapter):
+def test_the_worlds_frames_are_contract_images_with_the_contract_keys(world: WorldAdapter) -> None:
     outputs = [contract.image_output(camera) for camera in contract.CAMERAS]
     eventually(
         lambda: {o for o, _, _ in world.of(contract.IMAGE_PREFIX)} == set(outputs),

@@ -43,7 +43,7 @@ def _quiet_attach():
         yield
 
 
-def test_robots_are_chosen_by_shipped_name_or_by_path(tmp_path):
+def test_robots_are_chosen_by_shipped_name_or_by_path(tmp_path: Path) -> None:
     assert {"sim_arm", "openarm"} <= set(shipped_profiles())
     assert profile_path("openarm").name == "openarm.yml"
     assert profile_path(str(tmp_path / "mine.yml")) == tmp_path / "mine.yml"
@@ -53,7 +53,7 @@ def test_robots_are_chosen_by_shipped_name_or_by_path(tmp_path):
         profile_path("ur5")
 
 
-def test_openarm_joint_limits_sit_inside_the_packaged_mjcf_ranges(openarm: RobotProfile):
+def test_openarm_joint_limits_sit_inside_the_packaged_mjcf_ranges(openarm: RobotProfile) -> None:
     model = compile_robot(openarm)
     for name in openarm.arm_names:
         arm = openarm.arm(name)
@@ -67,7 +67,7 @@ def test_openarm_joint_limits_sit_inside_the_packaged_mjcf_ranges(openarm: Robot
             assert low <= arm.gripper.joint_for_width.joint_for(width) <= high
 
 
-def test_the_added_tool_site_points_out_of_the_fingers_at_home(openarm: RobotProfile):
+def test_the_added_tool_site_points_out_of_the_fingers_at_home(openarm: RobotProfile) -> None:
     for name in openarm.arm_names:
         kinematics = Kinematics(openarm.for_arm(name))
         position, rotation = kinematics.tool_pose(kinematics.home)
@@ -75,14 +75,16 @@ def test_the_added_tool_site_points_out_of_the_fingers_at_home(openarm: RobotPro
         assert 0.1 < position[2] < 0.2  # above the table, not in it
 
 
-def test_the_ik_model_and_the_world_see_the_same_mount(openarm: RobotProfile):
+def test_the_ik_model_and_the_world_see_the_same_mount(openarm: RobotProfile) -> None:
     world = build_world(openarm)
     kinematics = Kinematics(openarm)
     np.testing.assert_allclose(world.tool_position(), kinematics.fk(kinematics.home)[0], atol=1e-6)
     assert openarm.mount.pos[2] > 0  # the model's origin (shoulders) is above the table top
 
 
-def test_the_bimanual_profile_serves_each_arm_as_a_single_arm_profile(openarm: RobotProfile):
+def test_the_bimanual_profile_serves_each_arm_as_a_single_arm_profile(
+    openarm: RobotProfile,
+) -> None:
     assert openarm.arm_names == ["right", "left"]
     left = openarm.for_arm("left")
     assert left.arm_joint_names[0] == "openarm_left_joint1"
@@ -93,7 +95,7 @@ def test_the_bimanual_profile_serves_each_arm_as_a_single_arm_profile(openarm: R
         openarm.for_arm("middle")
 
 
-def test_the_world_publishes_every_arm_and_maps_the_wrist_camera(openarm: RobotProfile):
+def test_the_world_publishes_every_arm_and_maps_the_wrist_camera(openarm: RobotProfile) -> None:
     layout = layout_from_profile(openarm)
     assert list(layout.joint_names) == openarm.data_plane_joint_names
     assert len(layout.joint_names) == 16
@@ -102,7 +104,7 @@ def test_the_world_publishes_every_arm_and_maps_the_wrist_camera(openarm: RobotP
     assert world.gripper_width() == pytest.approx(openarm.gripper.open_width)
 
 
-def test_a_single_arm_profile_composes_the_same_cell_as_the_default(openarm: RobotProfile):
+def test_a_single_arm_profile_composes_the_same_cell_as_the_default(openarm: RobotProfile) -> None:
     from doraforge.sim.world import World
 
     sim_arm = load_profile(profile_path("sim_arm"))
@@ -112,14 +114,16 @@ def test_a_single_arm_profile_composes_the_same_cell_as_the_default(openarm: Rob
     assert composed.model.opt.integrator == mujoco.mjtIntegrator.mjINT_IMPLICITFAST
 
 
-def test_the_arm_nodes_take_a_robot_name_and_an_arm():
+def test_the_arm_nodes_take_a_robot_name_and_an_arm() -> None:
     _, profile = parse_robot_node("arm", ["--profile", "openarm", "--arm", "left"], {})
     assert profile.tool_site == "left_tool_center"
     with pytest.raises(SystemExit):
         parse_robot_node("arm", ["--profile", "openarm", "--arm", "middle"], {})
 
 
-def test_the_world_node_refuses_an_unknown_robot_in_one_line(capsys: pytest.CaptureFixture[str]):
+def test_the_world_node_refuses_an_unknown_robot_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     with pytest.raises(SystemExit) as exited:
         world_main(["--profile", "ur5"])
     assert exited.value.code == 2
@@ -128,7 +132,9 @@ def test_the_world_node_refuses_an_unknown_robot_in_one_line(capsys: pytest.Capt
     assert "openarm" in message
 
 
-def test_a_second_arm_registers_its_own_endpoints_in_its_own_tool_frame(openarm: RobotProfile):
+def test_a_second_arm_registers_its_own_endpoints_in_its_own_tool_frame(
+    openarm: RobotProfile,
+) -> None:
     from doraforge.nodes.arm import config as arm_config
     from doraforge.nodes.arm.endpoint import definition as arm_definition
     from doraforge.nodes.gripper import config as gripper_config
@@ -150,7 +156,9 @@ def test_a_second_arm_registers_its_own_endpoints_in_its_own_tool_frame(openarm:
     assert {op.name for op in arm.descriptor.operations} >= {"move_to_pose", "arm_state"}
 
 
-def test_the_world_takes_the_further_arms_commands_on_their_own_inputs(openarm: RobotProfile):
+def test_the_world_takes_the_further_arms_commands_on_their_own_inputs(
+    openarm: RobotProfile,
+) -> None:
     from doraforge.nodes.world.dataplane import COMMAND_INPUTS, WorldDataPlane, arm_command_inputs
 
     extra = arm_command_inputs(openarm.arms)

@@ -69,7 +69,7 @@ def simulation():
     sim.stop()
 
 
-def test_it_publishes_joint_state_and_numbered_frames(simulation: Simulation):
+def test_it_publishes_joint_state_and_numbered_frames(simulation: Simulation) -> None:
     collector: Collector = simulation.collector  # type: ignore[attr-defined]
     wait_for(
         lambda: len(collector.of("image_wrist")) >= 2 and len(collector.of("joint_state")) > 5,
@@ -88,7 +88,7 @@ def test_it_publishes_joint_state_and_numbered_frames(simulation: Simulation):
     assert frames[-1][1]["stamp_ns"] > 0
 
 
-def test_position_commands_move_the_joints(simulation: Simulation):
+def test_position_commands_move_the_joints(simulation: Simulation) -> None:
     collector: Collector = simulation.collector  # type: ignore[attr-defined]
     wait_for(lambda: simulation.snapshot() is not None, "a first snapshot")
     simulation.command(["shoulder_pan"], [0.4])
@@ -100,7 +100,9 @@ def test_position_commands_move_the_joints(simulation: Simulation):
     wait_for(lambda: abs(pan() - 0.4) < 0.02, "the pan joint at 0.4 rad")
 
 
-async def test_reset_action_redraws_the_cube_and_answers_scene_state(simulation: Simulation):
+async def test_reset_action_redraws_the_cube_and_answers_scene_state(
+    simulation: Simulation,
+) -> None:
     wait_for(lambda: simulation.snapshot() is not None, "a first snapshot")
     reset = ResetAction(simulation)
     finished = asyncio.Event()
@@ -132,7 +134,7 @@ async def test_reset_action_redraws_the_cube_and_answers_scene_state(simulation:
     assert scene["objects"]["cube"]["position"] != before
 
 
-async def test_reset_rejects_a_bad_seed_before_acceptance(simulation: Simulation):
+async def test_reset_rejects_a_bad_seed_before_acceptance(simulation: Simulation) -> None:
     reset = ResetAction(simulation)
     context = ToolContext(
         execution_key=ToolExecutionKey(invocation_id="i", attempt_id="a"),
@@ -147,7 +149,7 @@ async def test_reset_rejects_a_bad_seed_before_acceptance(simulation: Simulation
         assert caught.value.error.code == "WORLD_INVALID_ARGUMENTS"
 
 
-def test_divergence_makes_the_endpoint_unavailable_until_reset(simulation: Simulation):
+def test_divergence_makes_the_endpoint_unavailable_until_reset(simulation: Simulation) -> None:
     wait_for(lambda: simulation.snapshot() is not None, "a first snapshot")
     world: World = simulation.worlds[0]  # type: ignore[attr-defined]
     world.data.qvel[:] = 1e9  # fault injection: an exploded state, as a bad contact would make
@@ -163,7 +165,7 @@ def test_divergence_makes_the_endpoint_unavailable_until_reset(simulation: Simul
     wait_for(lambda: simulation.stats.steps > steps, "stepping again after the reset")
 
 
-def test_scene_snapshots_carry_the_success_predicates(simulation: Simulation):
+def test_scene_snapshots_carry_the_success_predicates(simulation: Simulation) -> None:
     wait_for(lambda: simulation.snapshot() is not None, "a first snapshot")
     scene = simulation.snapshot()
     assert scene is not None
@@ -202,7 +204,7 @@ class ReceiptClock(Collector):
                 self.received.append(time.monotonic())
 
 
-def test_joint_state_keeps_flowing_while_a_frame_renders_slowly():
+def test_joint_state_keeps_flowing_while_a_frame_renders_slowly() -> None:
     options = SimulationOptions(paced=True, camera_hz=15.0, width=32, height=24)
     sim = Simulation(
         lambda: Environment(World(), PickPlace(), seed=3),

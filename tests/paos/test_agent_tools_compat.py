@@ -94,7 +94,7 @@ def phyagentos_examples(schema: dict[str, Any]) -> list[dict[str, Any]]:
 @pytest.mark.slow
 def test_phyagentos_and_doraforge_offer_the_same_tool_names(
     phyagentos_schemas: dict[str, dict[str, Any]],
-):
+) -> None:
     assert set(phyagentos_schemas) == set(TOOLS)
 
 
@@ -108,7 +108,7 @@ def registry_entries(tmp_path: Path) -> dict[str, Any]:
 @pytest.mark.slow
 def test_every_phyagentos_argument_shape_is_valid_for_doraforge_and_its_registry(
     phyagentos_schemas: dict[str, dict[str, Any]], tmp_path: Path
-):
+) -> None:
     entries = registry_entries(tmp_path)
     checked = 0
     for name, schema in phyagentos_schemas.items():
@@ -126,7 +126,7 @@ def test_every_phyagentos_argument_shape_is_valid_for_doraforge_and_its_registry
 
 def test_activate_skill_is_a_registry_tool_with_its_declared_side_effect_and_risk(
     tmp_path: Path,
-):
+) -> None:
     entry = registry_entries(tmp_path)["activate_skill"]
     assert entry.name == "forge.activate_skill"
     assert (entry.policy.sideEffect, entry.policy.risk) == ("write", "low")
@@ -134,7 +134,7 @@ def test_activate_skill_is_a_registry_tool_with_its_declared_side_effect_and_ris
 
 
 @pytest.mark.slow
-def test_no_phyagentos_shape_needs_a_url(phyagentos_schemas: dict[str, dict[str, Any]]):
+def test_no_phyagentos_shape_needs_a_url(phyagentos_schemas: dict[str, dict[str, Any]]) -> None:
     for schema in phyagentos_schemas.values():
         assert not any(k.endswith("url") for k in schema["properties"])
 
@@ -191,7 +191,7 @@ async def started_move(service: TaskService, task_id: str, *, duration_s: float)
 
 async def test_activate_skill_answers_an_activation_id_bound_to_the_running_skill(
     service: TaskService,
-):
+) -> None:
     data = await call(service, "activate_skill", name="mock-skill", role="primary")
     assert data["activation_id"].startswith("activation_")
     assert data["activation"]["skill_name"] == "mock-skill"
@@ -199,7 +199,7 @@ async def test_activate_skill_answers_an_activation_id_bound_to_the_running_skil
     assert data["verification"] == TEMPLATE
 
 
-async def test_a_phyagentos_agent_sequence_runs_unchanged(service: TaskService):
+async def test_a_phyagentos_agent_sequence_runs_unchanged(service: TaskService) -> None:
     task_id = await activated_task(
         service, {"mode": "enforce", "goal": "move it", "success_criteria": ["moved"]}
     )
@@ -236,7 +236,7 @@ async def test_a_phyagentos_agent_sequence_runs_unchanged(service: TaskService):
 
 async def test_cancel_by_invocation_id_then_cancel_the_task_with_a_recorded_reason(
     service: TaskService,
-):
+) -> None:
     task_id = await activated_task(service, {"mode": "off"})
     started = await started_move(service, task_id, duration_s=5)
     cancelled = await call(
@@ -251,7 +251,7 @@ async def test_cancel_by_invocation_id_then_cancel_the_task_with_a_recorded_reas
     assert ended["task"]["outcome"] == {"cancelled": True, "reason": "user said stop"}
 
 
-async def test_a_session_is_read_and_stopped_by_invocation_id(service: TaskService):
+async def test_a_session_is_read_and_stopped_by_invocation_id(service: TaskService) -> None:
     task_id = await activated_task(service, {})
     started = await call(
         service,
@@ -270,7 +270,7 @@ async def test_a_session_is_read_and_stopped_by_invocation_id(service: TaskServi
 
 async def test_an_invocation_id_the_task_did_not_start_is_refused_before_any_read(
     service: TaskService,
-):
+) -> None:
     task_id = await activated_task(service, {"mode": "off"})
     error = await failure(
         service, "forge_tool_action_status", task_id=task_id, invocation_id="inv_other"
@@ -278,7 +278,7 @@ async def test_an_invocation_id_the_task_did_not_start_is_refused_before_any_rea
     assert error["code"] == "PAOS_UNKNOWN_INVOCATION"
 
 
-async def test_an_unknown_or_supporting_activation_binds_no_task(service: TaskService):
+async def test_an_unknown_or_supporting_activation_binds_no_task(service: TaskService) -> None:
     error = await failure(
         service,
         "forge_task_create",
@@ -298,7 +298,7 @@ async def test_an_unknown_or_supporting_activation_binds_no_task(service: TaskSe
     assert service.store.active_task() is None
 
 
-async def test_doraforge_shapes_still_work_beside_phyagentos_ones(service: TaskService):
+async def test_doraforge_shapes_still_work_beside_phyagentos_ones(service: TaskService) -> None:
     created = await call(service, "forge_task_create", skill="mock-skill")
     task_id = created["task"]["task_id"]
     started = await started_move(service, task_id, duration_s=0)
@@ -313,7 +313,7 @@ async def test_doraforge_shapes_still_work_beside_phyagentos_ones(service: TaskS
 # ---------------------------------------------------------------- the contract mapping
 
 
-def test_string_criteria_naming_a_template_criterion_select_it():
+def test_string_criteria_naming_a_template_criterion_select_it() -> None:
     contract = contract_from_phyagentos(
         {"mode": "audit", "success_criteria": ["moved"]}, "move it", TEMPLATE
     )
@@ -321,7 +321,7 @@ def test_string_criteria_naming_a_template_criterion_select_it():
     assert (contract["mode"], contract["goal"]) == ("audit", "move it")
 
 
-def test_prose_criteria_and_constraints_are_recorded_in_the_goal_never_dropped():
+def test_prose_criteria_and_constraints_are_recorded_in_the_goal_never_dropped() -> None:
     contract = contract_from_phyagentos(
         {
             "mode": "enforce",
@@ -339,7 +339,7 @@ def test_prose_criteria_and_constraints_are_recorded_in_the_goal_never_dropped()
     assert contract["evidence_policy"] == {"required_sources": ["scene"]}
 
 
-def test_an_empty_phyagentos_contract_is_off_with_the_task_description_as_goal():
+def test_an_empty_phyagentos_contract_is_off_with_the_task_description_as_goal() -> None:
     contract = contract_from_phyagentos({}, "move it", None)
     assert contract == {
         "mode": "off",

@@ -24,15 +24,15 @@ DOCUMENT = {
         {"gateway_identity": DOCUMENT},
     ],
 )
-def test_the_identity_document_is_read_from_either_doraforge_listing(listing):
+def test_the_identity_document_is_read_from_either_doraforge_listing(listing) -> None:
     assert identity_document(listing) == DOCUMENT
 
 
-def test_a_string_only_identity_becomes_its_instance_id():
+def test_a_string_only_identity_becomes_its_instance_id() -> None:
     assert identity_document({"gateway_identity": "gw-abc"}) == {"instance_id": "gw-abc"}
 
 
-def test_a_listing_without_an_identity_is_refused():
+def test_a_listing_without_an_identity_is_refused() -> None:
     with pytest.raises(BindingError) as raised:
         identity_document({"tools": []})
     assert raised.value.code == "PAOS_BINDING_INVALID"

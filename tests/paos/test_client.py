@@ -78,13 +78,13 @@ async def poll_result(client: ForgeToolClient, invocation_id: str) -> dict:
 # ---------------------------------------------------------------- envelope contract
 
 
-async def test_success_returns_the_data_object():
+async def test_success_returns_the_data_object() -> None:
     recorder = Recorder(answer(200, {"ok": True, "data": {"tools": []}}))
     async with recorder.client() as client:
         assert await client.list_tools() == {"tools": []}
 
 
-async def test_ok_true_with_an_unexpected_status_is_a_protocol_error():
+async def test_ok_true_with_an_unexpected_status_is_a_protocol_error() -> None:
     recorder = Recorder(
         answer(200, {"ok": True, "data": {"invocation_id": "i", "attempt_id": "a"}})
     )
@@ -96,7 +96,7 @@ async def test_ok_true_with_an_unexpected_status_is_a_protocol_error():
     assert caught.value.remote_state == "unknown"
 
 
-async def test_gateway_error_envelope_becomes_forge_http_error_with_code_and_payload():
+async def test_gateway_error_envelope_becomes_forge_http_error_with_code_and_payload() -> None:
     body = gateway_error(503, "FORGE_TOOL_ENDPOINT_BUSY", retryable=True)
     recorder = Recorder(answer(503, body))
     async with recorder.client() as client:
@@ -113,7 +113,7 @@ async def test_gateway_error_envelope_becomes_forge_http_error_with_code_and_pay
     assert isinstance(error, PaosError)
 
 
-async def test_ok_false_with_a_success_status_is_still_an_error():
+async def test_ok_false_with_a_success_status_is_still_an_error() -> None:
     recorder = Recorder(answer(200, gateway_error(200, "FORGE_TOOL_STRANGE")))
     async with recorder.client() as client:
         with pytest.raises(ForgeHttpError) as caught:
@@ -123,7 +123,7 @@ async def test_ok_false_with_a_success_status_is_still_an_error():
 
 
 @pytest.mark.parametrize("data", [[1, 2], "text", None, 3])
-async def test_data_that_is_not_an_object_is_a_protocol_error(data: object):
+async def test_data_that_is_not_an_object_is_a_protocol_error(data: object) -> None:
     recorder = Recorder(answer(200, {"ok": True, "data": data}))
     async with recorder.client() as client:
         with pytest.raises(ForgeProtocolError) as caught:
@@ -144,7 +144,7 @@ async def test_data_that_is_not_an_object_is_a_protocol_error(data: object):
         b"[" * 100 + b"]" * 100,
     ],
 )
-async def test_a_body_that_is_not_strict_json_is_a_protocol_error(content: bytes):
+async def test_a_body_that_is_not_strict_json_is_a_protocol_error(content: bytes) -> None:
     recorder = Recorder(lambda _request: httpx.Response(502, content=content))
     async with recorder.client() as client:
         with pytest.raises(ForgeProtocolError) as caught:
@@ -153,7 +153,7 @@ async def test_a_body_that_is_not_strict_json_is_a_protocol_error(content: bytes
     assert caught.value.status_code == 502
 
 
-async def test_an_error_envelope_without_a_code_is_a_protocol_error():
+async def test_an_error_envelope_without_a_code_is_a_protocol_error() -> None:
     recorder = Recorder(answer(500, {"ok": False, "error": "boom"}))
     async with recorder.client() as client:
         with pytest.raises(ForgeProtocolError) as caught:
@@ -161,21 +161,21 @@ async def test_an_error_envelope_without_a_code_is_a_protocol_error():
     assert caught.value.code == "FORGE_CLIENT_BAD_ENVELOPE"
 
 
-async def test_admission_without_an_attempt_id_is_a_protocol_error():
+async def test_admission_without_an_attempt_id_is_a_protocol_error() -> None:
     recorder = Recorder(answer(202, {"ok": True, "data": {"invocation_id": "inv-1"}}))
     async with recorder.client() as client:
         with pytest.raises(ForgeProtocolError, match="attempt_id"):
             await client.invoke("mock.move", {}, caller_id="paos:t1")
 
 
-async def test_result_status_must_match_the_http_status():
+async def test_result_status_must_match_the_http_status() -> None:
     recorder = Recorder(answer(200, {"ok": True, "data": {"status": "pending"}}))
     async with recorder.client() as client:
         with pytest.raises(ForgeProtocolError):
             await client.result("inv-1")
 
 
-async def test_an_oversized_response_is_refused():
+async def test_an_oversized_response_is_refused() -> None:
     recorder = Recorder(answer(200, {"ok": True, "data": {"blob": "x" * 5000}}))
     async with recorder.client(max_response_bytes=1000) as client:
         with pytest.raises(ForgeProtocolError) as caught:
@@ -183,7 +183,7 @@ async def test_an_oversized_response_is_refused():
     assert caught.value.code == "FORGE_CLIENT_RESPONSE_TOO_LARGE"
 
 
-async def test_a_spec_whose_announced_hash_disagrees_is_refused():
+async def test_a_spec_whose_announced_hash_disagrees_is_refused() -> None:
     document = {"tool_id": "t", "semantics": "query"}
 
     def reply(_request: httpx.Request) -> httpx.Response:
@@ -199,7 +199,7 @@ async def test_a_spec_whose_announced_hash_disagrees_is_refused():
 # ---------------------------------------------------------------- timeouts and transport
 
 
-async def test_timeout_is_forge_timeout_after_one_request_and_no_cancel():
+async def test_timeout_is_forge_timeout_after_one_request_and_no_cancel() -> None:
     def reply(request: httpx.Request) -> httpx.Response:
         raise httpx.ReadTimeout("slow", request=request)
 
@@ -217,7 +217,7 @@ async def test_timeout_is_forge_timeout_after_one_request_and_no_cancel():
     ]
 
 
-async def test_connection_failure_is_a_transport_error_after_one_request():
+async def test_connection_failure_is_a_transport_error_after_one_request() -> None:
     def reply(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("refused", request=request)
 
@@ -230,13 +230,13 @@ async def test_connection_failure_is_a_transport_error_after_one_request():
     assert len(recorder.requests) == 1
 
 
-async def test_nothing_listens_is_a_transport_error():
+async def test_nothing_listens_is_a_transport_error() -> None:
     async with ForgeToolClient("http://127.0.0.1:1", timeout_s=2) as client:
         with pytest.raises(ForgeTransportError):
             await client.list_tools()
 
 
-async def test_query_timeout_ms_is_sent_and_stretches_the_read_timeout():
+async def test_query_timeout_ms_is_sent_and_stretches_the_read_timeout() -> None:
     recorder = Recorder(answer(200, {"ok": True, "data": {"response": {}}}))
     async with recorder.client(timeout_s=1) as client:
         await client.query("mock", "echo", {"message": "hi"}, caller_id="paos:d", timeout_ms=30_000)
@@ -252,7 +252,7 @@ async def test_query_timeout_ms_is_sent_and_stretches_the_read_timeout():
 # ---------------------------------------------------------------- paths
 
 
-async def test_every_path_component_is_fully_percent_encoded():
+async def test_every_path_component_is_fully_percent_encoded() -> None:
     recorder = Recorder(answer(200, {"ok": True, "data": {}}))
     async with recorder.client() as client:
         await client.context("a/b:c")
@@ -269,7 +269,7 @@ async def test_every_path_component_is_fully_percent_encoded():
     ]
 
 
-async def test_lookup_caller_quotes_the_caller_id_as_a_query_parameter():
+async def test_lookup_caller_quotes_the_caller_id_as_a_query_parameter() -> None:
     body = {"ok": True, "data": {"caller_id": "paos:a&b", "invocations": []}}
     recorder = Recorder(answer(200, body))
     async with recorder.client() as client:
@@ -280,7 +280,7 @@ async def test_lookup_caller_quotes_the_caller_id_as_a_query_parameter():
 # ---------------------------------------------------------------- real Gateway
 
 
-async def test_tool_spec_hash_equals_the_context_spec_sha256():
+async def test_tool_spec_hash_equals_the_context_spec_sha256() -> None:
     async with gateway_client() as (_stack, client):
         listing = await client.list_tools()
         assert "mock.move" in {tool["tool_id"] for tool in listing["tools"]}
@@ -291,14 +291,14 @@ async def test_tool_spec_hash_equals_the_context_spec_sha256():
     assert context["ready"] is True
 
 
-async def test_query_returns_the_gateway_data():
+async def test_query_returns_the_gateway_data() -> None:
     async with gateway_client() as (_stack, client):
         data = await client.query("mock", "echo", {"message": "hi"}, caller_id="paos:diag")
     assert data["response"]["outcome"] == "completed"
     assert data["response"]["result"]["outputs"] == {"message": "hi"}
 
 
-async def test_unknown_tool_is_a_404_forge_http_error():
+async def test_unknown_tool_is_a_404_forge_http_error() -> None:
     async with gateway_client() as (_stack, client):
         with pytest.raises(ForgeHttpError) as caught:
             await client.context("no/such:tool")
@@ -306,7 +306,7 @@ async def test_unknown_tool_is_a_404_forge_http_error():
     assert caught.value.code == "FORGE_TOOL_NOT_FOUND"
 
 
-async def test_action_admission_status_and_result_pending_then_available():
+async def test_action_admission_status_and_result_pending_then_available() -> None:
     async with gateway_client() as (_stack, client):
         admitted = await client.invoke(
             "mock.move", {"duration_s": 0.2, "behaviour": "succeed"}, caller_id="paos:t1:r1"
@@ -321,7 +321,7 @@ async def test_action_admission_status_and_result_pending_then_available():
     assert result["result"] == {"status": "succeeded", "outputs": {"travelled_s": 0.2}}
 
 
-async def test_cancel_is_accepted_not_stopped_and_lookup_finds_the_caller():
+async def test_cancel_is_accepted_not_stopped_and_lookup_finds_the_caller() -> None:
     async with gateway_client() as (_stack, client):
         admitted = await client.invoke("mock.move", HANG, caller_id="paos:t2:r1")
         cancel = await client.cancel(admitted["invocation_id"])
@@ -335,7 +335,7 @@ async def test_cancel_is_accepted_not_stopped_and_lookup_finds_the_caller():
     assert nobody == []
 
 
-async def test_a_session_is_stopped_through_stop():
+async def test_a_session_is_stopped_through_stop() -> None:
     async with gateway_client() as (_stack, client):
         admitted = await client.invoke("mock.stream", {}, caller_id="paos:t3:r1")
         stop = await client.stop(admitted["invocation_id"])
@@ -344,7 +344,7 @@ async def test_a_session_is_stopped_through_stop():
     assert result["phase"] == "stopped"
 
 
-async def test_cancel_on_the_wrong_verb_is_a_conflict():
+async def test_cancel_on_the_wrong_verb_is_a_conflict() -> None:
     async with gateway_client() as (_stack, client):
         admitted = await client.invoke("mock.stream", {}, caller_id="paos:t4:r1")
         with pytest.raises(ForgeHttpError) as caught:
@@ -377,7 +377,7 @@ async def _every_route(client: ForgeToolClient) -> None:
     await client.latest_image("scene")
 
 
-async def test_every_request_presents_the_bearer_token_observations_included():
+async def test_every_request_presents_the_bearer_token_observations_included() -> None:
     recorder = Recorder(_routes_answering_everything)
     async with recorder.client(token=TOKEN) as client:
         await _every_route(client)
@@ -386,14 +386,14 @@ async def test_every_request_presents_the_bearer_token_observations_included():
     assert recorder.requests[-1].url.path == "/observations/images/scene/latest"
 
 
-async def test_without_a_token_no_authorization_header_is_sent():
+async def test_without_a_token_no_authorization_header_is_sent() -> None:
     recorder = Recorder(_routes_answering_everything)
     async with recorder.client() as client:
         await _every_route(client)
     assert [r for r in recorder.requests if "authorization" in r.headers] == []
 
 
-async def test_a_token_source_is_asked_before_every_request():
+async def test_a_token_source_is_asked_before_every_request() -> None:
     tokens = iter(["first-token-0123456789", "second-token-0123456789"])
     recorder = Recorder(answer(200, {"ok": True, "data": {"tools": []}}))
     async with recorder.client(token=lambda: next(tokens)) as client:
@@ -403,7 +403,7 @@ async def test_a_token_source_is_asked_before_every_request():
     assert sent == ["Bearer first-token-0123456789", "Bearer second-token-0123456789"]
 
 
-async def test_the_token_never_appears_in_the_repr_or_in_a_transport_error():
+async def test_the_token_never_appears_in_the_repr_or_in_a_transport_error() -> None:
     def refuse(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("connection refused", request=request)
 
@@ -416,7 +416,7 @@ async def test_the_token_never_appears_in_the_repr_or_in_a_transport_error():
     assert TOKEN not in str(caught.value.to_payload())
 
 
-async def test_a_gateway_with_a_token_refuses_other_callers_and_serves_the_token():
+async def test_a_gateway_with_a_token_refuses_other_callers_and_serves_the_token() -> None:
     policy = gateway_policy(mock_config(), TOKEN)
     for presented, code in [
         (None, "FORGE_TOOL_AUTH_REQUIRED"),

@@ -132,7 +132,9 @@ async def before_and_after(c: Cell) -> tuple[list[EvidenceArtifact], int]:
 # ---------------------------------------------------------------- capture
 
 
-async def test_before_and_after_frames_are_retained_with_hash_geometry_and_identity(tmp_path):
+async def test_before_and_after_frames_are_retained_with_hash_geometry_and_identity(
+    tmp_path: Path,
+) -> None:
     async with cell(tmp_path) as c:
         (before, after), terminal_ns = await before_and_after(c)
     for artifact, seq in ((before, 1), (after, 2)):
@@ -153,7 +155,7 @@ async def test_before_and_after_frames_are_retained_with_hash_geometry_and_ident
     assert sorted(leftovers) == sorted(Path(a.path).name for a in (before, after))
 
 
-async def test_jpeg_evidence_is_checked_and_named_as_jpeg(tmp_path):
+async def test_jpeg_evidence_is_checked_and_named_as_jpeg(tmp_path: Path) -> None:
     async with cell(tmp_path) as c:
         c.publish(scene(90), seq=5, stamp_ns=time.time_ns())
         artifact = await c.capture("before", fmt="jpeg")
@@ -162,7 +164,7 @@ async def test_jpeg_evidence_is_checked_and_named_as_jpeg(tmp_path):
     assert artifact.path.endswith(".jpg")
 
 
-async def test_after_capture_waits_for_a_frame_newer_than_the_action_end(tmp_path):
+async def test_after_capture_waits_for_a_frame_newer_than_the_action_end(tmp_path: Path) -> None:
     async with cell(tmp_path) as c:
         terminal_ns = time.time_ns()
         c.publish(scene(40), seq=1, stamp_ns=terminal_ns - 1_000_000)
@@ -178,7 +180,9 @@ async def test_after_capture_waits_for_a_frame_newer_than_the_action_end(tmp_pat
     assert c.transport.served >= 2
 
 
-async def test_after_capture_without_a_newer_frame_fails_stale_and_writes_nothing(tmp_path):
+async def test_after_capture_without_a_newer_frame_fails_stale_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
     async with cell(tmp_path) as c:
         terminal_ns = time.time_ns()
         c.publish(scene(40), seq=1, stamp_ns=terminal_ns)
@@ -190,7 +194,7 @@ async def test_after_capture_without_a_newer_frame_fails_stale_and_writes_nothin
     assert not (c.workspace / "evidence").exists()
 
 
-async def test_no_frame_yet_is_a_recorded_failure_with_the_gateway_cause(tmp_path):
+async def test_no_frame_yet_is_a_recorded_failure_with_the_gateway_cause(tmp_path: Path) -> None:
     async with cell(tmp_path) as c:
         artifact = await c.capture("before", timeout_s=0.1)
     assert artifact.error["code"] == "EVIDENCE_CAPTURE_FAILED"
@@ -199,14 +203,14 @@ async def test_no_frame_yet_is_a_recorded_failure_with_the_gateway_cause(tmp_pat
     assert artifact.seq is None
 
 
-async def test_an_unknown_source_fails_at_once(tmp_path):
+async def test_an_unknown_source_fails_at_once(tmp_path: Path) -> None:
     async with cell(tmp_path) as c:
         artifact = await c.capture("before", source="nope", timeout_s=5)
     assert artifact.error["details"]["code"] == "FORGE_OBSERVATION_UNKNOWN_SOURCE"
     assert c.transport.served == 1
 
 
-async def test_a_transport_failure_is_recorded_with_unknown_remote_state(tmp_path):
+async def test_a_transport_failure_is_recorded_with_unknown_remote_state(tmp_path: Path) -> None:
     def refuse(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("refused", request=request)
 
@@ -216,7 +220,7 @@ async def test_a_transport_failure_is_recorded_with_unknown_remote_state(tmp_pat
     assert artifact.error["details"]["remote_state"] == "unknown"
 
 
-async def test_bytes_that_contradict_their_media_type_are_refused(tmp_path):
+async def test_bytes_that_contradict_their_media_type_are_refused(tmp_path: Path) -> None:
     jpeg = cv2.imencode(".jpg", scene(10))[1].tobytes()
     headers = {
         "content-type": "image/png",
@@ -231,7 +235,7 @@ async def test_bytes_that_contradict_their_media_type_are_refused(tmp_path):
     assert artifact.path is None
 
 
-async def test_caller_bugs_raise_instead_of_recording(tmp_path):
+async def test_caller_bugs_raise_instead_of_recording(tmp_path: Path) -> None:
     async with cell(tmp_path) as c:
         with pytest.raises(ValueError, match="not_before_ns"):
             await c.capture("after")
@@ -244,7 +248,7 @@ async def test_caller_bugs_raise_instead_of_recording(tmp_path):
 # ---------------------------------------------------------------- validation
 
 
-async def test_a_complete_bundle_validates(tmp_path):
+async def test_a_complete_bundle_validates(tmp_path: Path) -> None:
     async with cell(tmp_path) as c:
         artifacts, terminal_ns = await before_and_after(c)
     report = bundle_report(artifacts, c.workspace, window={"rec-1": terminal_ns})
@@ -252,7 +256,7 @@ async def test_a_complete_bundle_validates(tmp_path):
     assert report.problems == []
 
 
-async def test_bytes_altered_on_disk_fail_the_rehash(tmp_path):
+async def test_bytes_altered_on_disk_fail_the_rehash(tmp_path: Path) -> None:
     async with cell(tmp_path) as c:
         artifacts, terminal_ns = await before_and_after(c)
     target = c.workspace / artifacts[1].path
@@ -270,7 +274,7 @@ async def test_bytes_altered_on_disk_fail_the_rehash(tmp_path):
     ]
 
 
-async def test_a_removed_file_is_missing(tmp_path):
+async def test_a_removed_file_is_missing(tmp_path: Path) -> None:
     async with cell(tmp_path) as c:
         artifacts, terminal_ns = await before_and_after(c)
     (c.workspace / artifacts[0].path).unlink()
@@ -279,7 +283,7 @@ async def test_a_removed_file_is_missing(tmp_path):
     assert report.problems[0]["artifact_id"] == artifacts[0].artifact_id
 
 
-async def test_a_blank_frame_is_refused(tmp_path):
+async def test_a_blank_frame_is_refused(tmp_path: Path) -> None:
     async with cell(tmp_path) as c:
         c.publish(np.full((48, 64, 3), 30, np.uint8), seq=1, stamp_ns=time.time_ns())
         blank = await c.capture("before")
@@ -288,7 +292,7 @@ async def test_a_blank_frame_is_refused(tmp_path):
     assert "EVIDENCE_BLANK" in report.codes()
 
 
-async def test_a_frame_old_when_read_is_stale(tmp_path):
+async def test_a_frame_old_when_read_is_stale(tmp_path: Path) -> None:
     async with cell(tmp_path) as c:
         c.publish(scene(40), seq=1, stamp_ns=time.time_ns() - 30 * 10**9)
         old = await c.capture("before")
@@ -300,7 +304,7 @@ async def test_a_frame_old_when_read_is_stale(tmp_path):
     }
 
 
-async def test_an_after_frame_older_than_the_action_end_is_out_of_window(tmp_path):
+async def test_an_after_frame_older_than_the_action_end_is_out_of_window(tmp_path: Path) -> None:
     async with cell(tmp_path) as c:
         artifacts, terminal_ns = await before_and_after(c)
     late_action = {"rec-1": artifacts[1].captured_at_ns + 1}
@@ -311,7 +315,7 @@ async def test_an_after_frame_older_than_the_action_end_is_out_of_window(tmp_pat
     assert unknown_record.codes() == {"EVIDENCE_OUT_OF_WINDOW"}
 
 
-async def test_a_required_source_needs_a_successful_before_and_after(tmp_path):
+async def test_a_required_source_needs_a_successful_before_and_after(tmp_path: Path) -> None:
     async with cell(tmp_path) as c:
         artifacts, terminal_ns = await before_and_after(c)
         failed_wrist = await c.capture("after", source="wrist", not_before_ns=0, timeout_s=0.05)
@@ -326,7 +330,7 @@ async def test_a_required_source_needs_a_successful_before_and_after(tmp_path):
     assert len(report.problems) == 2  # wrist before and wrist after
 
 
-async def test_artifacts_of_another_task_are_foreign(tmp_path):
+async def test_artifacts_of_another_task_are_foreign(tmp_path: Path) -> None:
     async with cell(tmp_path) as c:
         artifacts, terminal_ns = await before_and_after(c)
     moved = dataclasses.replace(artifacts[0], task_id="task-2")
@@ -336,7 +340,7 @@ async def test_artifacts_of_another_task_are_foreign(tmp_path):
     assert "EVIDENCE_FOREIGN" in bundle_report([borrowed], c.workspace, window={}).codes()
 
 
-async def test_paths_that_escape_the_workspace_are_refused(tmp_path):
+async def test_paths_that_escape_the_workspace_are_refused(tmp_path: Path) -> None:
     async with cell(tmp_path) as c:
         artifacts, terminal_ns = await before_and_after(c)
     # A sibling whose name shares the workspace's prefix: a string check would pass it.
@@ -353,7 +357,7 @@ async def test_paths_that_escape_the_workspace_are_refused(tmp_path):
     assert unsafe == [linked.artifact_id, dotted.artifact_id]
 
 
-def test_containment_is_by_resolved_components(tmp_path: Path):
+def test_containment_is_by_resolved_components(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     (workspace / "evidence").mkdir(parents=True)
     (tmp_path / "ws2").mkdir()
@@ -364,12 +368,12 @@ def test_containment_is_by_resolved_components(tmp_path: Path):
             contained(workspace, bad)
 
 
-def test_an_artifact_round_trips_through_its_dict():
+def test_an_artifact_round_trips_through_its_dict() -> None:
     artifact = EvidenceArtifact("ev-1", TASK, "rev-1", None, "scene", "before", seq=3)
     assert EvidenceArtifact.from_dict(artifact.to_dict()) == artifact
 
 
-async def test_capture_over_a_real_socket(tmp_path):
+async def test_capture_over_a_real_socket(tmp_path: Path) -> None:
     gateway = Gateway(mock_config(observations=OBSERVATIONS), send=lambda *_: None)
     stamp = time.time_ns()
     image = Image.from_numpy(scene(120)).to_arrow()

@@ -23,7 +23,7 @@ def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def test_the_operator_token_comes_from_the_value_or_the_file(tmp_path: Path):
+def test_the_operator_token_comes_from_the_value_or_the_file(tmp_path: Path) -> None:
     token_file = _private_file(tmp_path / "t", TOKEN)
 
     assert operator_token({TOKEN_ENV: TOKEN}) == TOKEN
@@ -40,12 +40,12 @@ def test_the_operator_token_comes_from_the_value_or_the_file(tmp_path: Path):
         ({TOKEN_FILE_ENV: "/no/such/token/file"}, "cannot read"),
     ],
 )
-def test_a_bad_operator_token_is_refused_with_the_reason(environ: dict, message: str):
+def test_a_bad_operator_token_is_refused_with_the_reason(environ: dict, message: str) -> None:
     with pytest.raises(TokenError, match=message):
         operator_token(environ)
 
 
-def test_a_token_file_readable_by_others_is_refused(tmp_path: Path):
+def test_a_token_file_readable_by_others_is_refused(tmp_path: Path) -> None:
     exposed = _private_file(tmp_path / "t", TOKEN)
     exposed.chmod(0o644)
 
@@ -53,7 +53,7 @@ def test_a_token_file_readable_by_others_is_refused(tmp_path: Path):
         operator_token({TOKEN_FILE_ENV: str(exposed)})
 
 
-def test_a_token_value_reaches_the_gateway_as_a_private_file_removed_afterwards():
+def test_a_token_value_reaches_the_gateway_as_a_private_file_removed_afterwards() -> None:
     base = {"PATH": "/bin", TOKEN_ENV: TOKEN}
 
     with dataflow_auth(base) as auth:
@@ -73,7 +73,7 @@ def test_a_token_value_reaches_the_gateway_as_a_private_file_removed_afterwards(
     assert not path.parent.exists()
 
 
-def test_a_token_file_is_handed_on_as_it_is_and_kept(tmp_path: Path):
+def test_a_token_file_is_handed_on_as_it_is_and_kept(tmp_path: Path) -> None:
     token_file = _private_file(tmp_path / "mine.token", TOKEN)
     base = {TOKEN_FILE_ENV: str(token_file)}
 
@@ -85,7 +85,7 @@ def test_a_token_file_is_handed_on_as_it_is_and_kept(tmp_path: Path):
     assert token_file.read_text() == TOKEN + "\n"
 
 
-def test_without_a_token_the_dataflow_runs_without_one_and_says_so():
+def test_without_a_token_the_dataflow_runs_without_one_and_says_so() -> None:
     with dataflow_auth({"PATH": "/bin"}) as auth:
         assert auth.token is None
         assert auth.token_file is None
@@ -93,7 +93,7 @@ def test_without_a_token_the_dataflow_runs_without_one_and_says_so():
         assert auth.mode.startswith("no token")
 
 
-def test_generate_replaces_any_operator_token_with_a_fresh_one(tmp_path: Path):
+def test_generate_replaces_any_operator_token_with_a_fresh_one(tmp_path: Path) -> None:
     operator_file = _private_file(tmp_path / "operator.token", TOKEN)
     base = {TOKEN_ENV: TOKEN, TOKEN_FILE_ENV: str(operator_file)}  # even both: ignored
 

@@ -12,7 +12,7 @@ from tests.gateway.harness import mock_config
 from tests.gateway.support import live_gateway
 
 
-def test_the_home_comes_from_the_flag_the_environment_or_the_default(tmp_path: Path):
+def test_the_home_comes_from_the_flag_the_environment_or_the_default(tmp_path: Path) -> None:
     env = {"DORAFORGE_HOME": str(tmp_path / "env"), "HOME": str(tmp_path)}
     assert PaosHome.from_environment(env).root == tmp_path / "env"
     assert PaosHome.from_environment(env, explicit=tmp_path / "flag").root == tmp_path / "flag"
@@ -21,7 +21,7 @@ def test_the_home_comes_from_the_flag_the_environment_or_the_default(tmp_path: P
     assert default.store_path.name == "paos.db"
 
 
-def test_open_service_creates_the_store_and_workspace(tmp_path: Path):
+def test_open_service_creates_the_store_and_workspace(tmp_path: Path) -> None:
     service = open_service(PaosHome(tmp_path / "home"))
     try:
         assert service.store.path.exists()
@@ -31,7 +31,7 @@ def test_open_service_creates_the_store_and_workspace(tmp_path: Path):
         service.store.close()
 
 
-def test_open_service_clients_ask_for_their_urls_token_on_every_request(tmp_path: Path):
+def test_open_service_clients_ask_for_their_urls_token_on_every_request(tmp_path: Path) -> None:
     token = "home-test-token-0123456789"
     gateway = Gateway(mock_config(), send=LocalCarrier().send)
     presented: dict[str, str] = {}

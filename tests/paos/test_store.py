@@ -44,7 +44,7 @@ def intent(store: AgentTaskStore, record_id: str = "rec-1", task_id: str = "task
     )
 
 
-def test_the_database_allows_one_active_task(store: AgentTaskStore):
+def test_the_database_allows_one_active_task(store: AgentTaskStore) -> None:
     new_task(store)
     with pytest.raises(TaskSlotTaken) as caught:
         new_task(store, "task-2")
@@ -69,7 +69,7 @@ def _race(path: str, task_id: str, start: multiprocessing.synchronize.Event, out
         store.close()
 
 
-def test_two_processes_creating_tasks_at_once_produce_exactly_one(store: AgentTaskStore):
+def test_two_processes_creating_tasks_at_once_produce_exactly_one(store: AgentTaskStore) -> None:
     context = multiprocessing.get_context("spawn")
     start, out = context.Event(), context.Queue()
     workers = [
@@ -86,7 +86,7 @@ def test_two_processes_creating_tasks_at_once_produce_exactly_one(store: AgentTa
     assert store.active_task() is not None
 
 
-def test_a_terminal_record_is_immutable_in_the_database(store: AgentTaskStore):
+def test_a_terminal_record_is_immutable_in_the_database(store: AgentTaskStore) -> None:
     new_task(store)
     intent(store)
     store.record_admitted("rec-1", "inv-1", "att-1", "running")
@@ -103,7 +103,7 @@ def test_a_terminal_record_is_immutable_in_the_database(store: AgentTaskStore):
     assert store.record("rec-1").state == "completed"
 
 
-def test_caller_id_is_persisted_with_the_intent_and_ids_never_change(store: AgentTaskStore):
+def test_caller_id_is_persisted_with_the_intent_and_ids_never_change(store: AgentTaskStore) -> None:
     new_task(store)
     intent(store)
     assert store.record_by_caller("paos:rec-1").state == "intent"
@@ -114,7 +114,7 @@ def test_caller_id_is_persisted_with_the_intent_and_ids_never_change(store: Agen
     assert caught.value.code == "PAOS_RECORD_IDENTITY"
 
 
-def test_revisions_are_append_only_and_need_a_recovery_verdict(store: AgentTaskStore):
+def test_revisions_are_append_only_and_need_a_recovery_verdict(store: AgentTaskStore) -> None:
     new_task(store)
     with pytest.raises(StoreError):
         store.begin_revision("task-1", "task-1-rev-2", "replan")
@@ -129,7 +129,7 @@ def test_revisions_are_append_only_and_need_a_recovery_verdict(store: AgentTaskS
     assert caught.value.code == "PAOS_REVISION_IMMUTABLE"
 
 
-def test_a_terminal_task_and_bindings_are_frozen(store: AgentTaskStore):
+def test_a_terminal_task_and_bindings_are_frozen(store: AgentTaskStore) -> None:
     new_task(store)
     store.transition("task-1", "failed", allowed_from={"executing"}, outcome={"why": "x"})
     with pytest.raises(StoreError) as caught:
@@ -139,7 +139,7 @@ def test_a_terminal_task_and_bindings_are_frozen(store: AgentTaskStore):
         sqlite3.connect(store.path).execute("UPDATE bindings SET sha256 = 'x'")
 
 
-def test_tasks_are_listed_newest_first(store: AgentTaskStore):
+def test_tasks_are_listed_newest_first(store: AgentTaskStore) -> None:
     new_task(store, "task-a")
     store.transition("task-a", "succeeded", allowed_from={"executing"})
     new_task(store, "task-b")
@@ -149,7 +149,7 @@ def test_tasks_are_listed_newest_first(store: AgentTaskStore):
 
 def test_an_intent_the_database_refuses_is_a_store_error_and_nothing_is_written(
     store: AgentTaskStore,
-):
+) -> None:
     new_task(store)
     intent(store, "rec-1")
     with pytest.raises(StoreError) as taken:

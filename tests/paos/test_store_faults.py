@@ -130,7 +130,7 @@ async def gateway_terminal(cell: Cell, caller_id: str) -> None:
 # ---------------------------------------------------------------- store translation
 
 
-def test_a_locked_store_refuses_a_write_as_retryable_store_unavailable(tmp_path: Path):
+def test_a_locked_store_refuses_a_write_as_retryable_store_unavailable(tmp_path: Path) -> None:
     store = AgentTaskStore(tmp_path / "paos.db", busy_timeout_ms=BUSY_TIMEOUT_MS)
     lock = WriteLock(store.path)
     lock.hold()
@@ -148,7 +148,7 @@ def test_a_locked_store_refuses_a_write_as_retryable_store_unavailable(tmp_path:
     store.close()
 
 
-def test_a_full_disk_fails_the_write_and_leaves_the_store_usable(tmp_path: Path):
+def test_a_full_disk_fails_the_write_and_leaves_the_store_usable(tmp_path: Path) -> None:
     # A real "disk full": the kernel refuses to grow the database files past a size limit.
     path = tmp_path / "paos.db"
     script = textwrap.dedent(
@@ -195,7 +195,7 @@ def test_a_full_disk_fails_the_write_and_leaves_the_store_usable(tmp_path: Path)
 # ---------------------------------------------------------------- before the intent
 
 
-async def test_a_store_failure_before_the_intent_is_retryable_and_sends_nothing(cell: Cell):
+async def test_a_store_failure_before_the_intent_is_retryable_and_sends_nothing(cell: Cell) -> None:
     task_id = await new_task(cell)
     cell.lock.hold()
     with pytest.raises(StoreUnavailable) as caught:
@@ -216,7 +216,7 @@ async def test_a_store_failure_before_the_intent_is_retryable_and_sends_nothing(
 @pytest.mark.parametrize("answer", ["arrives", "is lost"])
 async def test_a_store_failure_after_the_intent_is_indeterminate_and_reconciled_once(
     cell: Cell, answer: str
-):
+) -> None:
     task_id = await new_task(cell)
     cell.lock_after(is_move_post)
     if answer == "is lost":
@@ -246,7 +246,7 @@ async def test_a_store_failure_after_the_intent_is_indeterminate_and_reconciled_
     assert cell.moves() == 1
 
 
-async def test_a_store_failure_after_a_bound_query_is_sent_is_indeterminate(cell: Cell):
+async def test_a_store_failure_after_a_bound_query_is_sent_is_indeterminate(cell: Cell) -> None:
     task_id = await new_task(cell)
     cell.lock_after(lambda r: r.method == "POST" and r.url.path.endswith("echo:invoke"))
     with pytest.raises(RecordIndeterminate) as caught:
@@ -262,7 +262,7 @@ async def test_a_store_failure_after_a_bound_query_is_sent_is_indeterminate(cell
 
 async def test_the_start_action_tool_reports_a_store_failure_as_unknown_then_status_finds_it(
     cell: Cell,
-):
+) -> None:
     task_id = await new_task(cell)
     cell.lock_after(is_move_post)
     answer = await TOOLS["forge_tool_start_action"](
@@ -288,7 +288,7 @@ async def test_the_start_action_tool_reports_a_store_failure_as_unknown_then_sta
     assert cell.moves() == 1
 
 
-async def test_a_status_read_of_a_record_never_admitted_changes_nothing(cell: Cell):
+async def test_a_status_read_of_a_record_never_admitted_changes_nothing(cell: Cell) -> None:
     task_id = await new_task(cell)
     store = cell.service.store
     store.record_intent(
@@ -309,7 +309,7 @@ async def test_a_status_read_of_a_record_never_admitted_changes_nothing(cell: Ce
     assert cell.transport.posts == []
 
 
-async def test_an_agent_tool_never_leaks_a_raw_sqlite_or_os_error(cell: Cell):
+async def test_an_agent_tool_never_leaks_a_raw_sqlite_or_os_error(cell: Cell) -> None:
     async def broken(_service: TaskService, _arguments: dict[str, Any]) -> Any:
         raise sqlite3.OperationalError("disk I/O error")
 

@@ -110,7 +110,7 @@ async def until_terminal(cell: Cell, task_id: str, record_id: str) -> dict[str, 
     return await eventually_async(available, what=f"record {record_id}", interval=0.01)
 
 
-async def test_a_bound_action_is_an_intent_then_ids_then_a_terminal_fact(cell: Cell):
+async def test_a_bound_action_is_an_intent_then_ids_then_a_terminal_fact(cell: Cell) -> None:
     task_id = await new_task(cell)
     started = await cell.service.start_action(
         task_id, "mock.move", {"duration_s": 0.05, "behaviour": "succeed"}
@@ -126,7 +126,7 @@ async def test_a_bound_action_is_an_intent_then_ids_then_a_terminal_fact(cell: C
     assert cell.invokes("move") == 1
 
 
-async def test_a_diagnostic_query_needs_no_task_and_leaves_no_record(cell: Cell):
+async def test_a_diagnostic_query_needs_no_task_and_leaves_no_record(cell: Cell) -> None:
     data = await cell.service.query("mock.echo", {"message": "hi"}, gateway_url=URL)
     assert data["response"]["result"]["outputs"] == {"message": "hi"}
     task_id = await new_task(cell)
@@ -137,13 +137,13 @@ async def test_a_diagnostic_query_needs_no_task_and_leaves_no_record(cell: Cell)
     assert (record.semantics, record.state) == ("query", "completed")
 
 
-async def test_only_one_task_is_active(cell: Cell):
+async def test_only_one_task_is_active(cell: Cell) -> None:
     await new_task(cell)
     with pytest.raises(TaskSlotTaken):
         await new_task(cell)
 
 
-async def test_a_lost_admission_answer_is_indeterminate_and_never_sent_again(cell: Cell):
+async def test_a_lost_admission_answer_is_indeterminate_and_never_sent_again(cell: Cell) -> None:
     task_id = await new_task(cell)
     cell.transport.lose = lambda r: r.method == "POST" and r.url.path.endswith("mock.move:invoke")
     with pytest.raises(ForgeTimeout) as caught:
@@ -168,7 +168,9 @@ async def test_a_lost_admission_answer_is_indeterminate_and_never_sent_again(cel
     assert cell.invokes("move") == 1  # reconcile never POSTs
 
 
-async def test_a_crash_between_intent_and_post_reconciles_to_unknown_without_posting(cell: Cell):
+async def test_a_crash_between_intent_and_post_reconciles_to_unknown_without_posting(
+    cell: Cell,
+) -> None:
     task_id = await new_task(cell)
     task = cell.service.store.task(task_id)
     cell.service.store.record_intent(
@@ -190,7 +192,7 @@ async def test_a_crash_between_intent_and_post_reconciles_to_unknown_without_pos
     assert cell.invokes("move") == 0
 
 
-async def test_toolspec_drift_after_binding_is_refused_before_any_post(cell: Cell):
+async def test_toolspec_drift_after_binding_is_refused_before_any_post(cell: Cell) -> None:
     task_id = await new_task(cell)
     cell.gateway.catalog.get("mock.move").sha256 = "0" * 64  # the Gateway now serves another spec
     with pytest.raises(BindingError) as caught:
@@ -202,7 +204,7 @@ async def test_toolspec_drift_after_binding_is_refused_before_any_post(cell: Cel
     assert cell.invokes("move") == 0
 
 
-async def test_non_finite_arguments_are_refused_before_an_intent_or_a_post(cell: Cell):
+async def test_non_finite_arguments_are_refused_before_an_intent_or_a_post(cell: Cell) -> None:
     task_id = await new_task(cell)
     with pytest.raises(TaskError) as caught:
         await cell.service.start_action(
@@ -213,7 +215,7 @@ async def test_non_finite_arguments_are_refused_before_an_intent_or_a_post(cell:
     assert cell.invokes("move") == 0
 
 
-async def test_a_cancel_is_recorded_as_a_request_not_as_a_stop(cell: Cell):
+async def test_a_cancel_is_recorded_as_a_request_not_as_a_stop(cell: Cell) -> None:
     task_id = await new_task(cell)
     started = await cell.service.start_action(
         task_id, "mock.move", {"duration_s": 5, "behaviour": "hang"}
@@ -225,7 +227,9 @@ async def test_a_cancel_is_recorded_as_a_request_not_as_a_stop(cell: Cell):
     assert final["state"] == "cancelled"
 
 
-async def test_a_record_that_ends_while_its_cancel_is_on_the_way_is_answered_terminal(cell: Cell):
+async def test_a_record_that_ends_while_its_cancel_is_on_the_way_is_answered_terminal(
+    cell: Cell,
+) -> None:
     task_id = await new_task(cell)
     started = await cell.service.start_action(
         task_id, "mock.move", {"duration_s": 5, "behaviour": "hang"}
@@ -244,7 +248,7 @@ async def test_a_record_that_ends_while_its_cancel_is_on_the_way_is_answered_ter
     assert answer["record"]["state"] == "completed"
 
 
-async def test_a_result_another_process_recorded_first_is_read_not_refused(cell: Cell):
+async def test_a_result_another_process_recorded_first_is_read_not_refused(cell: Cell) -> None:
     task_id = await new_task(cell)
     started = await cell.service.start_action(task_id, "mock.move", QUICK)
     other = AgentTaskStore(cell.service.store.path)  # the canceller's process, reconciling
@@ -265,7 +269,7 @@ async def test_a_result_another_process_recorded_first_is_read_not_refused(cell:
     assert final["result"]["outputs"] == {"by": "the other process"}
 
 
-async def test_task_owned_sessions_block_finalize_and_shared_ones_survive(cell: Cell):
+async def test_task_owned_sessions_block_finalize_and_shared_ones_survive(cell: Cell) -> None:
     task_id = await new_task(cell)
     owned = await cell.service.start_session(task_id, "mock.stream", {}, ownership="task")
     shared = await cell.service.start_session(task_id, "mock.stream", {}, ownership="shared")
@@ -282,7 +286,7 @@ async def test_task_owned_sessions_block_finalize_and_shared_ones_survive(cell: 
     assert cell.gateway.runtime.get(shared["invocation_id"]).terminal is False
 
 
-async def test_enforce_mode_finalizes_on_the_verifier_and_records_the_attempt(cell: Cell):
+async def test_enforce_mode_finalizes_on_the_verifier_and_records_the_attempt(cell: Cell) -> None:
     task_id = await new_task(cell, MOVED)
     started = await cell.service.start_action(
         task_id, "mock.move", {"duration_s": 0, "behaviour": "succeed"}
@@ -295,7 +299,7 @@ async def test_enforce_mode_finalizes_on_the_verifier_and_records_the_attempt(ce
     assert described["revisions"][0]["verdict"]["status"] == "success"
 
 
-async def test_enforce_fails_closed_when_the_action_failed(cell: Cell):
+async def test_enforce_fails_closed_when_the_action_failed(cell: Cell) -> None:
     task_id = await new_task(cell, MOVED)
     started = await cell.service.start_action(
         task_id, "mock.move", {"duration_s": 0, "behaviour": "fail"}
@@ -305,7 +309,7 @@ async def test_enforce_fails_closed_when_the_action_failed(cell: Cell):
     assert described["task"]["state"] == "failed"
 
 
-async def test_cancel_task_cancels_live_actions_and_ends_cancelled(cell: Cell):
+async def test_cancel_task_cancels_live_actions_and_ends_cancelled(cell: Cell) -> None:
     task_id = await new_task(cell)
     await cell.service.start_action(task_id, "mock.move", {"duration_s": 5, "behaviour": "hang"})
 
@@ -316,7 +320,7 @@ async def test_cancel_task_cancels_live_actions_and_ends_cancelled(cell: Cell):
     assert cell.service.store.active_task() is None
 
 
-async def test_agent_tools_validate_arguments_and_answer_envelopes(cell: Cell):
+async def test_agent_tools_validate_arguments_and_answer_envelopes(cell: Cell) -> None:
     assert len(TOOLS) == 16  # the 15 forge_* tools and activate_skill
     bad = await TOOLS["forge_tool_start_action"](cell.service, {"task_id": "t"})
     assert bad["ok"] is False
@@ -336,7 +340,9 @@ async def test_agent_tools_validate_arguments_and_answer_envelopes(cell: Cell):
     assert got["data"]["binding"]["tools"]["mock.move"]["spec_sha256"]
 
 
-async def test_recovery_mode_replans_once_after_a_failed_verdict_and_then_succeeds(cell: Cell):
+async def test_recovery_mode_replans_once_after_a_failed_verdict_and_then_succeeds(
+    cell: Cell,
+) -> None:
     contract = {
         "mode": "recovery",
         "goal": "the mock moved twice",
@@ -418,7 +424,7 @@ async def moved_with_evidence(cell: Cell) -> str:
     return task_id
 
 
-async def test_before_and_after_evidence_is_captured_and_hashed_on_disk(camera_cell: Cell):
+async def test_before_and_after_evidence_is_captured_and_hashed_on_disk(camera_cell: Cell) -> None:
     task_id = await moved_with_evidence(camera_cell)
     evidence = camera_cell.service.store.evidence(task_id)
     assert [(a["phase"], a["error"]) for a in evidence] == [("before", None), ("after", None)]
@@ -429,7 +435,9 @@ async def test_before_and_after_evidence_is_captured_and_hashed_on_disk(camera_c
     assert described["verifications"][0]["bundle"]["ok"] is True
 
 
-async def test_evidence_altered_on_disk_makes_verification_refuse_the_bundle(camera_cell: Cell):
+async def test_evidence_altered_on_disk_makes_verification_refuse_the_bundle(
+    camera_cell: Cell,
+) -> None:
     task_id = await moved_with_evidence(camera_cell)
     after = camera_cell.service.store.evidence(task_id)[-1]
     file = camera_cell.service.workspace / after["path"]

@@ -72,7 +72,9 @@ def world() -> World:
     return World.from_spec(compose_cell(mujoco.MjSpec.from_string(TENDON_ROBOT)), TENDON_LAYOUT)
 
 
-def test_a_composed_cell_has_the_furniture_and_the_robot_under_the_layouts_names(world: World):
+def test_a_composed_cell_has_the_furniture_and_the_robot_under_the_layouts_names(
+    world: World,
+) -> None:
     assert world.joint_names == ("pan", "fingers")
     state = world.scene_state()
     assert state.object("cube").size == pytest.approx((0.045,) * 3)
@@ -81,14 +83,16 @@ def test_a_composed_cell_has_the_furniture_and_the_robot_under_the_layouts_names
     assert world.model.opt.integrator == mujoco.mjtIntegrator.mjINT_IMPLICITFAST
 
 
-def test_reset_puts_the_arm_at_the_layouts_home_and_opens_the_gripper(world: World):
+def test_reset_puts_the_arm_at_the_layouts_home_and_opens_the_gripper(world: World) -> None:
     _, positions, _, _ = world.joint_state()
     assert positions == pytest.approx([0.2, 0.04])
     assert world.targets() == pytest.approx({"pan": 0.2, "fingers": 0.04})
     assert world.gripper_width() == pytest.approx(0.08)
 
 
-def test_a_tendon_gripper_is_commanded_in_joint_units_and_clamped_to_its_range(world: World):
+def test_a_tendon_gripper_is_commanded_in_joint_units_and_clamped_to_its_range(
+    world: World,
+) -> None:
     applied = world.set_targets(["fingers"], [0.01])
     assert applied == pytest.approx({"fingers": 0.01})
     assert world.data.ctrl[world.model.actuator("grip").id] == pytest.approx(0.02)
@@ -100,13 +104,13 @@ def test_a_tendon_gripper_is_commanded_in_joint_units_and_clamped_to_its_range(w
     assert world.target_limits()["fingers"] == pytest.approx((0.0, 0.04))
 
 
-def test_the_target_zone_moves_where_the_cell_says(world: World):
+def test_the_target_zone_moves_where_the_cell_says(world: World) -> None:
     spec = compose_cell(mujoco.MjSpec.from_string(TENDON_ROBOT), target_xy=(0.2, -0.3))
     moved = World.from_spec(spec, TENDON_LAYOUT)
     assert moved.scene_state().target_zone.center == pytest.approx((0.2, -0.3, 0.025))
 
 
-def test_the_cells_cube_region_is_what_the_task_draws_from():
+def test_the_cells_cube_region_is_what_the_task_draws_from() -> None:
     from doraforge.sim.environment import Environment
     from doraforge.sim.tasks.pick_place import PickPlace
 
@@ -152,12 +156,14 @@ def test_the_cells_cube_region_is_what_the_task_draws_from():
         ),
     ],
 )
-def test_a_layout_naming_what_the_model_lacks_is_refused_by_name(layout: RobotLayout, missing: str):
+def test_a_layout_naming_what_the_model_lacks_is_refused_by_name(
+    layout: RobotLayout, missing: str
+) -> None:
     with pytest.raises(ValueError, match=missing):
         World.from_spec(compose_cell(mujoco.MjSpec.from_string(TENDON_ROBOT)), layout)
 
 
-def test_layouts_refuse_repeated_names_and_a_home_of_the_wrong_length():
+def test_layouts_refuse_repeated_names_and_a_home_of_the_wrong_length() -> None:
     arm = TENDON_LAYOUT.primary
     with pytest.raises(ValueError, match="repeat"):
         RobotLayout(arms=(arm, arm))
@@ -165,7 +171,7 @@ def test_layouts_refuse_repeated_names_and_a_home_of_the_wrong_length():
         ArmLayout(joints=("pan",), tool_site="tool", home=(0.0, 0.1), gripper=arm.gripper)
 
 
-def test_a_camera_alias_renders_the_model_camera_behind_it(world: World):
+def test_a_camera_alias_renders_the_model_camera_behind_it(world: World) -> None:
     from doraforge.sim.render import Cameras
 
     with Cameras(world.model, height=24, width=32, aliases=world.layout.cameras) as cameras:
@@ -176,12 +182,12 @@ def test_a_camera_alias_renders_the_model_camera_behind_it(world: World):
     np.testing.assert_array_equal(frame, direct)
 
 
-def test_the_robots_sites_are_hidden_markers_in_the_composed_cell(world: World):
+def test_the_robots_sites_are_hidden_markers_in_the_composed_cell(world: World) -> None:
     assert world.model.site_group[world.model.site("tool").id] == 4
     assert world.model.site_group[world.model.site("target_zone").id] == 4
 
 
-def test_the_scene_camera_is_aimed_where_the_cell_says():
+def test_the_scene_camera_is_aimed_where_the_cell_says() -> None:
     spec = compose_cell(
         mujoco.MjSpec.from_string(TENDON_ROBOT), scene_camera=((0.9, -0.2, 0.8), (0.2, -0.2, 0.0))
     )

@@ -32,13 +32,13 @@ Active dataflows: 0
 """
 
 
-def test_the_split_cell_names_two_machines_and_the_single_cell_none():
+def test_the_split_cell_names_two_machines_and_the_single_cell_none() -> None:
     assert machine_ids(SPLIT) == ["robot", "workstation"]
     assert machine_ids(DATAFLOWS / "sim.yml") == []
     assert machine_ids(Path("/nonexistent/flow.yml")) == []
 
 
-def test_the_split_cell_has_the_nodes_and_args_of_the_single_cell():
+def test_the_split_cell_has_the_nodes_and_args_of_the_single_cell() -> None:
     def nodes(path: Path) -> dict[str, dict[str, object]]:
         document = strict_yaml.load(path.read_text(), aliases=True)
         return {node["id"]: node for node in document["nodes"]}
@@ -52,7 +52,7 @@ def test_the_split_cell_has_the_nodes_and_args_of_the_single_cell():
         assert deploy == {"machine": "robot" if robot_side else "workstation"}
 
 
-def test_working_dirs_pin_every_deployed_node_to_the_dataflow_folder(tmp_path: Path):
+def test_working_dirs_pin_every_deployed_node_to_the_dataflow_folder(tmp_path: Path) -> None:
     flow = tmp_path / "flow.yml"
     flow.write_text(
         "nodes:\n"
@@ -67,7 +67,7 @@ def test_working_dirs_pin_every_deployed_node_to_the_dataflow_folder(tmp_path: P
     assert "deploy" not in nodes["c"]
 
 
-def test_registered_machines_reads_machine_ids_from_daemon_ids():
+def test_registered_machines_reads_machine_ids_from_daemon_ids() -> None:
     assert registered_machines(STATUS) == {"robot", "work-station"}
     assert registered_machines("DAEMON ID  LAST HEARTBEAT\n\nActive dataflows: 0\n") == set()
 
@@ -76,19 +76,19 @@ def test_registered_machines_reads_machine_ids_from_daemon_ids():
     ("text", "host", "port"),
     [("192.168.1.10:6013", "192.168.1.10", 6013), ("[::1]:7000", "::1", 7000)],
 )
-def test_a_coordinator_address_is_host_and_port(text: str, host: str, port: int):
+def test_a_coordinator_address_is_host_and_port(text: str, host: str, port: int) -> None:
     address = CoordinatorAddress.parse(text)
     assert (address.host, address.port) == (host, port)
     assert address.cli_args() == ["--coordinator-addr", host, "--coordinator-port", str(port)]
 
 
 @pytest.mark.parametrize("text", ["robot", "robot:", ":6013", "h:0", "h:70000", "h:x"])
-def test_a_malformed_coordinator_address_is_refused_naming_the_form(text: str):
+def test_a_malformed_coordinator_address_is_refused_naming_the_form(text: str) -> None:
     with pytest.raises(ValueError, match="is not HOST:PORT"):
         CoordinatorAddress.parse(text)
 
 
-def test_a_local_cluster_uses_free_ports_and_the_cluster_zenoh_overlay(tmp_path: Path):
+def test_a_local_cluster_uses_free_ports_and_the_cluster_zenoh_overlay(tmp_path: Path) -> None:
     cluster = LocalCluster(["robot", "workstation"], {"PATH": "/bin"}, tmp_path)
     assert cluster.address.host == "127.0.0.1"
     assert cluster.address.port != SHARED_DEFAULT_PORT
@@ -102,7 +102,7 @@ def test_a_local_cluster_uses_free_ports_and_the_cluster_zenoh_overlay(tmp_path:
     assert "6013" not in args
 
 
-def test_a_machine_on_a_host_of_its_own_listens_there_and_is_dialled_there(tmp_path: Path):
+def test_a_machine_on_a_host_of_its_own_listens_there_and_is_dialled_there(tmp_path: Path) -> None:
     hosts = {"robot": MachineHost("10.200.0.2", ("ip", "netns", "exec", "robot-host"))}
     cluster = LocalCluster(
         ["robot", "workstation"],
@@ -122,7 +122,7 @@ def test_a_machine_on_a_host_of_its_own_listens_there_and_is_dialled_there(tmp_p
     assert workstation[workstation.index("--zenoh-connect") + 1] == "tcp/10.200.0.2:41001"
 
 
-def test_a_cluster_needs_a_machine_and_a_dataflow_one_coordinator(tmp_path: Path):
+def test_a_cluster_needs_a_machine_and_a_dataflow_one_coordinator(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="at least one machine"):
         LocalCluster([], {}, tmp_path)
     with pytest.raises(ValueError, match="exactly one"):
@@ -131,7 +131,7 @@ def test_a_cluster_needs_a_machine_and_a_dataflow_one_coordinator(tmp_path: Path
 
 def test_run_refuses_a_malformed_coordinator_in_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
-):
+) -> None:
     with pytest.raises(SystemExit):
         main(["--home", str(tmp_path), "run", "sim-split", "--coordinator", "robot"])
     assert "is not HOST:PORT" in capsys.readouterr().err
@@ -139,7 +139,7 @@ def test_run_refuses_a_malformed_coordinator_in_one_line(
 
 def test_run_on_a_coordinator_refuses_port_in_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
-):
+) -> None:
     argv = ["--home", str(tmp_path), "run", "sim-split", "--coordinator", "127.0.0.1:1"]
     code = main([*argv, "--port", "9100"])
     err = capsys.readouterr().err

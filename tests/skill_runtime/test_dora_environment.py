@@ -57,7 +57,7 @@ def test_dora_resolves_python_to_this_interpreter_offline_whatever_the_directory
     builder: Callable[[Mapping[str, str], Path], dict[str, str]],
     hostile_project: Path,
     tmp_path: Path,
-):
+) -> None:
     other_venv = tmp_path / "other-venv"
     venv.create(other_venv, with_pip=False)
     base = {
@@ -92,7 +92,7 @@ def test_dora_resolves_python_to_this_interpreter_offline_whatever_the_directory
 @pytest.mark.parametrize("builder", BUILDERS.values(), ids=list(BUILDERS))
 def test_the_callers_uv_settings_cannot_unpin_the_node_interpreter(
     builder: Callable[[Mapping[str, str], Path], dict[str, str]], tmp_path: Path
-):
+) -> None:
     base = {"PATH": "/usr/bin:/bin", "UV_PYTHON": "/elsewhere/python", "UV_NO_PROJECT": "0"}
     env = builder(base, tmp_path)
     assert env["PATH"].split(":")[:3] == [str(THIS_PYTHON.parent), "/usr/bin", "/bin"]

@@ -41,12 +41,12 @@ def fake_dora(tmp_path: Path, version: str) -> str:
         ("?", None, "unknown"),
     ],
 )
-def test_versions_and_generations_are_read_from_the_cli_line(text, parsed, generation):
+def test_versions_and_generations_are_read_from_the_cli_line(text, parsed, generation) -> None:
     assert dora_generation.version_tuple(text) == parsed
     assert dora_generation.generation(text) == generation
 
 
-def test_the_shipped_dataflows_need_dora_1_by_their_restart_fields():
+def test_the_shipped_dataflows_need_dora_1_by_their_restart_fields() -> None:
     for name in ("sim.yml", "mock.yml"):
         refused = dora_generation.refusal(SHIPPED / name, "0.4.1")
         assert refused is not None
@@ -64,13 +64,13 @@ def test_the_shipped_dataflows_need_dora_1_by_their_restart_fields():
     ),
     ids=lambda path: str(path.relative_to(PROJECT_ROOT)),
 )
-def test_no_shipped_dataflow_uses_a_form_dora_1_removed(dataflow: Path):
+def test_no_shipped_dataflow_uses_a_form_dora_1_removed(dataflow: Path) -> None:
     if dataflow.name.endswith(".gateway.yml"):
         return  # a Gateway configuration, not a dataflow
     assert dora_generation.refusal(dataflow, "1.1.0") is None
 
 
-def test_a_dataflow_without_generation_fields_runs_on_either(tmp_path: Path):
+def test_a_dataflow_without_generation_fields_runs_on_either(tmp_path: Path) -> None:
     flow = tmp_path / "flow.yml"
     flow.write_text(ZERO_X)
     assert dora_generation.refusal(flow, "0.4.1") is None
@@ -78,7 +78,7 @@ def test_a_dataflow_without_generation_fields_runs_on_either(tmp_path: Path):
     assert dora_generation.refusal(tmp_path / "absent.yml", "1.1.0") is None
 
 
-def test_restart_policy_alone_runs_on_either_generation(tmp_path: Path):
+def test_restart_policy_alone_runs_on_either_generation(tmp_path: Path) -> None:
     # Dora 0.4.1's Node already has restart_policy (never, on-failure, always).
     flow = tmp_path / "flow.yml"
     flow.write_text(ZERO_X + "    restart_policy: on-failure\n")
@@ -86,7 +86,7 @@ def test_restart_policy_alone_runs_on_either_generation(tmp_path: Path):
     assert dora_generation.refusal(flow, "1.1.0") is None
 
 
-def test_a_1x_dataflow_on_another_generation_says_doraforge_runs_1x(tmp_path: Path):
+def test_a_1x_dataflow_on_another_generation_says_doraforge_runs_1x(tmp_path: Path) -> None:
     refused = dora_generation.refusal(SHIPPED / "mock.yml", "2.0.0")
     assert refused is not None
     assert "needs Dora 1.x" in refused
@@ -132,7 +132,7 @@ ZERO_X_FORMS = {
 @pytest.mark.parametrize("case", sorted(ZERO_X_FORMS))
 def test_a_0x_form_is_refused_on_dora_1_naming_the_field_and_its_1x_rewrite(
     tmp_path: Path, case: str
-):
+) -> None:
     text, names, rewrite = ZERO_X_FORMS[case]
     flow = tmp_path / "flow.yml"
     flow.write_text(text)
@@ -145,7 +145,7 @@ def test_a_0x_form_is_refused_on_dora_1_naming_the_field_and_its_1x_rewrite(
     assert "\n" not in refused
 
 
-def test_a_dataflow_of_several_0x_forms_names_the_first_and_counts_the_rest(tmp_path: Path):
+def test_a_dataflow_of_several_0x_forms_names_the_first_and_counts_the_rest(tmp_path: Path) -> None:
     flow = tmp_path / "flow.yml"
     flow.write_text(
         "communication:\n  _unstable_local: UnixDomain\n" + ZERO_X_FORMS["node-deploy"][0]
@@ -156,7 +156,7 @@ def test_a_dataflow_of_several_0x_forms_names_the_first_and_counts_the_rest(tmp_
     assert "; 1 more such field)" in refused
 
 
-def test_a_1x_input_option_is_refused_on_dora_0x_naming_the_input(tmp_path: Path):
+def test_a_1x_input_option_is_refused_on_dora_0x_naming_the_input(tmp_path: Path) -> None:
     flow = tmp_path / "flow.yml"
     flow.write_text(ZERO_X + "    inputs:\n      x: {source: b/x, input_timeout: 1.5}\n")
     refused = dora_generation.refusal(flow, "0.4.1")
@@ -165,7 +165,7 @@ def test_a_1x_input_option_is_refused_on_dora_0x_naming_the_input(tmp_path: Path
     assert dora_generation.refusal(flow, "1.1.0") is None
 
 
-def test_a_dataflow_mixing_both_generations_is_refused_on_each(tmp_path: Path):
+def test_a_dataflow_mixing_both_generations_is_refused_on_each(tmp_path: Path) -> None:
     flow = tmp_path / "flow.yml"
     flow.write_text(ZERO_X_FORMS["node-deploy"][0] + "    max_restarts: 3\n")
     on_one = dora_generation.refusal(flow, "1.1.0")
@@ -188,12 +188,12 @@ def test_a_dataflow_mixing_both_generations_is_refused_on_each(tmp_path: Path):
         ("1.1.0", "not a version", False),
     ],
 )
-def test_dora_versions_talk_by_dora_own_semver_rule(first: str, second: str, talk: bool):
+def test_dora_versions_talk_by_dora_own_semver_rule(first: str, second: str, talk: bool) -> None:
     assert dora_generation.compatible(first, second) is talk
     assert dora_generation.compatible(second, first) is talk
 
 
-def test_a_node_library_of_another_generation_than_the_cli_is_refused_with_the_pin():
+def test_a_node_library_of_another_generation_than_the_cli_is_refused_with_the_pin() -> None:
     assert dora_generation.library_refusal("1.1.0", "1.1.0") is None
     assert dora_generation.library_refusal("1.1.0", "1.0.1") is None
     refused = dora_generation.library_refusal("1.1.0", "0.4.1")
@@ -211,7 +211,7 @@ def home(tmp_path: Path) -> PaosHome:
     return PaosHome(tmp_path / "home")
 
 
-def test_start_refuses_a_1x_skill_on_a_0x_dora_naming_both(home: PaosHome, tmp_path: Path):
+def test_start_refuses_a_1x_skill_on_a_0x_dora_naming_both(home: PaosHome, tmp_path: Path) -> None:
     assert ONE_X != MOCK_DATAFLOW
     make_bundle(home, gateway_port=free_port(), dataflow=ONE_X)
     with pytest.raises(RuntimeStateError) as raised:
@@ -224,7 +224,7 @@ def test_start_refuses_a_1x_skill_on_a_0x_dora_naming_both(home: PaosHome, tmp_p
 
 def test_start_refuses_an_old_dora_for_a_dataflow_without_generation_fields(
     home: PaosHome, tmp_path: Path
-):
+) -> None:
     make_bundle(home, gateway_port=free_port())  # its dataflow has no generation field
     with pytest.raises(RuntimeStateError) as raised:
         manager(home, dora=fake_dora(tmp_path, "0.4.1")).start(SKILL)
@@ -233,7 +233,9 @@ def test_start_refuses_an_old_dora_for_a_dataflow_without_generation_fields(
     assert "0.4.1" in raised.value.message
 
 
-def test_start_refuses_a_0x_skill_on_dora_1_naming_the_rewrite(home: PaosHome, tmp_path: Path):
+def test_start_refuses_a_0x_skill_on_dora_1_naming_the_rewrite(
+    home: PaosHome, tmp_path: Path
+) -> None:
     zero_x = MOCK_DATAFLOW.replace(
         "nodes:\n", "communication:\n  _unstable_local: UnixDomain\nnodes:\n", 1
     )
@@ -246,7 +248,7 @@ def test_start_refuses_a_0x_skill_on_dora_1_naming_the_rewrite(home: PaosHome, t
     assert "delete the `communication` block" in raised.value.message
 
 
-def test_the_node_library_version_is_asked_of_the_nodes_interpreter(tmp_path: Path):
+def test_the_node_library_version_is_asked_of_the_nodes_interpreter(tmp_path: Path) -> None:
     assert dora.node_library_version(sys.executable, os.environ) == version("dora-rs")
     silent = tmp_path / "python"
     silent.write_text("#!/bin/sh\nexit 0\n")
@@ -257,7 +259,7 @@ def test_the_node_library_version_is_asked_of_the_nodes_interpreter(tmp_path: Pa
 
 def test_nodes_whose_dora_rs_cannot_talk_to_the_cli_are_refused_before_dora_starts(
     tmp_path: Path,
-):
+) -> None:
     old = tmp_path / "python"
     old.write_text("#!/bin/sh\necho 0.4.1\n")
     old.chmod(0o755)

@@ -40,7 +40,9 @@ def cache_files(tmp_path: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir()) if directory.exists() else []
 
 
-def test_download_is_cached_under_its_digest(tmp_path, server, client):
+def test_download_is_cached_under_its_digest(
+    tmp_path: Path, server: Loopback, client: httpx.Client
+) -> None:
     seen: list[tuple[int, int]] = []
     cache = cache_for(tmp_path, client, progress=lambda done, total: seen.append((done, total)))
     got = cache.download(server.url("/bundle.tar.gz"), sha256=DIGEST, size=len(BODY))
@@ -50,7 +52,9 @@ def test_download_is_cached_under_its_digest(tmp_path, server, client):
     assert seen[-1] == (len(BODY), len(BODY))
 
 
-def test_digest_mismatch_is_refused_and_nothing_is_cached(tmp_path, server, client):
+def test_digest_mismatch_is_refused_and_nothing_is_cached(
+    tmp_path: Path, server: Loopback, client: httpx.Client
+) -> None:
     wrong = hashlib.sha256(b"other").hexdigest()
     with pytest.raises(InstallError) as caught:
         cache_for(tmp_path, client).download(
@@ -60,7 +64,9 @@ def test_digest_mismatch_is_refused_and_nothing_is_cached(tmp_path, server, clie
     assert cache_files(tmp_path) == []
 
 
-def test_declared_length_other_than_expected_is_refused(tmp_path, server, client):
+def test_declared_length_other_than_expected_is_refused(
+    tmp_path: Path, server: Loopback, client: httpx.Client
+) -> None:
     with pytest.raises(InstallError) as caught:
         cache_for(tmp_path, client).download(
             server.url("/bundle.tar.gz"), sha256=DIGEST, size=len(BODY) - 1
@@ -69,7 +75,9 @@ def test_declared_length_other_than_expected_is_refused(tmp_path, server, client
     assert cache_files(tmp_path) == []
 
 
-def test_body_longer_than_expected_is_cut_off(tmp_path, server, client):
+def test_body_longer_than_expected_is_cut_off(
+    tmp_path: Path, server: Loopback, client: httpx.Client
+) -> None:
     server.faults["/bundle.tar.gz"] = Fault(no_length=True)
     with pytest.raises(InstallError) as caught:
         cache_for(tmp_path, client).download(
@@ -79,7 +87,9 @@ def test_body_longer_than_expected_is_cut_off(tmp_path, server, client):
     assert cache_files(tmp_path) == []
 
 
-def test_expected_size_over_the_cap_is_refused_before_any_request(tmp_path, server, client):
+def test_expected_size_over_the_cap_is_refused_before_any_request(
+    tmp_path: Path, server: Loopback, client: httpx.Client
+) -> None:
     cache = cache_for(tmp_path, client, max_bytes=1000)
     with pytest.raises(InstallError) as caught:
         cache.download(server.url("/bundle.tar.gz"), sha256=DIGEST, size=len(BODY))
@@ -87,7 +97,9 @@ def test_expected_size_over_the_cap_is_refused_before_any_request(tmp_path, serv
     assert server.requests == []
 
 
-def test_declared_length_over_the_cap_is_refused(tmp_path, server, client):
+def test_declared_length_over_the_cap_is_refused(
+    tmp_path: Path, server: Loopback, client: httpx.Client
+) -> None:
     server.faults["/bundle.tar.gz"] = Fault(content_length=10**9)
     cache = cache_for(tmp_path, client, max_bytes=len(BODY))
     with pytest.raises(InstallError) as caught:
@@ -96,7 +108,9 @@ def test_declared_length_over_the_cap_is_refused(tmp_path, server, client):
     assert cache_files(tmp_path) == []
 
 
-def test_interrupted_download_resumes_with_a_range_request(tmp_path, server, client):
+def test_interrupted_download_resumes_with_a_range_request(
+    tmp_path: Path, server: Loopback, client: httpx.Client
+) -> None:
     half = len(BODY) // 2
     server.faults["/bundle.tar.gz"] = Fault(cut_after=half)
     cache = cache_for(tmp_path, client)
@@ -112,7 +126,9 @@ def test_interrupted_download_resumes_with_a_range_request(tmp_path, server, cli
     assert cache_files(tmp_path) == [DIGEST]
 
 
-def test_retry_helper_resumes_transparently(tmp_path, server, client):
+def test_retry_helper_resumes_transparently(
+    tmp_path: Path, server: Loopback, client: httpx.Client
+) -> None:
     server.faults["/bundle.tar.gz"] = Fault(cut_after=1000)
     got = fetch_with_retry(
         cache_for(tmp_path, client), server.url("/bundle.tar.gz"), sha256=DIGEST, size=len(BODY)
@@ -122,7 +138,9 @@ def test_retry_helper_resumes_transparently(tmp_path, server, client):
 
 
 @pytest.mark.parametrize("fault", [Fault(ignore_range=True), Fault(wrong_range=True)])
-def test_range_not_honoured_restarts_from_zero(tmp_path, server, client, fault):
+def test_range_not_honoured_restarts_from_zero(
+    tmp_path: Path, server: Loopback, client: httpx.Client, fault
+) -> None:
     server.faults["/bundle.tar.gz"] = fault
     cache_dir = tmp_path / "cache"
     cache_dir.mkdir()
@@ -135,7 +153,9 @@ def test_range_not_honoured_restarts_from_zero(tmp_path, server, client, fault):
     assert cache_files(tmp_path) == [DIGEST]
 
 
-def test_cache_hit_is_rehashed_and_a_corrupt_entry_replaced(tmp_path, server, client):
+def test_cache_hit_is_rehashed_and_a_corrupt_entry_replaced(
+    tmp_path: Path, server: Loopback, client: httpx.Client
+) -> None:
     cache = cache_for(tmp_path, client)
     url = server.url("/bundle.tar.gz")
     cache.download(url, sha256=DIGEST, size=len(BODY))
@@ -148,7 +168,9 @@ def test_cache_hit_is_rehashed_and_a_corrupt_entry_replaced(tmp_path, server, cl
     assert len(server.gets("/bundle.tar.gz")) == 2
 
 
-def test_digest_that_is_not_hex_never_names_a_file(tmp_path, server, client):
+def test_digest_that_is_not_hex_never_names_a_file(
+    tmp_path: Path, server: Loopback, client: httpx.Client
+) -> None:
     with pytest.raises(InstallError) as caught:
         cache_for(tmp_path, client).download(
             server.url("/bundle.tar.gz"), sha256="../../etc/passwd", size=len(BODY)
@@ -156,7 +178,9 @@ def test_digest_that_is_not_hex_never_names_a_file(tmp_path, server, client):
     assert caught.value.code == "SKILL_DOWNLOAD_BAD_DIGEST"
 
 
-def test_http_error_status_is_reported(tmp_path, server, client):
+def test_http_error_status_is_reported(
+    tmp_path: Path, server: Loopback, client: httpx.Client
+) -> None:
     with pytest.raises(InstallError) as caught:
         cache_for(tmp_path, client).download(
             server.url("/missing.tar.gz"), sha256=DIGEST, size=len(BODY)
@@ -165,7 +189,9 @@ def test_http_error_status_is_reported(tmp_path, server, client):
     assert caught.value.details["status_code"] == 404
 
 
-def test_local_file_and_file_url_are_copied_in_with_a_computed_digest(tmp_path, client):
+def test_local_file_and_file_url_are_copied_in_with_a_computed_digest(
+    tmp_path: Path, client: httpx.Client
+) -> None:
     source = tmp_path / "bundle.tar.gz"
     source.write_bytes(BODY)
     cache = cache_for(tmp_path, client)
@@ -174,7 +200,7 @@ def test_local_file_and_file_url_are_copied_in_with_a_computed_digest(tmp_path, 
     assert cache_files(tmp_path) == [DIGEST]
 
 
-def test_local_file_with_the_wrong_digest_is_refused(tmp_path, client):
+def test_local_file_with_the_wrong_digest_is_refused(tmp_path: Path, client: httpx.Client) -> None:
     source = tmp_path / "bundle.tar.gz"
     source.write_bytes(BODY)
     with pytest.raises(InstallError) as caught:
@@ -185,7 +211,7 @@ def test_local_file_with_the_wrong_digest_is_refused(tmp_path, client):
     assert cache_files(tmp_path) == []
 
 
-def test_local_file_over_the_cap_is_refused(tmp_path, client):
+def test_local_file_over_the_cap_is_refused(tmp_path: Path, client: httpx.Client) -> None:
     source = tmp_path / "bundle.tar.gz"
     source.write_bytes(BODY)
     with pytest.raises(InstallError) as caught:
@@ -193,14 +219,16 @@ def test_local_file_over_the_cap_is_refused(tmp_path, client):
     assert caught.value.code == "SKILL_DOWNLOAD_TOO_LARGE"
 
 
-def test_http_source_without_size_and_digest_is_refused(tmp_path, server, client):
+def test_http_source_without_size_and_digest_is_refused(
+    tmp_path: Path, server: Loopback, client: httpx.Client
+) -> None:
     with pytest.raises(InstallError) as caught:
         cache_for(tmp_path, client).fetch(server.url("/bundle.tar.gz"), sha256=DIGEST, size=None)
     assert caught.value.code == "SKILL_DOWNLOAD_FAILED"
     assert server.requests == []
 
 
-def test_plain_progress_prints_a_line_per_tenth(tmp_path):
+def test_plain_progress_prints_a_line_per_tenth(tmp_path: Path) -> None:
     stream = io.StringIO()
     with terminal_progress(stream, label="bundle", interactive=False) as report:
         for done in range(0, 1001, 50):
@@ -211,7 +239,7 @@ def test_plain_progress_prints_a_line_per_tenth(tmp_path):
     assert len(lines) == 11
 
 
-def test_interactive_progress_draws_a_rich_bar(tmp_path):
+def test_interactive_progress_draws_a_rich_bar(tmp_path: Path) -> None:
     stream = io.StringIO()
     with terminal_progress(stream, label="bundle", interactive=True) as report:
         report(500, 1000)

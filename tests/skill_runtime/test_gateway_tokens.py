@@ -6,6 +6,8 @@ import json
 import stat
 from pathlib import Path
 
+import pytest
+
 from doraforge.skill_runtime.gateway_tokens import (
     GatewayTokens,
     create_token_file,
@@ -20,7 +22,7 @@ URL = "http://127.0.0.1:9301"
 OPERATOR = "operator-token-0123456789"
 
 
-def test_every_start_writes_a_fresh_private_token_file(tmp_path: Path):
+def test_every_start_writes_a_fresh_private_token_file(tmp_path: Path) -> None:
     first = create_token_file(tmp_path, "pick-place")
     first_token = first.read_text()
     second = create_token_file(tmp_path, "pick-place")
@@ -34,7 +36,7 @@ def test_every_start_writes_a_fresh_private_token_file(tmp_path: Path):
     assert not second.exists()
 
 
-def test_a_live_runtime_gives_its_own_token_for_its_url_and_only_for_it(tmp_path: Path):
+def test_a_live_runtime_gives_its_own_token_for_its_url_and_only_for_it(tmp_path: Path) -> None:
     path = create_token_file(tmp_path, "pick-place")
     state = recorded_state(tmp_path, "pick-place", "running", path)
     tokens = GatewayTokens(tmp_path, operator=OPERATOR)
@@ -49,7 +51,7 @@ def test_a_live_runtime_gives_its_own_token_for_its_url_and_only_for_it(tmp_path
     assert OPERATOR not in repr(tokens)
 
 
-def test_a_restart_is_followed_and_a_stopped_runtime_gives_no_token(tmp_path: Path):
+def test_a_restart_is_followed_and_a_stopped_runtime_gives_no_token(tmp_path: Path) -> None:
     tokens = GatewayTokens(tmp_path)
     path = create_token_file(tmp_path, "pick-place")
     recorded_state(tmp_path, "pick-place", "running", path)
@@ -61,7 +63,7 @@ def test_a_restart_is_followed_and_a_stopped_runtime_gives_no_token(tmp_path: Pa
     assert tokens(URL) is None
 
 
-def test_an_unreadable_or_exposed_token_file_gives_no_token(tmp_path: Path):
+def test_an_unreadable_or_exposed_token_file_gives_no_token(tmp_path: Path) -> None:
     path = create_token_file(tmp_path, "pick-place")
     state = recorded_state(tmp_path, "pick-place", "running", path)
     path.chmod(0o644)
@@ -73,7 +75,7 @@ def test_an_unreadable_or_exposed_token_file_gives_no_token(tmp_path: Path):
     assert GatewayTokens(tmp_path, operator=OPERATOR)(URL) is None
 
 
-def test_a_state_recorded_before_gateways_had_tokens_still_reads(tmp_path: Path):
+def test_a_state_recorded_before_gateways_had_tokens_still_reads(tmp_path: Path) -> None:
     state = recorded_state(tmp_path, "pick-place", "running", None)
     document = json.loads((tmp_path / "pick-place.json").read_text())
     del document["gateway_token_file"]
@@ -83,7 +85,9 @@ def test_a_state_recorded_before_gateways_had_tokens_still_reads(tmp_path: Path)
     assert runtime_token(state) is None
 
 
-def test_state_files_are_parsed_again_only_when_one_changes(tmp_path: Path, monkeypatch):
+def test_state_files_are_parsed_again_only_when_one_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import doraforge.skill_runtime.gateway_tokens as gateway_tokens
 
     parses = []

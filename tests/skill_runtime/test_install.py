@@ -177,7 +177,7 @@ def cached(home: PaosHome) -> list[str]:
 # ---------------------------------------------------------------------- sources
 
 
-def test_install_from_a_local_archive(tmp_path, home, installer):
+def test_install_from_a_local_archive(tmp_path: Path, home: PaosHome, installer: Installer) -> None:
     data = bundle_bytes()
     result = installer.install(write(tmp_path / "demo.tar.gz", data), yes=True)
     assert (result.name, result.version, result.previous_version) == ("demo", "1.0.0", None)
@@ -188,7 +188,9 @@ def test_install_from_a_local_archive(tmp_path, home, installer):
     assert cached(home) == [sha(data)]
 
 
-def test_install_from_a_local_index_picks_the_highest_version(tmp_path, home, installer):
+def test_install_from_a_local_index_picks_the_highest_version(
+    tmp_path: Path, home: PaosHome, installer: Installer
+) -> None:
     old, new = bundle_bytes(version="1.2.0"), bundle_bytes(version="1.10.0")
     write(tmp_path / "demo-1.2.0.tar.gz", old)
     write(tmp_path / "demo-1.10.0.tar.gz", new)
@@ -204,7 +206,9 @@ def test_install_from_a_local_index_picks_the_highest_version(tmp_path, home, in
     assert installed_version(home) == "1.2.0"
 
 
-def test_install_from_an_index_served_over_http(home, installer, server):
+def test_install_from_an_index_served_over_http(
+    home: PaosHome, installer: Installer, server: Loopback
+) -> None:
     data = bundle_bytes()
     server.routes["/dl/demo.tar.gz"] = data
     server.routes["/index.json"] = index_doc(package("demo", "1.0.0", "dl/demo.tar.gz", data))
@@ -213,7 +217,7 @@ def test_install_from_an_index_served_over_http(home, installer, server):
     assert server.gets("/dl/demo.tar.gz") == [None]
 
 
-def test_install_from_a_registry(home, installer, server):
+def test_install_from_a_registry(home: PaosHome, installer: Installer, server: Loopback) -> None:
     v1, v2 = bundle_bytes(version="1.0.0"), bundle_bytes(version="2.0.0-rc.1")
     server.routes["/files/v1"] = v1
     server.routes["/files/v2"] = v2
@@ -233,7 +237,7 @@ def test_install_from_a_registry(home, installer, server):
     assert installer.install(server.base, yes=True, name="demo", version="1.0.0").version == "1.0.0"
 
 
-def test_index_errors_name_the_field(tmp_path, installer):
+def test_index_errors_name_the_field(tmp_path: Path, installer: Installer) -> None:
     data = bundle_bytes()
     index = write(
         tmp_path / "index.json",
@@ -245,7 +249,9 @@ def test_index_errors_name_the_field(tmp_path, installer):
     assert caught.value.details["field"] == "packages[0].sha256"
 
 
-def test_bundle_other_than_the_resolved_one_is_refused(tmp_path, home, installer):
+def test_bundle_other_than_the_resolved_one_is_refused(
+    tmp_path: Path, home: PaosHome, installer: Installer
+) -> None:
     data = bundle_bytes(version="9.9.9")
     write(tmp_path / "demo.tar.gz", data)
     index = write(tmp_path / "index.json", index_doc(package("demo", "1.0.0", "demo.tar.gz", data)))
@@ -272,8 +278,8 @@ def installed_v1(tmp_path: Path, installer: Installer) -> str:
     ],
 )
 def test_mismatched_download_is_refused_and_the_old_version_kept(
-    home, installer, installed_v1, server, over, code
-):
+    home: PaosHome, installer: Installer, installed_v1: str, server: Loopback, over, code
+) -> None:
     data = bundle_bytes(version="2.0.0")
     server.routes["/demo.tar.gz"] = data
     server.routes["/index.json"] = index_doc(package("demo", "2.0.0", "demo.tar.gz", data, **over))
@@ -285,7 +291,7 @@ def test_mismatched_download_is_refused_and_the_old_version_kept(
     assert installed_version(home) == installed_v1
 
 
-def test_download_over_the_size_cap_is_refused(home, server):
+def test_download_over_the_size_cap_is_refused(home: PaosHome, server: Loopback) -> None:
     data = bundle_bytes()
     server.routes["/demo.tar.gz"] = data
     server.routes["/index.json"] = index_doc(package("demo", "1.0.0", "demo.tar.gz", data))
@@ -296,7 +302,7 @@ def test_download_over_the_size_cap_is_refused(home, server):
     assert server.gets("/demo.tar.gz") == []
 
 
-def test_installation_needs_confirmation(tmp_path, home):
+def test_installation_needs_confirmation(tmp_path: Path, home: PaosHome) -> None:
     source = write(tmp_path / "demo.tar.gz", bundle_bytes())
     with pytest.raises(InstallError) as caught:
         Installer(home, runtime_state=lambda _n: None).install(source)
@@ -310,7 +316,9 @@ def test_installation_needs_confirmation(tmp_path, home):
 
 
 @pytest.mark.parametrize("state", ["starting", "running", "stopping"])
-def test_install_and_remove_are_refused_while_the_skill_runs(tmp_path, home, installed_v1, state):
+def test_install_and_remove_are_refused_while_the_skill_runs(
+    tmp_path: Path, home: PaosHome, installed_v1: str, state
+) -> None:
     busy = Installer(home, runtime_state=lambda name: state if name == "demo" else None)
     with pytest.raises(InstallError) as caught:
         busy.install(write(tmp_path / "v2.tar.gz", bundle_bytes(version="2.0.0")), yes=True)
@@ -321,7 +329,9 @@ def test_install_and_remove_are_refused_while_the_skill_runs(tmp_path, home, ins
     assert installed_version(home) == installed_v1
 
 
-def test_a_corrupt_runtime_state_file_fails_closed(tmp_path, home, installed_v1):
+def test_a_corrupt_runtime_state_file_fails_closed(
+    tmp_path: Path, home: PaosHome, installed_v1: str
+) -> None:
     home.runtime_dir.mkdir(parents=True)
     (home.runtime_dir / "demo.json").write_text("{not json")
     with pytest.raises(InstallError) as caught:
@@ -330,8 +340,8 @@ def test_a_corrupt_runtime_state_file_fails_closed(tmp_path, home, installed_v1)
 
 
 def test_install_is_refused_while_an_active_task_is_bound_to_the_skill(
-    tmp_path, home, installed_v1
-):
+    tmp_path: Path, home: PaosHome, installed_v1: str
+) -> None:
     store = AgentTaskStore(home.store_path)
     try:
         store.put_binding("bind-1", "sha", {"skill": "demo", "version": "1.0.0"})
@@ -351,7 +361,9 @@ def test_install_is_refused_while_an_active_task_is_bound_to_the_skill(
         store.close()
 
 
-def test_an_archive_failing_its_inventory_leaves_the_old_version(tmp_path, home, installer):
+def test_an_archive_failing_its_inventory_leaves_the_old_version(
+    tmp_path: Path, home: PaosHome, installer: Installer
+) -> None:
     installer.install(write(tmp_path / "v1.tar.gz", bundle_bytes()), yes=True)
     evil = bundle_bytes(version="2.0.0", unlisted={"payload.sh": b"rm -rf /\n"})
     with pytest.raises(ArchiveError):
@@ -390,8 +402,8 @@ def _with_inventory_text(bundle: bytes, edit: Callable[[str], str]) -> bytes:
     ids=["right-to-left override", "zero-width space", "duplicate inventory key"],
 )
 def test_a_hidden_character_name_or_a_repeated_inventory_key_leaves_the_old_version(
-    tmp_path, home, installer, evil: Callable[[], bytes], code: str
-):
+    tmp_path: Path, home: PaosHome, installer: Installer, evil: Callable[[], bytes], code: str
+) -> None:
     installer.install(write(tmp_path / "v1.tar.gz", bundle_bytes()), yes=True)
     with pytest.raises(ArchiveError) as caught:
         installer.install(write(tmp_path / "evil.tar.gz", evil()), yes=True)
@@ -403,7 +415,9 @@ def test_a_hidden_character_name_or_a_repeated_inventory_key_leaves_the_old_vers
 # ---------------------------------------------------------------------- swap and recovery
 
 
-def test_upgrade_keeps_the_previous_version_as_backup(tmp_path, home, installer):
+def test_upgrade_keeps_the_previous_version_as_backup(
+    tmp_path: Path, home: PaosHome, installer: Installer
+) -> None:
     for version in ("1.0.0", "1.1.0", "1.2.0"):
         result = installer.install(
             write(tmp_path / f"{version}.tar.gz", bundle_bytes(version=version)), yes=True
@@ -422,7 +436,9 @@ def test_upgrade_keeps_the_previous_version_as_backup(tmp_path, home, installer)
     }
 
 
-def test_failure_after_the_swap_restores_both_versions(tmp_path, home, installer):
+def test_failure_after_the_swap_restores_both_versions(
+    tmp_path: Path, home: PaosHome, installer: Installer
+) -> None:
     for version in ("1.0.0", "1.1.0"):
         source = write(tmp_path / f"{version}.tar.gz", bundle_bytes(version=version))
         installer.install(source, yes=True)
@@ -449,7 +465,9 @@ installer.install(sys.argv[2], yes=True)
 """
 
 
-def test_crash_between_backup_and_swap_is_recovered_by_the_next_installer(tmp_path, home):
+def test_crash_between_backup_and_swap_is_recovered_by_the_next_installer(
+    tmp_path: Path, home: PaosHome
+) -> None:
     Installer(home, runtime_state=lambda _n: None).install(
         write(tmp_path / "v1.tar.gz", bundle_bytes()), yes=True
     )
@@ -471,7 +489,9 @@ def test_crash_between_backup_and_swap_is_recovered_by_the_next_installer(tmp_pa
     assert recovered.install(v2, yes=True).previous_version == "1.0.0"
 
 
-def test_remove_deletes_the_skill(tmp_path, home, installer, installed_v1):
+def test_remove_deletes_the_skill(
+    tmp_path: Path, home: PaosHome, installer: Installer, installed_v1: str
+) -> None:
     installer.remove("demo")
     assert installer.list() == []
     with pytest.raises(InstallError) as caught:
@@ -489,7 +509,9 @@ def bundle_with_bundled_artifact(**lock_options: str) -> tuple[bytes, bytes]:
     return bundle_bytes(artifacts=lock, extra={f"artifacts/{name}": art}), art
 
 
-def test_node_artifact_is_installed_with_a_verified_receipt(tmp_path, home, installer):
+def test_node_artifact_is_installed_with_a_verified_receipt(
+    tmp_path: Path, home: PaosHome, installer: Installer
+) -> None:
     data, art = bundle_with_bundled_artifact()
     result = installer.install(write(tmp_path / "demo.tar.gz", data), yes=True)
     [artifact] = result.artifacts
@@ -501,7 +523,9 @@ def test_node_artifact_is_installed_with_a_verified_receipt(tmp_path, home, inst
     assert installer.inspect("demo")["receipts"][0]["artifact_id"] == "arm-driver"
 
 
-def test_tampered_artifact_is_detected_and_repaired_by_reinstall(tmp_path, home, installer):
+def test_tampered_artifact_is_detected_and_repaired_by_reinstall(
+    tmp_path: Path, home: PaosHome, installer: Installer
+) -> None:
     data, _ = bundle_with_bundled_artifact()
     source = write(tmp_path / "demo.tar.gz", data)
     root = installer.install(source, yes=True).artifacts[0].path
@@ -516,7 +540,9 @@ def test_tampered_artifact_is_detected_and_repaired_by_reinstall(tmp_path, home,
     assert verify_receipt(root).files[0].path == "bin/driver"
 
 
-def test_extra_file_in_an_artifact_is_detected(tmp_path, home, installer):
+def test_extra_file_in_an_artifact_is_detected(
+    tmp_path: Path, home: PaosHome, installer: Installer
+) -> None:
     data, _ = bundle_with_bundled_artifact()
     root = installer.install(write(tmp_path / "demo.tar.gz", data), yes=True).artifacts[0].path
     (root / "bin" / "helper").write_bytes(b"planted")
@@ -525,7 +551,9 @@ def test_extra_file_in_an_artifact_is_detected(tmp_path, home, installer):
     assert caught.value.code == "SKILL_ARTIFACT_TAMPERED"
 
 
-def test_artifact_for_another_architecture_is_refused(tmp_path, home, installer):
+def test_artifact_for_another_architecture_is_refused(
+    tmp_path: Path, home: PaosHome, installer: Installer
+) -> None:
     data, _ = bundle_with_bundled_artifact(arch=OTHER_ARCH)
     with pytest.raises(InstallError) as caught:
         installer.install(write(tmp_path / "demo.tar.gz", data), yes=True)
@@ -534,7 +562,9 @@ def test_artifact_for_another_architecture_is_refused(tmp_path, home, installer)
     assert not (home.skills_dir / "demo").exists()
 
 
-def test_artifact_whose_bytes_differ_from_the_lock_is_refused(tmp_path, home, installer):
+def test_artifact_whose_bytes_differ_from_the_lock_is_refused(
+    tmp_path: Path, home: PaosHome, installer: Installer
+) -> None:
     lock = node_lock(sha(b"something else"))
     name = bundled_artifact_name_for(MACHINE)
     data = bundle_bytes(artifacts=lock, extra={f"artifacts/{name}": artifact_bytes()})
@@ -552,7 +582,9 @@ def bundled_artifact_name_for(arch: str) -> str:
     return bundled_artifact_name(Lock)  # type: ignore[arg-type]
 
 
-def test_registry_node_uses_the_lock_digest_and_a_head_for_its_size(home, server, client):
+def test_registry_node_uses_the_lock_digest_and_a_head_for_its_size(
+    home: PaosHome, server: Loopback, client: httpx.Client
+) -> None:
     art = artifact_bytes()
     data = bundle_bytes(artifacts=node_lock(sha(art), resolver="registry"))
     server.routes["/files/demo"] = data
@@ -577,7 +609,9 @@ def test_registry_node_uses_the_lock_digest_and_a_head_for_its_size(home, server
     assert server.gets("/files/other") == []
 
 
-def test_node_listed_in_the_index_is_fetched_from_it(tmp_path, home, installer):
+def test_node_listed_in_the_index_is_fetched_from_it(
+    tmp_path: Path, home: PaosHome, installer: Installer
+) -> None:
     art = artifact_bytes()
     data = bundle_bytes(artifacts=node_lock(sha(art)))
     write(tmp_path / "demo.tar.gz", data)
@@ -594,7 +628,9 @@ def test_node_listed_in_the_index_is_fetched_from_it(tmp_path, home, installer):
 
 
 @pytest.mark.parametrize("inventory_name", [".paos-manifest.json", "archive-manifest.json"])
-def test_install_a_phyagentos_shaped_archive(tmp_path, home, installer, inventory_name):
+def test_install_a_phyagentos_shaped_archive(
+    tmp_path: Path, home: PaosHome, installer: Installer, inventory_name
+) -> None:
     """PhyAgentOS's shape: the payload at the root, ``files`` as ``{path: sha256}``."""
     files = {
         "skill.yaml": SKILL_YAML.encode(),

@@ -20,7 +20,9 @@ def _dataflow(tmp_path: Path, text: str) -> Path:
     return source / "dataflow.yml"
 
 
-def test_a_duplicate_key_in_the_dataflow_is_refused_naming_the_field_and_file(tmp_path: Path):
+def test_a_duplicate_key_in_the_dataflow_is_refused_naming_the_field_and_file(
+    tmp_path: Path,
+) -> None:
     dataflow = _dataflow(
         tmp_path, "nodes:\n  - id: gateway\n    path: dora-echo\n    path: other-binary\n"
     )
@@ -32,7 +34,7 @@ def test_a_duplicate_key_in_the_dataflow_is_refused_naming_the_field_and_file(tm
     assert "duplicate key 'path'" in raised.value.message
 
 
-def test_anchors_in_a_dataflow_still_launch(tmp_path: Path):
+def test_anchors_in_a_dataflow_still_launch(tmp_path: Path) -> None:
     (tmp_path / "bundle" / "profiles" / "sim" / "nodes").mkdir(parents=True)
     (tmp_path / "bundle" / "profiles" / "sim" / "nodes" / "a.py").write_text("")
     dataflow = tmp_path / "bundle" / "profiles" / "sim" / "dataflow.yml"

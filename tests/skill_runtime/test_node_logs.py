@@ -37,7 +37,7 @@ FILED_NODE_LINE = json.dumps(
 )
 
 
-def test_a_dora_crate_target_is_a_diagnostic_and_a_node_print_is_not():
+def test_a_dora_crate_target_is_a_diagnostic_and_a_node_print_is_not() -> None:
     assert parse(STREAMED_DIAGNOSTIC).from_dora
     assert parse(ZENOH_DIAGNOSTIC).from_dora
     line = parse(FILED_NODE_LINE)
@@ -46,7 +46,7 @@ def test_a_dora_crate_target_is_a_diagnostic_and_a_node_print_is_not():
     assert line.render().endswith("gateway: gateway pick-place-sim starting HTTP on 127.0.0.1:9201")
 
 
-def test_select_hides_and_counts_diagnostics_and_keeps_the_last_lines():
+def test_select_hides_and_counts_diagnostics_and_keeps_the_last_lines() -> None:
     lines = [STREAMED_DIAGNOSTIC, FILED_NODE_LINE, ZENOH_DIAGNOSTIC, FILED_NODE_LINE, ""]
     shown, hidden = select(lines, keep_dora=False, last=1)
     assert hidden == 2
@@ -54,13 +54,13 @@ def test_select_hides_and_counts_diagnostics_and_keeps_the_last_lines():
     assert "starting HTTP" in shown[0]
 
 
-def test_keep_dora_keeps_everything_rendered():
+def test_keep_dora_keeps_everything_rendered() -> None:
     shown, hidden = select([STREAMED_DIAGNOSTIC, FILED_NODE_LINE], keep_dora=True)
     assert hidden == 0
     assert "camera: Discarding event" in shown[0]
 
 
-def test_a_line_that_is_not_json_is_kept_as_it_is():
+def test_a_line_that_is_not_json_is_kept_as_it_is() -> None:
     line = parse("(dora logs: coordinator not reachable)\n")
     assert not line.from_dora
     assert line.render() == "(dora logs: coordinator not reachable)"

@@ -53,7 +53,7 @@ def home(tmp_path: Path) -> Iterator[PaosHome]:
 # ---------------------------------------------------------------------- start refusals
 
 
-def test_a_failing_start_hook_aborts_cleanly_before_dora_starts(home: PaosHome):
+def test_a_failing_start_hook_aborts_cleanly_before_dora_starts(home: PaosHome) -> None:
     bundle = make_bundle(home, gateway_port=free_port(), hook=RECORDING_HOOK)
     runtime = manager(home, environ={**os.environ, "HOOK_EXIT": "3"})
 
@@ -75,7 +75,7 @@ def test_a_failing_start_hook_aborts_cleanly_before_dora_starts(home: PaosHome):
 
 def test_the_operators_token_variables_reach_no_process_the_runtime_starts(
     home: PaosHome, tmp_path: Path
-):
+) -> None:
     token_file = tmp_path / "operator.token"
     token_file.write_text(OPERATOR_TOKEN)
     hook = (
@@ -128,7 +128,7 @@ def test_the_operators_token_variables_reach_no_process_the_runtime_starts(
 )
 def test_preflight_names_what_is_missing_and_writes_no_state(
     home: PaosHome, profile: dict[str, Any], environ: dict[str, str], kind: str, missing: str
-):
+) -> None:
     bundle = make_bundle(home, gateway_port=free_port(), profile=profile)
     (bundle / "profiles" / "mock" / "commands.yml").write_text(
         MOCK_DATAFLOW.replace("path: python", "path: no-such-binary-xyz", 1)
@@ -144,7 +144,7 @@ def test_preflight_names_what_is_missing_and_writes_no_state(
     assert read_state(home.runtime_dir, SKILL) is None
 
 
-def test_preflight_finds_required_binaries_among_the_node_artifact_locks(home: PaosHome):
+def test_preflight_finds_required_binaries_among_the_node_artifact_locks(home: PaosHome) -> None:
     bundle = make_bundle(
         home,
         gateway_port=free_port(),
@@ -172,7 +172,7 @@ ADAPTER_LOCK = {
 }
 
 
-def test_a_missing_dora_cli_fails_preflight(home: PaosHome):
+def test_a_missing_dora_cli_fails_preflight(home: PaosHome) -> None:
     make_bundle(home, gateway_port=free_port())
 
     with pytest.raises(RuntimeStateError) as raised:
@@ -197,7 +197,7 @@ def _answering(port: int) -> Iterator[None]:
         yield
 
 
-def test_start_is_refused_when_something_already_answers_at_the_gateway_url(home: PaosHome):
+def test_start_is_refused_when_something_already_answers_at_the_gateway_url(home: PaosHome) -> None:
     port = free_port()
     make_bundle(home, gateway_port=port)
 
@@ -208,7 +208,7 @@ def test_start_is_refused_when_something_already_answers_at_the_gateway_url(home
     assert read_state(home.runtime_dir, SKILL) is None
 
 
-def test_unknown_skills_and_profiles_are_refused(home: PaosHome):
+def test_unknown_skills_and_profiles_are_refused(home: PaosHome) -> None:
     make_bundle(home, gateway_port=free_port())
     runtime = manager(home)
 
@@ -228,7 +228,7 @@ def test_unknown_skills_and_profiles_are_refused(home: PaosHome):
 
 def test_running_checks_the_listed_states_without_reading_each_again(
     home: PaosHome, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     import doraforge.skill_runtime.runtime as runtime_module
 
     for name, recorded in [("stopped-skill", "stopped"), ("failed-skill", "failed")]:
@@ -244,7 +244,9 @@ def test_running_checks_the_listed_states_without_reading_each_again(
 # ---------------------------------------------------------------------- locking
 
 
-def test_a_second_manager_is_refused_while_the_first_holds_the_skill(home: PaosHome, tmp_path):
+def test_a_second_manager_is_refused_while_the_first_holds_the_skill(
+    home: PaosHome, tmp_path: Path
+) -> None:
     """Manager A blocks inside start.sh (on a FIFO) while manager B tries to start and stop."""
     fifo = tmp_path / "go"
     os.mkfifo(fifo)
@@ -284,7 +286,7 @@ def test_a_second_manager_is_refused_while_the_first_holds_the_skill(home: PaosH
     assert error.code == "SKILL_START_HOOK_FAILED"
 
 
-def test_the_skill_lock_is_exclusive_across_open_files(tmp_path: Path):
+def test_the_skill_lock_is_exclusive_across_open_files(tmp_path: Path) -> None:
     with skill_lock(tmp_path, SKILL):
         with pytest.raises(RuntimeStateError) as busy, skill_lock(tmp_path, SKILL):
             pass
@@ -298,7 +300,7 @@ def test_the_skill_lock_is_exclusive_across_open_files(tmp_path: Path):
 # ---------------------------------------------------------------------- state file
 
 
-def test_the_state_file_is_strict_and_versioned(home: PaosHome):
+def test_the_state_file_is_strict_and_versioned(home: PaosHome) -> None:
     make_bundle(home, gateway_port=free_port(), hook="exit 1\n")
     with pytest.raises(RuntimeStateError):
         manager(home).start(SKILL)
@@ -324,7 +326,7 @@ VALUES = {
 }
 
 
-def test_placeholders_render_and_foreign_variables_are_left_for_dora():
+def test_placeholders_render_and_foreign_variables_are_left_for_dora() -> None:
     text = (
         "args: --config ${PAOS_SKILL_ROOT}/g.yml --tag ${PAOS_SKILL_NAME}@${PAOS_SKILL_VERSION}\n"
         "path: ${FORGE_RUNTIME_BIN}/python\nenv: {HOME_DIR: ${HOME}}\n"
@@ -338,7 +340,7 @@ def test_placeholders_render_and_foreign_variables_are_left_for_dora():
     )
 
 
-def test_an_unknown_placeholder_in_our_namespace_is_refused():
+def test_an_unknown_placeholder_in_our_namespace_is_refused() -> None:
     with pytest.raises(RuntimeStateError) as raised:
         render_placeholders("args: ${PAOS_SKILL_RUT}/x", VALUES, source="dataflow.yml")
 
@@ -346,7 +348,7 @@ def test_an_unknown_placeholder_in_our_namespace_is_refused():
     assert raised.value.details["placeholder"] == "PAOS_SKILL_RUT"
 
 
-def test_the_launch_copy_keeps_relative_references_working(tmp_path: Path):
+def test_the_launch_copy_keeps_relative_references_working(tmp_path: Path) -> None:
     source = tmp_path / "bundle" / "profiles" / "sim"
     (source / "nodes").mkdir(parents=True)
     (source / "gateway.yml").write_text("port: 1\n")
@@ -393,7 +395,9 @@ def _digest_bundle(root: Path) -> Path:
     return root
 
 
-def test_the_environment_digest_follows_the_profile_files_and_the_dataflow_path(tmp_path):
+def test_the_environment_digest_follows_the_profile_files_and_the_dataflow_path(
+    tmp_path: Path,
+) -> None:
     bundle = _digest_bundle(tmp_path / "a")
     dataflow = "profiles/sim/dataflow.yml"
     first = environment_digest(bundle, dataflow, "sim")

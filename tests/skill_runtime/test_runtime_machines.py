@@ -61,7 +61,7 @@ def home(tmp_path: Path) -> Iterator[PaosHome]:
 # ---------------------------------------------------------------------- the state
 
 
-def test_a_state_written_before_machines_reads_as_this_homes_coordinator(home: PaosHome):
+def test_a_state_written_before_machines_reads_as_this_homes_coordinator(home: PaosHome) -> None:
     written = recorded_state(home.runtime_dir, SKILL, "stopped")
     raw = json.loads(state_path(home.runtime_dir, SKILL).read_text())
     for key in ("coordinator_host", "coordinator_attached", "machines"):
@@ -79,7 +79,7 @@ def test_a_state_written_before_machines_reads_as_this_homes_coordinator(home: P
     )
 
 
-def test_a_state_on_machines_round_trips_and_refuses_unknown_daemon_fields(home: PaosHome):
+def test_a_state_on_machines_round_trips_and_refuses_unknown_daemon_fields(home: PaosHome) -> None:
     recorded = recorded_state(home.runtime_dir, SKILL, "running")
     machines = {"robot": MachineDaemon(daemon_id="robot-01a2", pid=4242)}
     moved = recorded.moved("running", machines=machines, coordinator_attached=True)
@@ -98,7 +98,7 @@ def test_a_state_on_machines_round_trips_and_refuses_unknown_daemon_fields(home:
 # ---------------------------------------------------------------------- Dora's answers
 
 
-def test_cluster_status_rows_name_each_daemons_machine_or_none():
+def test_cluster_status_rows_name_each_daemons_machine_or_none() -> None:
     assert daemon_rows(STATUS) == [
         (None, "01a2336f-9dea-70cf-a778-f5f4024305a1"),
         ("robot", "robot-01a2336f-9dea-70cf-a778-f5f310074c67"),
@@ -106,7 +106,7 @@ def test_cluster_status_rows_name_each_daemons_machine_or_none():
     assert daemon_rows("DAEMON ID  LAST HEARTBEAT\n\nActive dataflows: 0\n") == []
 
 
-def test_an_attached_coordinator_may_be_on_6013_and_is_never_brought_down(tmp_path: Path):
+def test_an_attached_coordinator_may_be_on_6013_and_is_never_brought_down(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="machine-wide default"):
         DoraControl(dora_binary(), port=SHARED_DEFAULT_PORT, env={}, log_dir=tmp_path)
     attached = DoraControl(
@@ -129,7 +129,7 @@ def test_an_attached_coordinator_may_be_on_6013_and_is_never_brought_down(tmp_pa
 
 def test_a_dataflow_with_some_nodes_on_no_machine_is_refused_before_anything_starts(
     home: PaosHome,
-):
+) -> None:
     make_bundle(home, gateway_port=free_port(), dataflow=PARTIAL)
 
     with pytest.raises(RuntimeStateError) as raised:
@@ -142,7 +142,9 @@ def test_a_dataflow_with_some_nodes_on_no_machine_is_refused_before_anything_sta
     assert not (home.runtime_dir / "dora.json").exists()
 
 
-def test_a_coordinator_that_does_not_answer_is_refused_before_anything_starts(home: PaosHome):
+def test_a_coordinator_that_does_not_answer_is_refused_before_anything_starts(
+    home: PaosHome,
+) -> None:
     make_bundle(home, gateway_port=free_port(), dataflow=SPLIT_MOCK)
     nowhere = CoordinatorAddress("127.0.0.1", free_port())
 
@@ -175,7 +177,7 @@ def test_a_coordinator_without_a_daemon_for_a_machine_is_refused_naming_it(
     rows: list[tuple[str | None, str]],
     missing: list[str],
     hint: str,
-):
+) -> None:
     make_bundle(home, gateway_port=free_port(), dataflow=dataflow)
     monkeypatch.setattr(DoraControl, "daemons", lambda self: rows)
     there = CoordinatorAddress("192.0.2.7", 7000)
@@ -193,7 +195,7 @@ def test_a_coordinator_without_a_daemon_for_a_machine_is_refused_naming_it(
 # ---------------------------------------------------------------------- the command line
 
 
-def test_port_auto_is_the_runtimes_free_port_and_other_words_are_refused():
+def test_port_auto_is_the_runtimes_free_port_and_other_words_are_refused() -> None:
     assert _gateway_port("auto") == AUTO_PORT
     assert _gateway_port("9301") == 9301
     for text in ("0", "70000", "nine"):
@@ -201,7 +203,7 @@ def test_port_auto_is_the_runtimes_free_port_and_other_words_are_refused():
             _gateway_port(text)
 
 
-def test_status_names_the_machines_and_an_attached_coordinator_only():
+def test_status_names_the_machines_and_an_attached_coordinator_only() -> None:
     plain = {"coordinator_host": "127.0.0.1", "coordinator_port": 4100, "machines": {}}
     assert _placement(plain) == ""
     split = {**plain, "machines": {"robot": {}, "workstation": {}}}
@@ -224,7 +226,7 @@ def _one_line_failure(capsys: pytest.CaptureFixture[str], argv: list[str]) -> st
 
 def test_skill_start_on_a_silent_coordinator_is_one_line_with_its_code(
     home: PaosHome, capsys: pytest.CaptureFixture[str]
-):
+) -> None:
     make_bundle(home, gateway_port=free_port(), dataflow=SPLIT_MOCK)
     nowhere = f"127.0.0.1:{free_port()}"
     argv = ["--home", str(home.root), "skill", "start", SKILL, "--coordinator", nowhere]
@@ -238,7 +240,7 @@ def test_skill_start_on_a_silent_coordinator_is_one_line_with_its_code(
 
 def test_a_malformed_coordinator_setting_is_one_line_with_its_code(
     home: PaosHome, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     make_bundle(home, gateway_port=free_port())
     monkeypatch.setenv("DORAFORGE_COORDINATOR", "robot")
 
@@ -257,7 +259,7 @@ def _nodes(path: Path) -> dict[str, dict[str, object]]:
     return {node["id"]: node for node in document["nodes"]}
 
 
-def test_the_sim_split_profile_is_the_sim_profile_on_the_machines_of_sim_split():
+def test_the_sim_split_profile_is_the_sim_profile_on_the_machines_of_sim_split() -> None:
     profile = PICK_PLACE / "profiles" / "sim-split" / "dataflow.yml"
     assert machine_ids(profile) == ["robot", "workstation"]
     assert unpinned_nodes(profile) == []

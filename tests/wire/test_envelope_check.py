@@ -103,12 +103,12 @@ def lean_verdict(row: dict[str, Any], text: str) -> str:
 @pytest.mark.parametrize(
     "row", HEADERS, ids=[f"{i}-{row['message_type']}" for i, row in enumerate(HEADERS)]
 )
-def test_header_matrix_matches_forge_tool(row: dict[str, Any]):
+def test_header_matrix_matches_forge_tool(row: dict[str, Any]) -> None:
     assert lean_verdict(row, PAYLOAD) == forge_verdict(row, PAYLOAD)
 
 
 @pytest.mark.parametrize("text", PAYLOADS)
-def test_payload_rules_match_forge_tool(text: str):
+def test_payload_rules_match_forge_tool(text: str) -> None:
     assert lean_verdict(BASE, text) == forge_verdict(BASE, text)
 
 
@@ -121,18 +121,18 @@ def test_payload_rules_match_forge_tool(text: str):
         ('{"a":1,"a":2}', "duplicate"),
     ],
 )
-def test_the_parser_refuses_what_the_wire_forbids(text: str, reason: str):
+def test_the_parser_refuses_what_the_wire_forbids(text: str, reason: str) -> None:
     with pytest.raises(ValueError, match=reason):
         toolcodec.strict_loads(text)
 
 
-def test_a_decoded_row_equals_the_envelope_forge_tool_builds():
+def test_a_decoded_row_equals_the_envelope_forge_tool_builds() -> None:
     envelope = ToolEnvelope(**BASE, payload=json.loads(PAYLOAD))
     row = toolcodec.encode(envelope, max_message_bytes=1 << 20)
     assert toolcodec.decode(row, max_message_bytes=1 << 20) == envelope
 
 
-def test_an_oversized_carrier_is_refused_before_it_is_read():
+def test_an_oversized_carrier_is_refused_before_it_is_read() -> None:
     envelope = ToolEnvelope(**BASE, payload={"arguments": {"m": "x" * 5000}, "context": {}})
     row = toolcodec.encode(envelope, max_message_bytes=1 << 20)
     with pytest.raises(ToolProtocolError) as caught:

@@ -60,7 +60,7 @@ def home(tmp_path: Path) -> Iterator[PaosHome]:
 
 def test_start_runs_the_skill_until_its_tools_are_ready_and_stop_leaves_nothing(
     home: PaosHome,
-):
+) -> None:
     port = free_port()
     bundle = make_bundle(home, gateway_port=port, hook=RECORDING_HOOK)
     seen: list[tuple[str, float]] = []
@@ -128,7 +128,7 @@ async def _preview(home: PaosHome, runtime: RuntimeManager) -> dict[str, Any]:
 
 def test_a_started_skill_gateway_answers_only_its_runtime_token_which_stop_removes(
     home: PaosHome,
-):
+) -> None:
     port = free_port()
     # Neither the profile nor the operator's own token may decide the skill's token.
     environment = {"DORAFORGE_GATEWAY_TOKEN_FILE": "/nonexistent/token"}
@@ -164,7 +164,7 @@ def test_a_started_skill_gateway_answers_only_its_runtime_token_which_stop_remov
 
 def test_a_dataflow_that_dies_during_startup_is_recorded_failed_with_nothing_left(
     home: PaosHome,
-):
+) -> None:
     broken = "nodes:\n  - id: gateway\n    path: python\n    args: -m no_such_module_here\n"
     make_bundle(home, gateway_port=free_port(), dataflow=broken)
 
@@ -199,7 +199,7 @@ class _LeapingClock:
 
 def test_a_required_tool_that_never_becomes_ready_times_out_and_stops_the_dataflow(
     home: PaosHome, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     make_bundle(
         home,
         gateway_port=free_port(),
@@ -230,7 +230,7 @@ def test_a_required_tool_that_never_becomes_ready_times_out_and_stops_the_datafl
     assert_nothing_runs(home, state.dataflow_uuid)
 
 
-def test_an_interrupt_while_waiting_for_readiness_still_stops_the_dataflow(home: PaosHome):
+def test_an_interrupt_while_waiting_for_readiness_still_stops_the_dataflow(home: PaosHome) -> None:
     make_bundle(home, gateway_port=free_port())
 
     def interrupt(message: str, elapsed: float) -> None:
@@ -249,7 +249,7 @@ def test_an_interrupt_while_waiting_for_readiness_still_stops_the_dataflow(home:
     assert_nothing_runs(home, state.dataflow_uuid)
 
 
-def test_a_running_record_whose_dataflow_vanished_reads_as_failed(home: PaosHome):
+def test_a_running_record_whose_dataflow_vanished_reads_as_failed(home: PaosHome) -> None:
     make_bundle(home, gateway_port=free_port())
     runtime = manager(home)
     state = runtime.start(SKILL)
@@ -322,7 +322,7 @@ def _admit_hanging_move(
 
 def test_stop_is_refused_while_a_task_is_bound_and_force_stops_with_an_audit_event(
     home: PaosHome,
-):
+) -> None:
     make_bundle(home, gateway_port=free_port())
     store = AgentTaskStore(home.store_path)
     runtime = manager(home, store=store)

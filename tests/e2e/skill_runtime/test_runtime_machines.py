@@ -142,7 +142,7 @@ def _still_alive(pids: list[int]) -> list[psutil.Process]:
 
 def test_a_profile_on_machines_runs_one_local_daemon_each_and_stop_leaves_nothing(
     home: PaosHome, tmp_path: Path
-):
+) -> None:
     _install_pick_place(home, tmp_path)
     runtime = _manager(home)
 
@@ -205,7 +205,7 @@ def _cluster(tmp_path: Path, machines: list[str]) -> Iterator[LocalCluster]:
 
 def test_a_skill_attached_to_an_existing_coordinator_leaves_it_up_when_stopped(
     home: PaosHome, tmp_path: Path
-):
+) -> None:
     make_bundle(home, gateway_port=free_port(), dataflow=SPLIT_MOCK)
     make_bundle(home, gateway_port=free_port(), name="on-camera", dataflow=_on_machine("camera"))
     runtime = _manager(home)
@@ -251,7 +251,7 @@ def _on_machine(machine: str) -> str:
 
 def test_two_skills_with_port_auto_run_side_by_side_from_one_manifest_port(
     home: PaosHome, capsys: pytest.CaptureFixture[str]
-):
+) -> None:
     port = free_port()  # both manifests name this one port
     for name in ("cell-a", "cell-b"):
         make_bundle(home, gateway_port=port, name=name)
