@@ -15,6 +15,17 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+# SIGTERM (a CI job's timeout, `kill`) ends the run as Ctrl-C does: pytest then tears down
+# the fixtures in progress, so the dataflows, daemons and servers they started stop too
+# instead of outliving the suite (each in a session of its own, no signal reaches them).
+if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+    signal.signal(signal.SIGTERM, _interrupted)
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
