@@ -16,13 +16,14 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from tests.peers import mcp_server_time, mcp_ts, openarm_mujoco, phyagentos
+from tests.peers import mcp_inspector, mcp_server_time, mcp_ts, openarm_mujoco, phyagentos
 
 PEERS: dict[str, Callable[[], Any]] = {
     f"PhyAgentOS {phyagentos.VERSION}": phyagentos.python,
     f"dora-openarm-mujoco {openarm_mujoco.VERSION}": openarm_mujoco.venv,
     f"mcp-server-time {mcp_server_time.VERSION}": mcp_server_time.venv,
     f"MCP TypeScript SDK {mcp_ts.version()}": mcp_ts.client_dir,
+    f"MCP Inspector {mcp_inspector.version()}": mcp_inspector.cli_dir,
 }
 
 

@@ -1,0 +1,222 @@
+"""The official MCP Inspector CLI as a third MCP client, for the tests that use it.
+
+``tests/peers/mcp_inspector/`` holds a ``package.json`` pinning
+``@modelcontextprotocol/inspector`` to one exact version and the ``package-lock.json`` that
+pins the rest. On first use :func:`cli_dir` copies them under ``.peers/`` in the checkout
+(``DORAFORGE_PEERS_DIR`` moves it) and runs ``npm ci`` there, once, bounded and under a
+file lock so concurrent test processes never install over each other; a stamp with the
+lock file's digest says the install is complete and current. The package declares
+``node >= 22.19``; the CLI paths used here (Streamable HTTP, ``tools/list``,
+``tools/call``) run on the ``node`` 20 that ``make node`` requires, so the install does
+not enforce the engine range (the tests that use it would fail if that stopped being so).
+
+:func:`run` drives ``inspector --cli URL --transport http`` as a subprocess that is always
+ended, with JSON output (``--format json``), nothing but the payload (``--quiet``) and no
+interactive OAuth (``--stored-auth-only``: a 401 ends the run as ``auth_required``). Its
+home is a fresh temporary directory, so the Inspector's catalog, storage and secrets never
+touch the user's ``~/.mcp-inspector``. The answer is the exit status and both parsed JSON
+documents: ``{"result": ...}`` on stdout and the ``{"error": {code, message}}`` envelope on
+stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.peers.venvs import locked, peer_root
+
+SOURCE = Path(__file__).resolve().parent / "mcp_inspector"
+PACKAGE = "@modelcontextprotocol/inspector"
+INSTALL_TIMEOUT_S = 300.0
+RUN_TIMEOUT_S = 120.0
+#: ``npm ci`` as the TypeScript client's install runs it; the Inspector declares
+#: ``node >= 22.19``, which is not enforced (see the module's docstring).
+NPM_CI = (
+    "npm",
+    "ci",
+    "--ignore-scripts",
+    "--no-audit",
+    "--no-fund",
+    "--engine-strict=false",
+    "--loglevel=error",
+)
+#: Every run: JSON out, only the payload, and a 401 ends the run instead of asking for a
+#: browser login.
+COMMON = ("--format", "json", "--quiet", "--stored-auth-only")
+#: The CLI's exit statuses that the tests expect.
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_AUTH_REQUIRED = 3
+EXIT_TOOL_IS_ERROR = 5
+#: Variables of the caller's environment that would point the Inspector at other files.
+_FOREIGN = ("MCP_", "INSPECTOR_")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One CLI run: its exit status, stdout's JSON (``{"result": ...}``) and stderr's
+    error envelope (``{"error": {"code", "message"}}``), each ``None`` when absent."""
+
+    exit_code: int
+    output: dict[str, Any] | None
+    error: dict[str, Any] | None
+
+    @property
+    def result(self) -> dict[str, Any]:
+        """The MCP result the CLI printed (a test failure when it printed none)."""
+        assert self.output is not None, self
+        assert "result" in self.output, self
+        result: dict[str, Any] = self.output["result"]
+        return result
+
+
+def version() -> str:
+    """The exact Inspector version ``package.json`` pins (one place names it)."""
+    manifest = json.loads((SOURCE / "package.json").read_text(encoding="utf-8"))
+    pinned: str = manifest["dependencies"][PACKAGE]
+    return pinned
+
+
+def list_tools() -> list[str]:
+    return ["--method", "tools/list"]
+
+
+def call_tool(name: str, arguments: Mapping[str, str | int] | None = None) -> list[str]:
+    """``tools/call`` with ``--tool-arg key=value`` pairs (the CLI coerces a value to the
+    type the tool's input schema names)."""
+    pairs = [f"{key}={value}" for key, value in (arguments or {}).items()]
+    tool_args = ["--tool-arg", *pairs] if pairs else []
+    return ["--method", "tools/call", "--tool-name", name, *tool_args]
+
+
+def cli_dir() -> Path:
+    """The installed Inspector's directory, installed on first use (bounded, locked)."""
+    target = peer_root() / f"mcp-inspector-{version()}"
+    target.mkdir(parents=True, exist_ok=True)
+    with locked(target / ".install.lock"):
+        stamp = target / ".doraforge-installed"
+        if not (stamp.exists() and stamp.read_text() == _digest()):
+            _install(target)
+            stamp.write_text(_digest())
+    return target
+
+
+def executable() -> Path:
+    """The installed ``inspector`` launcher (a node script)."""
+    return cli_dir() / "node_modules" / ".bin" / "inspector"
+
+
+def run(
+    url: str,
+    args: Sequence[str],
+    *,
+    token: str | None = None,
+    exit_code: int = EXIT_OK,
+    timeout: float = RUN_TIMEOUT_S,
+) -> Answer:
+    """``inspector --cli url --transport http`` with ``args``, sending ``token`` as a
+    bearer token when given. The CLI (and anything it started) is killed if it outlives
+    ``timeout``; an exit status other than ``exit_code``, or no JSON result on a successful
+    run, fails the test with the tail of its output."""
+    command = ["node", str(executable()), "--cli", url, "--transport", "http", *COMMON]
+    if token is not None:
+        command += ["--header", f"Authorization: Bearer {token}"]
+    command += list(args)
+    with tempfile.TemporaryDirectory(prefix="mcp-inspector-home-") as home:
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            if not key.startswith(_FOREIGN) and key not in ("XDG_CONFIG_HOME", "XDG_DATA_HOME")
+        }
+        env.update(HOME=home, USERPROFILE=home, NO_COLOR="1")
+        out, err, status = _bounded(command, env=env, cwd=home, timeout=timeout)
+    answer = Answer(status, _json(out), _json(err.strip().splitlines()[-1] if err.strip() else ""))
+    if status != exit_code or (exit_code == EXIT_OK and answer.output is None):
+        raise AssertionError(
+            f"the MCP Inspector CLI exited {status} (expected {exit_code}) for "
+            f"{' '.join(args)}:\n{out[-3000:]}\n{err[-3000:]}"
+        )
+    return answer
+
+
+def _bounded(
+    command: list[str], *, env: dict[str, str], cwd: str, timeout: float
+) -> tuple[str, str, int]:
+    """Run ``command`` in a process group of its own; kill the group at ``timeout``."""
+    process = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        out, err = process.communicate()
+        raise AssertionError(
+            f"the MCP Inspector CLI did not end within {timeout} s and was killed:\n"
+            f"{out[-3000:]}\n{err[-3000:]}"
+        ) from None
+    finally:
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+    return out, err, process.returncode
+
+
+def _json(text: str) -> dict[str, Any] | None:
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _install(target: Path) -> None:
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        raise AssertionError(
+            "MCP_INSPECTOR_NODE_MISSING: the MCP Inspector CLI needs node (>= 20) and npm on "
+            "PATH; install them (Debian: apt-get install nodejs npm) and run the tests again"
+        )
+    for name in ("package.json", "package-lock.json"):
+        shutil.copyfile(SOURCE / name, target / name)
+    try:
+        subprocess.run(
+            NPM_CI,
+            cwd=target,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=INSTALL_TIMEOUT_S,
+        )
+    except subprocess.CalledProcessError as failed:
+        raise AssertionError(
+            f"MCP_INSPECTOR_INSTALL_FAILED: `npm ci` in {target} exited {failed.returncode}; "
+            f"check access to the npm registry:\n{failed.stderr[-3000:]}"
+        ) from failed
+
+
+def _digest() -> str:
+    """What an install is current for: the two files ``npm ci`` reads."""
+    hashed = hashlib.sha256()
+    for name in ("package.json", "package-lock.json"):
+        hashed.update((SOURCE / name).read_bytes())
+    return hashed.hexdigest()
