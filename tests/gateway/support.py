@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 from forge_tool import ToolEnvelope, make_registration_envelope
 
+from doraforge.gateway.catalog import ToolSpec
 from doraforge.gateway.clock import Clock
 from doraforge.gateway.config import GatewayConfig
 from doraforge.gateway.core import Gateway
@@ -32,7 +33,7 @@ type Answer = Callable[[ToolEnvelope], ToolEnvelope | None]
 MAX_BYTES = 1_048_576
 
 
-def invoke_requests(received: list[ToolEnvelope], operation: str | None = None) -> int:
+def invoke_requests(received: Iterable[ToolEnvelope], operation: str | None = None) -> int:
     """How many ``tool.invoke.request`` a provider received (for one operation)."""
     return sum(
         1
@@ -42,7 +43,7 @@ def invoke_requests(received: list[ToolEnvelope], operation: str | None = None) 
     )
 
 
-def assert_error(response: httpx.Response, status: int, code: str | None = None) -> dict:
+def assert_error(response: httpx.Response, status: int, code: str | None = None) -> dict[str, Any]:
     """Check the error envelope ``{"ok": false, "msg", "error": {...}}``; return error."""
     assert response.status_code == status, response.text
     body = response.json()
@@ -50,7 +51,7 @@ def assert_error(response: httpx.Response, status: int, code: str | None = None)
     assert body["ok"] is False
     assert isinstance(body["msg"], str)
     assert body["msg"]
-    error = body["error"]
+    error: dict[str, Any] = body["error"]
     assert set(error) == {"code", "message", "retryable", "details"}, error
     assert isinstance(error["retryable"], bool)
     assert isinstance(error["details"], dict)
@@ -68,20 +69,24 @@ def data(response: httpx.Response, status: int = 200) -> Any:
     return body["data"]
 
 
-async def start(stack: Stack, tool_id: str, arguments: dict, **body: Any) -> dict:
+async def start(
+    stack: Stack | ScriptedStack, tool_id: str, arguments: dict[str, Any], **body: Any
+) -> dict[str, Any]:
     """Admit an Action/Session over HTTP and return the admission document."""
     response = await stack.client.post(
         f"/tools/{tool_id}:invoke", json={"arguments": arguments, **body}
     )
-    return data(response, 202)
+    admission: dict[str, Any] = data(response, 202)
+    return admission
 
 
-async def read(stack: Stack, invocation_id: str) -> dict:
+async def read(stack: Stack | ScriptedStack, invocation_id: str) -> dict[str, Any]:
     """GET the invocation status document."""
-    return data(await stack.client.get(f"/invocations/{invocation_id}"))
+    status: dict[str, Any] = data(await stack.client.get(f"/invocations/{invocation_id}"))
+    return status
 
 
-async def wait_terminal(stack: Stack, invocation_id: str, within: float = 5.0) -> dict:
+async def wait_terminal(stack: Stack, invocation_id: str, within: float = 5.0) -> dict[str, Any]:
     """Wait (bounded) until the invocation is terminal; return its status document."""
     invocation = stack.gateway.runtime.store.get(invocation_id)
     assert invocation is not None
@@ -89,8 +94,15 @@ async def wait_terminal(stack: Stack, invocation_id: str, within: float = 5.0) -
     return await read(stack, invocation_id)
 
 
+def tool_spec(gateway: Gateway, tool_id: str) -> ToolSpec:
+    """The Gateway's ToolSpec of ``tool_id``, which the test expects to be served."""
+    spec = gateway.catalog.get(tool_id)
+    assert spec is not None, tool_id
+    return spec
+
+
 def config_with_tools(
-    base: GatewayConfig | None = None, **changes: dict[str, Any]
+    base: GatewayConfig | None = None, /, **changes: dict[str, Any]
 ) -> GatewayConfig:
     """A validated copy of the mock config; ``changes[tool_id]`` updates that ToolSpec.
 
@@ -102,7 +114,7 @@ def config_with_tools(
     return GatewayConfig.model_validate(raw)
 
 
-def with_overrides(base: GatewayConfig | None = None, **top: Any) -> GatewayConfig:
+def with_overrides(base: GatewayConfig | None = None, /, **top: Any) -> GatewayConfig:
     """A validated copy of the mock config with top-level (and nested dict) overrides."""
     raw = copy.deepcopy((base or mock_config()).model_dump(mode="python"))
     for key, value in top.items():

@@ -59,7 +59,7 @@ def test_empty_file_yields_defaults() -> None:
         ),
     ],
 )
-def test_duplicate_keys_are_rejected_at_any_depth(text, key) -> None:
+def test_duplicate_keys_are_rejected_at_any_depth(text: str, key: str) -> None:
     message = rejected(text)
     assert f"duplicate key {key!r}" in message
     assert "line" in message
@@ -82,14 +82,14 @@ def test_duplicate_keys_are_rejected_at_any_depth(text, key) -> None:
         (shipped_with("axis: z, sign: 1}", "axis: z, sign: 1, scale: 2}"), "scale"),
     ],
 )
-def test_unknown_keys_are_rejected_at_nested_levels(text, field) -> None:
+def test_unknown_keys_are_rejected_at_nested_levels(text: str, field: str) -> None:
     message = rejected(text)
     assert field in message
     assert "Extra inputs are not permitted" in message
 
 
 @pytest.mark.parametrize("value", ['"true"', "'false'", "yes", "no", "on", "off", "1"])
-def test_string_and_yaml11_booleans_are_not_booleans(value) -> None:
+def test_string_and_yaml11_booleans_are_not_booleans(value: str) -> None:
     message = rejected(f"cancel_on_deadline: {value}\n")
     assert "cancel_on_deadline" in message
 
@@ -100,13 +100,13 @@ def test_real_booleans_are_accepted() -> None:
 
 
 @pytest.mark.parametrize("value", [".nan", ".inf", "-.inf", ".NaN", ".Inf"])
-def test_non_finite_numbers_are_rejected(value) -> None:
+def test_non_finite_numbers_are_rejected(value: str) -> None:
     message = rejected(f"retention:\n  max_age_s: {value}\n")
     assert "retention.max_age_s" in message
 
 
 @pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
-def test_non_finite_numbers_inside_tool_schemas_are_rejected(value) -> None:
+def test_non_finite_numbers_inside_tool_schemas_are_rejected(value: str) -> None:
     # An infinity inside input_schema would be published as ``null`` by the JSON dump
     # of the ToolSpec document; it must never get that far.
     text = shipped_with(
@@ -134,7 +134,7 @@ def test_non_finite_numbers_inside_tool_schemas_are_rejected(value) -> None:
         ("journal_path: 3\n", "journal_path"),
     ],
 )
-def test_wrong_types_and_out_of_range_values_name_the_field(text, field) -> None:
+def test_wrong_types_and_out_of_range_values_name_the_field(text: str, field: str) -> None:
     assert f"{field}:" in rejected(text)
 
 
@@ -189,7 +189,7 @@ def test_duplicate_endpoint_operation_pair_is_rejected() -> None:
 
 
 @pytest.mark.parametrize("field", ["endpoint_id", "input", "output"])
-def test_duplicate_provider_routes_are_rejected(field) -> None:
+def test_duplicate_provider_routes_are_rejected(field: str) -> None:
     text = (
         "providers:\n"
         "  - {endpoint_id: a, input: i1, output: o1}\n"

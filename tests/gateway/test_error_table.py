@@ -45,6 +45,7 @@ def test_the_table_names_only_gateway_errors() -> None:
 def test_an_error_answers_with_its_table_status_and_envelope(cls: type[GatewayError]) -> None:
     response = error_response(cls("FORGE_TOOL_X", "x"))
     assert {response.status_code} == _statuses(cls)
+    assert isinstance(response.body, bytes)
     assert response.body.startswith(b'{"ok":false,"msg":"x","error":{"code":"FORGE_TOOL_X"')
 
 

@@ -5,17 +5,20 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from typing import Any
 
 import pytest
 from forge_tool import (
     EndpointStatus,
     ToolAccepted,
+    ToolEnvelope,
     ToolError,
     ToolResult,
     make_endpoint_status_envelope,
     make_invoke_response_envelope,
 )
 from starlette.routing import BaseRoute
+from starlette.types import ASGIApp, Message
 
 from doraforge.gateway.http import create_app, gateway_policy
 from doraforge.wire.canonical import canonical_bytes
@@ -28,6 +31,7 @@ from tests.gateway.support import (
     read,
     scripted_stack,
     start,
+    tool_spec,
     wait_terminal,
     with_overrides,
 )
@@ -62,7 +66,7 @@ async def cancel_and_wait(stack: Stack, invocation_id: str) -> None:
     await wait_terminal(stack, invocation_id)
 
 
-def sse_events(text: str) -> list[dict]:
+def sse_events(text: str) -> list[dict[str, Any]]:
     """Parse an SSE body into ``[{id, event, data}]``."""
     events = []
     for block in text.split("\n\n"):
@@ -238,11 +242,11 @@ async def test_query_timeout_is_504() -> None:
         )
         error = assert_error(response, 504, "FORGE_TOOL_INVOKE_TIMEOUT")
         assert error["details"]["timeout_ms"] == 50
-        assert stack.gateway.runtime.active_count(stack.gateway.catalog.get("mock.echo")) == 0
+        assert stack.gateway.runtime.active_count(tool_spec(stack.gateway, "mock.echo")) == 0
 
 
 async def test_query_answered_non_terminally_is_502() -> None:
-    def accept(envelope):
+    def accept(envelope: ToolEnvelope) -> ToolEnvelope | None:
         if envelope.message_type == "tool.invoke.request":
             return make_invoke_response_envelope(ToolAccepted(details={}), envelope)
         return None
@@ -255,7 +259,7 @@ async def test_query_answered_non_terminally_is_502() -> None:
 
 
 async def test_query_rejected_by_the_provider_is_422_with_its_error() -> None:
-    def reject(envelope):
+    def reject(envelope: ToolEnvelope) -> ToolEnvelope:
         error = ToolError(code="MOCK_BUSY_ARM", message="arm is homing", retryable=True)
         return make_invoke_response_envelope(error, envelope)
 
@@ -269,7 +273,7 @@ async def test_query_rejected_by_the_provider_is_422_with_its_error() -> None:
 
 
 async def test_query_failed_result_is_passed_through_as_completed() -> None:
-    def fail(envelope):
+    def fail(envelope: ToolEnvelope) -> ToolEnvelope:
         error = ToolError(code="MOCK_SENSOR", message="sensor offline")
         return make_invoke_response_envelope(ToolResult(status="failed", error=error), envelope)
 
@@ -378,6 +382,7 @@ async def test_session_runs_until_stopped_and_stop_acceptance_is_not_stopped() -
         admitted = await start(stack, "mock.stream", {})
         invocation_id = admitted["invocation_id"]
         invocation = stack.gateway.runtime.store.get(invocation_id)
+        assert invocation is not None
         await eventually_async(
             lambda: any(e.type == "heartbeat" for e in invocation.events), what="a heartbeat"
         )
@@ -409,7 +414,7 @@ async def test_control_must_fit_the_semantics() -> None:
 
 @pytest.mark.parametrize("body", [b'{"reason":"now"}', b"[]", b"{", b'"x"', b"null"])
 @pytest.mark.parametrize("command", ["cancel", "stop"])
-async def test_control_with_a_non_empty_body_is_400(body, command) -> None:
+async def test_control_with_a_non_empty_body_is_400(body: bytes, command: str) -> None:
     async with running_stack() as stack:
         tool = "mock.move" if command == "cancel" else "mock.stream"
         admitted = await start(stack, tool, HANG if command == "cancel" else {})
@@ -545,7 +550,7 @@ ECHO_ARGS = b'"message": "x"'
 
 
 @pytest.mark.parametrize("body", BAD_BODIES)
-async def test_bad_action_body_is_400_and_nothing_is_admitted(body) -> None:
+async def test_bad_action_body_is_400_and_nothing_is_admitted(body: bytes) -> None:
     async with running_stack() as stack:
         response = await stack.client.post(
             "/tools/mock.move:invoke",
@@ -557,7 +562,7 @@ async def test_bad_action_body_is_400_and_nothing_is_admitted(body) -> None:
 
 
 @pytest.mark.parametrize("body", BAD_BODIES)
-async def test_bad_query_body_is_400_and_nothing_is_sent(body) -> None:
+async def test_bad_query_body_is_400_and_nothing_is_sent(body: bytes) -> None:
     async with running_stack() as stack:
         response = await stack.client.post(
             "/tools/mock/echo:invoke",
@@ -587,7 +592,9 @@ async def test_oversized_body_is_413_and_nothing_is_admitted() -> None:
         ({"behaviour": "succeed"}, "$"),
     ],
 )
-async def test_arguments_violating_input_schema_are_400_naming_the_path(arguments, path) -> None:
+async def test_arguments_violating_input_schema_are_400_naming_the_path(
+    arguments: dict[str, Any], path: str
+) -> None:
     async with running_stack() as stack:
         response = await stack.client.post("/tools/mock.move:invoke", json={"arguments": arguments})
         error = assert_error(response, 400, "FORGE_TOOL_INVALID_ARGUMENTS")
@@ -694,7 +701,7 @@ async def test_untrusted_host_header_is_refused_on_loopback() -> None:
 
 
 async def test_a_cancel_that_cannot_be_sent_is_a_retryable_503_not_a_500() -> None:
-    def accept_then_unroutable(envelope):
+    def accept_then_unroutable(envelope: ToolEnvelope) -> ToolEnvelope | None:
         if envelope.message_type == "tool.control.request":
             raise ConnectionError("dora send_output failed")
         if envelope.message_type == "tool.invoke.request":
@@ -711,14 +718,14 @@ async def test_a_cancel_that_cannot_be_sent_is_a_retryable_503_not_a_500() -> No
         assert (await read(stack, invocation_id))["cancel_status"] == "none"
 
 
-async def answered_without_token(app, kind: str, path: str) -> list[dict]:
+async def answered_without_token(app: ASGIApp, kind: str, path: str) -> list[Message]:
     """What ``app`` sends to a bare ``kind`` request for ``path`` from a loopback Host."""
-    sent: list[dict] = []
+    sent: list[Message] = []
 
-    async def receive() -> dict:
+    async def receive() -> Message:
         return {"type": "http.request", "body": b"", "more_body": False}
 
-    async def send(message: dict) -> None:
+    async def send(message: Message) -> None:
         sent.append(message)
 
     websocket = kind == "websocket"
@@ -741,9 +748,9 @@ async def test_every_route_and_websocket_refuses_a_request_without_the_token() -
     async with running_stack() as stack:
         app = create_app(stack.gateway, gateway_policy(stack.gateway.config, "t" * 32))
         paths = {
-            re.sub(r"\{[^}]+\}", "x", route.path): getattr(route, "methods", None)
+            re.sub(r"\{[^}]+\}", "x", route_path): getattr(route, "methods", None)
             for route in app.routes
-            if isinstance(route, BaseRoute) and getattr(route, "path", None)
+            if isinstance(route, BaseRoute) and (route_path := getattr(route, "path", None))
         }
         assert {"/ws/images", "/ws/state", "/openapi.json", "/tools"} <= set(paths)
         for path, methods in paths.items():

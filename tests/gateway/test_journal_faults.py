@@ -72,7 +72,8 @@ async def completed_move(path: Path) -> str:
     async with stack_on_file(path) as stack:
         done = await start(stack, "mock.move", QUICK)
         await wait_terminal(stack, done["invocation_id"])
-    return done["invocation_id"]
+    invocation_id: str = done["invocation_id"]
+    return invocation_id
 
 
 # ---------------------------------------------------------------- damaged lines

@@ -50,6 +50,7 @@ def test_latest_frame_is_served_as_jpeg_with_its_sequence_and_timestamp(gateway:
     assert response.headers["x-frame-seq"] == "2"
     assert response.headers["x-frame-timestamp-ns"] == "1002"
     decoded = cv2.imdecode(np.frombuffer(response.content, np.uint8), cv2.IMREAD_COLOR)
+    assert decoded is not None
     assert decoded.shape == (48, 64, 3)
     assert abs(int(decoded[:, :, 2].mean()) - 90) < 4  # BGR on decode: red is channel 2
 
@@ -59,6 +60,7 @@ def test_png_is_lossless(gateway: Gateway) -> None:
     with live_gateway(gateway) as server, server.client() as client:
         response = client.get("/observations/images/scene/latest?format=png")
     decoded = cv2.imdecode(np.frombuffer(response.content, np.uint8), cv2.IMREAD_COLOR)
+    assert decoded is not None
     assert response.headers["content-type"] == "image/png"
     assert (decoded[:, :, 2] == 123).all()
 
@@ -92,6 +94,7 @@ def test_ws_images_sends_the_newest_frame_in_the_upstream_shape(gateway: Gateway
     assert message["content_type"] == "image/jpeg"
     assert message["timestamp"] == pytest.approx(1004 / 1e9)
     pixels = cv2.imdecode(np.frombuffer(base64.b64decode(message["data"]), np.uint8), 1)
+    assert pixels is not None
     assert pixels.shape == (48, 64, 3)
 
 

@@ -24,7 +24,8 @@ async def _document() -> dict[str, Any]:
     async with running_stack() as stack:
         response = await stack.client.get("/openapi.json")
         assert response.status_code == 200
-        return response.json()
+        document: dict[str, Any] = response.json()
+        return document
 
 
 def _operations(document: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
@@ -36,7 +37,8 @@ def _operations(document: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]
 
 
 def _json_schema(response: dict[str, Any]) -> dict[str, Any]:
-    return response["content"]["application/json"]["schema"]
+    schema: dict[str, Any] = response["content"]["application/json"]["schema"]
+    return schema
 
 
 def _validator(document: dict[str, Any], ref: str) -> jsonschema.Draft202012Validator:
@@ -134,7 +136,7 @@ async def test_each_method_named_in_allow_is_served_on_that_path() -> None:
         refused = await stack.client.put("/tools/x:invoke")
         served = {}
         for method in refused.headers["allow"].split(", "):
-            body = {"arguments": {}} if method == "POST" else None
+            body: dict[str, Any] | None = {"arguments": {}} if method == "POST" else None
             answer = await stack.client.request(method, "/tools/x:invoke", json=body)
             served[method] = answer.json()["error"]["code"]
     # Each reached its route (an unknown tool), none was refused for its method.
@@ -167,7 +169,7 @@ async def test_a_resume_id_outside_the_documented_pattern_is_400_not_500(
             )
         elif where == "header":
             response = await stack.client.get(
-                events, headers={"Last-Event-ID": value.encode("latin-1")}
+                events, headers={b"Last-Event-ID": value.encode("latin-1")}
             )
         else:
             response = await stack.client.get(events, params={"last_event_id": value})

@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 from forge_tool import (
+    EndpointState,
     EndpointStatus,
     ToolEndpointDescriptor,
     ToolEnvelope,
@@ -17,8 +18,9 @@ from forge_tool import (
 )
 
 from doraforge.gateway.core import Gateway
-from doraforge.gateway.registry import EndpointRegistry
+from doraforge.gateway.registry import EndpointRecord, EndpointRegistry
 from doraforge.nodes.mock.endpoint import DESCRIPTOR
+from doraforge.wire.toolcodec import WireMessage
 from tests.gateway.harness import mock_config
 from tests.support.clock import FakeClock
 
@@ -54,11 +56,18 @@ def unregister(instance: str, endpoint_id: str = "mock") -> ToolEnvelope:
     )
 
 
-def status(instance: str, state: str = "ready", active: int = 0) -> ToolEnvelope:
+def status(instance: str, state: EndpointState = "ready", active: int = 0) -> ToolEnvelope:
     return make_endpoint_status_envelope(
         EndpointStatus(endpoint_id="mock", state=state, active_invocations=active),
         endpoint_instance_id=instance,
     )
+
+
+def current(registry: EndpointRegistry, endpoint_id: str = "mock") -> EndpointRecord:
+    """The current record of ``endpoint_id``, which the test expects to exist."""
+    record = registry.current(endpoint_id)
+    assert record is not None
+    return record
 
 
 def changed_descriptor() -> ToolEndpointDescriptor:
@@ -92,10 +101,10 @@ def test_equal_descriptor_renewal_keeps_the_revision_and_extends_the_lease(
     response = registry.register("mock", register("a"), clock.monotonic())
     assert response.status == "accepted"
     assert response.registry_revision == 1
-    assert registry.current("mock").lease_deadline == clock.monotonic() + TTL_MS / 1000
+    assert current(registry).lease_deadline == clock.monotonic() + TTL_MS / 1000
     clock.advance(2.0)  # past the first lease, within the renewed one
     assert registry.expire(clock.monotonic()) == []
-    assert registry.current("mock").instance_id == "a"
+    assert current(registry).instance_id == "a"
     assert registry.revision == 1
 
 
@@ -103,7 +112,7 @@ def test_changed_descriptor_from_the_current_instance_is_rejected_without_effect
     registry: EndpointRegistry, clock: FakeClock, gone: list[tuple[str, str, str]]
 ) -> None:
     registry.register("mock", register("a"), clock.monotonic())
-    deadline = registry.current("mock").lease_deadline
+    deadline = current(registry).lease_deadline
     clock.advance(1.0)
     response = registry.register("mock", register("a", changed_descriptor()), clock.monotonic())
     assert response.status == "rejected"
@@ -111,7 +120,7 @@ def test_changed_descriptor_from_the_current_instance_is_rejected_without_effect
     assert response.error.code == "FORGE_REGISTRY_DESCRIPTOR_CHANGED"
     assert response.lease_ttl_ms is None
     assert response.registry_revision == 1
-    record = registry.current("mock")
+    record = current(registry)
     assert record.descriptor == DESCRIPTOR  # not replaced
     assert record.lease_deadline == deadline  # not renewed
     assert registry.revision == 1
@@ -121,6 +130,7 @@ def test_changed_descriptor_from_the_current_instance_is_rejected_without_effect
 def test_different_instance_on_the_trusted_route_replaces_atomically(clock: FakeClock) -> None:
     gone: list[tuple[str, str, str]] = []
     observed: list[str | None] = []
+    registry: EndpointRegistry  # bound below, before the callback can run
 
     def on_gone(endpoint: str, instance: str, reason: str) -> None:
         gone.append((endpoint, instance, reason))
@@ -133,8 +143,8 @@ def test_different_instance_on_the_trusted_route_replaces_atomically(clock: Fake
     assert response.status == "accepted"
     assert response.registry_revision == 2
     assert registry.revision == 2
-    assert registry.current("mock").instance_id == "b"
-    assert registry.current("mock").descriptor == changed_descriptor()
+    assert current(registry).instance_id == "b"
+    assert current(registry).descriptor == changed_descriptor()
     assert gone == [("mock", "a", "replaced")]
     # No transient absent state: the callback already saw the new instance as current.
     assert observed == ["b"]
@@ -171,9 +181,10 @@ def test_unregister_from_a_stale_instance_is_rejected_without_change(
     gone.clear()
     response = registry.unregister("mock", unregister("a"), clock.monotonic())
     assert response.status == "rejected"
+    assert response.error is not None
     assert response.error.code == "STALE_ENDPOINT_INSTANCE"
     assert response.registry_revision == 2
-    assert registry.current("mock").instance_id == "b"
+    assert current(registry).instance_id == "b"
     assert registry.revision == 2
     assert gone == []
 
@@ -194,13 +205,14 @@ def test_route_endpoint_mismatch_is_rejected_without_state_change(
     other = dataclasses.replace(DESCRIPTOR, endpoint_id="other")
     response = registry.register("mock", register("x", other), clock.monotonic())
     assert response.status == "rejected"
+    assert response.error is not None
     assert response.error.code == "FORGE_REGISTRY_ROUTE_MISMATCH"
     assert registry.current("mock") is None
     assert registry.current("other") is None
     registry.register("mock", register("a"), clock.monotonic())
     response = registry.unregister("other", unregister("a", "mock"), clock.monotonic())
     assert response.status == "rejected"
-    assert registry.current("mock").instance_id == "a"
+    assert current(registry).instance_id == "a"
     assert registry.revision == 1
     assert gone == []
 
@@ -220,6 +232,7 @@ def test_unconfigured_route_is_rejected(registry: EndpointRegistry, clock: FakeC
     ghost = dataclasses.replace(DESCRIPTOR, endpoint_id="ghost")
     response = registry.register("ghost", register("g", ghost), clock.monotonic())
     assert response.status == "rejected"
+    assert response.error is not None
     assert response.error.code == "FORGE_REGISTRY_UNKNOWN_ROUTE"
     assert registry.current("ghost") is None
     assert registry.revision == 0
@@ -259,7 +272,8 @@ def test_status_snapshots_are_stored_only_from_the_current_instance(
     registry.register("mock", register("a"), clock.monotonic())
     clock.advance(0.5)
     assert registry.record_status("mock", status("a", "busy", 1), clock.monotonic()) is True
-    record = registry.current("mock")
+    record = current(registry)
+    assert record.status is not None
     assert record.status.state == "busy"
     assert record.status.active_invocations == 1
     assert record.status_at == clock.monotonic()
@@ -303,12 +317,12 @@ def test_changed_operation_list_counts_as_a_changed_descriptor(
     extra = ToolOperationDescriptor(name="extra", semantics="query")
     bigger = dataclasses.replace(DESCRIPTOR, operations=(*DESCRIPTOR.operations, extra))
     assert registry.register("mock", register("a", bigger), 0.0).status == "rejected"
-    assert registry.current("mock").descriptor == DESCRIPTOR
+    assert current(registry).descriptor == DESCRIPTOR
 
 
 @pytest.mark.anyio
 async def test_gateway_answers_registry_requests_on_the_trusted_route(clock: FakeClock) -> None:
-    sent: list[tuple[str, ToolEnvelope]] = []
+    sent: list[tuple[str, WireMessage]] = []
     gateway = Gateway(mock_config(), send=lambda route, env: sent.append((route, env)), clock=clock)
     gateway.on_message("mock", register("a"))
     gateway.on_message("mock", register("a", changed_descriptor()))

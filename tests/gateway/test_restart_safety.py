@@ -72,8 +72,8 @@ async def test_orphans_of_a_replaced_instance_are_not_sent_anything(tmp_path: Pa
     provider.register()
     await eventually_async(
         lambda: (
-            gateway.registry.current("mock") is not None
-            and gateway.registry.current("mock").instance_id == provider.instance_id
+            (record := gateway.registry.current("mock")) is not None
+            and record.instance_id == provider.instance_id
         ),
         what="registration of the new instance",
     )

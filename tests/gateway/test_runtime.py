@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
-from forge_tool import ToolEvent, make_event_envelope
+from forge_tool import ToolEnvelope, ToolEvent, ToolEventType, make_event_envelope
 
 from doraforge.gateway import wire
 from doraforge.gateway.invocation import TERMINAL_PHASES, can_advance
@@ -18,6 +19,7 @@ from tests.gateway.support import (
     invoke_requests,
     read,
     start,
+    tool_spec,
     wait_terminal,
     with_overrides,
 )
@@ -35,14 +37,16 @@ def rank(phase: str) -> int:
     return 4 if phase in TERMINAL_PHASES else RANK[phase]
 
 
-async def context(stack: Stack, tool_id: str = "mock.move") -> dict:
-    return data(await stack.client.get(f"/tools/{tool_id}/context"))
+async def context(stack: Stack, tool_id: str = "mock.move") -> dict[str, Any]:
+    document: dict[str, Any] = data(await stack.client.get(f"/tools/{tool_id}/context"))
+    return document
 
 
 def halt_at_provider(stack: Stack, invocation_id: str) -> None:
     """Cancel an attempt directly at the provider, as if its own operator stopped it."""
     invocation = stack.gateway.runtime.store.get(invocation_id)
-    spec = stack.gateway.catalog.get(invocation.tool_id)
+    assert invocation is not None
+    spec = tool_spec(stack.gateway, invocation.tool_id)
     envelope = wire.control_request(
         wire.execution_context(spec, invocation.invocation_id, invocation.attempt_id),
         "cancel",
@@ -87,6 +91,7 @@ async def test_phases_never_regress_and_result_is_retained_before_terminal_phase
     async with running_stack() as stack:
         admitted = await start(stack, "mock.move", {"duration_s": 0.2, "behaviour": "succeed"})
         invocation = stack.gateway.runtime.store.get(admitted["invocation_id"])
+        assert invocation is not None
         seen: list[str] = [admitted["phase"]]
 
         def observe() -> bool:
@@ -111,10 +116,12 @@ async def test_late_provider_events_do_not_change_a_terminal_invocation() -> Non
         admitted = await start(stack, "mock.move", QUICK)
         done = await wait_terminal(stack, admitted["invocation_id"])
         invocation = stack.gateway.runtime.store.get(admitted["invocation_id"])
+        assert invocation is not None
         events_before = len(invocation.events)
-        spec = stack.gateway.catalog.get("mock.move")
+        spec = tool_spec(stack.gateway, "mock.move")
         context_ = wire.execution_context(spec, invocation.invocation_id, invocation.attempt_id)
-        for sequence, kind in enumerate(("progress", "heartbeat", "executor_failed"), 100):
+        kinds: tuple[ToolEventType, ...] = ("progress", "heartbeat", "executor_failed")
+        for sequence, kind in enumerate(kinds, 100):
             stack.gateway.on_message(
                 "mock",
                 make_event_envelope(
@@ -171,7 +178,7 @@ async def test_missed_deadline_is_unknown_and_keeps_the_slot_fenced_until_provid
 
         halt_at_provider(stack, invocation_id)
         await eventually_async(
-            lambda: stack.gateway.runtime.active_count(stack.gateway.catalog.get("mock.move")) == 0,
+            lambda: stack.gateway.runtime.active_count(tool_spec(stack.gateway, "mock.move")) == 0,
             what="slot release",
         )
         final = await read(stack, invocation_id)
@@ -210,7 +217,7 @@ async def test_deadline_with_cancel_on_deadline_asks_the_provider_to_stop_and_st
         admitted = await start(stack, "mock.move", HANG, timeout_ms=1000)
         clock.advance(1.5)
         stack.gateway.runtime.tick()
-        spec = stack.gateway.catalog.get("mock.move")
+        spec = tool_spec(stack.gateway, "mock.move")
         await eventually_async(
             lambda: stack.gateway.runtime.active_count(spec) == 0, what="the slot released"
         )
@@ -468,7 +475,8 @@ async def test_active_invocations_are_never_evicted() -> None:
 
 def inject_heartbeats(stack: Stack, invocation_id: str, count: int) -> None:
     invocation = stack.gateway.runtime.store.get(invocation_id)
-    spec = stack.gateway.catalog.get(invocation.tool_id)
+    assert invocation is not None
+    spec = tool_spec(stack.gateway, invocation.tool_id)
     context_ = wire.execution_context(spec, invocation.invocation_id, invocation.attempt_id)
     for sequence in range(1000, 1000 + count):
         stack.gateway.on_message(
@@ -489,6 +497,7 @@ async def test_event_log_is_bounded_and_a_resume_before_it_answers_410() -> None
         invocation_id = session["invocation_id"]
         inject_heartbeats(stack, invocation_id, 30)
         invocation = stack.gateway.runtime.store.get(invocation_id)
+        assert invocation is not None
         assert len(invocation.events) == 8
         oldest = invocation.events[0].seq
         assert oldest > 20
@@ -515,6 +524,7 @@ async def test_a_fresh_subscriber_gets_the_retained_events_after_older_ones_fell
         await stack.client.post(f"/invocations/{invocation_id}/stop")
         await wait_terminal(stack, invocation_id)
         invocation = stack.gateway.runtime.store.get(invocation_id)
+        assert invocation is not None
         response = await stack.client.get(f"/invocations/{invocation_id}/events")
         assert response.status_code == 200, response.text
         ids = [int(line[4:]) for line in response.text.splitlines() if line.startswith("id: ")]
@@ -526,13 +536,14 @@ async def test_lost_terminal_event_is_recovered_by_status_polling() -> None:
     async with running_stack(clock=clock) as stack:
         deliver = stack.provider.deliver
 
-        def drop_events(route, envelope):
+        def drop_events(route: str, envelope: ToolEnvelope) -> None:
             if envelope.message_type != "tool.event":
                 deliver(route, envelope)
 
         stack.provider.deliver = drop_events
         admitted = await start(stack, "mock.move", {"duration_s": 0.05, "behaviour": "succeed"})
         invocation = stack.gateway.runtime.store.get(admitted["invocation_id"])
+        assert invocation is not None
 
         async def poll_until_terminal() -> None:
             while not invocation.terminal:

@@ -17,14 +17,16 @@ from forge_tool import (
 )
 
 from doraforge.gateway import wire
-from tests.gateway.harness import running_stack
+from tests.gateway.harness import Stack, running_stack
 from tests.gateway.support import (
+    ScriptedStack,
     assert_error,
     data,
     invoke_requests,
     read,
     scripted_stack,
     start,
+    tool_spec,
     wait_terminal,
     with_overrides,
 )
@@ -44,8 +46,8 @@ def accept_invokes(envelope: ToolEnvelope) -> ToolEnvelope | None:
     return None
 
 
-def active(stack, tool_id: str) -> int:
-    return stack.gateway.runtime.active_count(stack.gateway.catalog.get(tool_id))
+def active(stack: Stack | ScriptedStack, tool_id: str) -> int:
+    return stack.gateway.runtime.active_count(tool_spec(stack.gateway, tool_id))
 
 
 async def test_query_max_concurrency_is_503_and_counted_in_context() -> None:
@@ -162,6 +164,7 @@ async def test_a_stopping_invocation_never_moves_back_to_running() -> None:
     async with running_stack() as stack:
         admitted = await start(stack, "mock.move", HANG)
         invocation = stack.gateway.runtime.store.get(admitted["invocation_id"])
+        assert invocation is not None
         await eventually_async(lambda: invocation.phase == "running", what="the running phase")
         invocation.advance("stopping", 0)
         assert invocation.advance("running", 0) is False
@@ -176,7 +179,8 @@ async def test_events_from_another_instance_or_attempt_are_ignored() -> None:
     async with running_stack() as stack:
         admitted = await start(stack, "mock.move", HANG)
         invocation = stack.gateway.runtime.store.get(admitted["invocation_id"])
-        spec = stack.gateway.catalog.get("mock.move")
+        assert invocation is not None
+        spec = tool_spec(stack.gateway, "mock.move")
         count = len(invocation.events)
         forged = [
             (invocation.attempt_id, "epinst-impostor"),
@@ -221,7 +225,7 @@ async def test_concurrent_duplicates_of_one_caller_id_dispatch_once() -> None:
         ("POST", "/tools/%C3%28:invoke"),
     ],
 )
-async def test_undecodable_path_ids_are_400(method, path) -> None:
+async def test_undecodable_path_ids_are_400(method: str, path: str) -> None:
     async with running_stack() as stack:
         response = await stack.client.request(method, path, json={"arguments": QUICK})
         assert_error(response, 400, "FORGE_TOOL_INVALID_PATH")

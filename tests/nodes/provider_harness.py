@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -158,18 +158,21 @@ class HandlerHarness:
         return response
 
     async def status(self, invoke: ToolEnvelope) -> dict[str, Any]:
-        return (await self._follow_up(invoke, "status")).payload["status"]
+        status: dict[str, Any] = (await self._follow_up(invoke, "status")).payload["status"]
+        return status
 
-    async def result(self, invoke: ToolEnvelope) -> dict[str, Any]:
+    async def result(self, invoke: ToolEnvelope) -> Mapping[str, Any]:
         return (await self._follow_up(invoke, "result")).payload
 
     async def control(self, invoke: ToolEnvelope, command: str) -> dict[str, Any]:
-        return (await self._follow_up(invoke, "control", command)).payload["response"]
+        response = await self._follow_up(invoke, "control", command)
+        answer: dict[str, Any] = response.payload["response"]
+        return answer
 
     async def wait_event(self, invoke: ToolEnvelope, event_type: str, count: int = 1) -> None:
         def enough(_: ToolEnvelope) -> bool:
             events = self.published.events_for(str(invoke.invocation_id))
-            return sum(e.payload["type"] == event_type for e in events) >= count
+            return sum(1 for e in events if e.payload["type"] == event_type) >= count
 
         await self.published.wait_for(enough)
 

@@ -26,7 +26,7 @@ LAG_S = 0.04  # position-servo time constant
 class FakeRobot:
     """Joints that chase their last commanded position; records every command."""
 
-    def __init__(self, names: Sequence[str], start: Sequence[float]) -> None:
+    def __init__(self, names: Sequence[str], start: Sequence[float] | np.ndarray) -> None:
         self.names = list(names)
         self.q = np.array(start, dtype=float)
         self.velocity = np.zeros_like(self.q)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
-from forge_tool import ToolEndpointError
-from provider_harness import HandlerHarness
-from robot_fakes import FakeRobot, TickTiming
+from forge_tool import ToolEndpointError, ToolEnvelope
 
 from doraforge.nodes.arm.config import ArmConfig, JointSpec
 from doraforge.nodes.arm.endpoint import definition
 from doraforge.nodes.arm.kinematics import Unreachable
+from tests.nodes.provider_harness import HandlerHarness
+from tests.nodes.robot_fakes import FakeRobot, TickTiming
 
 pytestmark = pytest.mark.anyio
 
@@ -25,10 +27,15 @@ class CartesianKinematics:
     def fk(self, q: np.ndarray) -> tuple[np.ndarray, float]:
         return np.asarray(q[:3], dtype=float), float(q[3])
 
-    def ik(self, position: np.ndarray, yaw: float | None = None, q_seed=None) -> np.ndarray:
+    def ik(
+        self, position: np.ndarray, yaw: float | None = None, q_seed: np.ndarray | None = None
+    ) -> np.ndarray:
         if np.linalg.norm(position) > REACH_M:
             raise Unreachable("beyond the gantry's reach")
-        return np.array([*position, q_seed[3] if yaw is None else yaw])
+        if yaw is None:
+            assert q_seed is not None  # the endpoint seeds IK with the measured joints
+            yaw = q_seed[3]
+        return np.array([*position, yaw])
 
 
 def config() -> ArmConfig:
@@ -69,12 +76,14 @@ def arm(timing: TickTiming, robot: FakeRobot) -> HandlerHarness:
     return HandlerHarness(built)
 
 
-def outcome(response: object) -> str:
-    return response.payload["outcome"]  # type: ignore[attr-defined]
+def outcome(response: ToolEnvelope) -> str:
+    answer: str = response.payload["outcome"]
+    return answer
 
 
-def error_code(response: object) -> str:
-    return response.payload["error"]["code"]  # type: ignore[attr-defined]
+def error_code(response: ToolEnvelope) -> str:
+    code: str = response.payload["error"]["code"]
+    return code
 
 
 def fractions(arm: HandlerHarness, invoke: object) -> list[float]:
@@ -157,7 +166,7 @@ async def test_cancel_holds_the_measured_position_and_ends_cancelled(
     ],
 )
 async def test_move_to_pose_rejections_come_before_any_motion(
-    arm: HandlerHarness, robot: FakeRobot, arguments: dict, code: str
+    arm: HandlerHarness, robot: FakeRobot, arguments: dict[str, Any], code: str
 ) -> None:
     response = await arm.invoke("move_to_pose", arguments)
     assert outcome(response) == "rejected"
@@ -176,7 +185,7 @@ async def test_move_to_pose_rejections_come_before_any_motion(
     ],
 )
 async def test_move_joints_rejections_come_before_any_motion(
-    arm: HandlerHarness, robot: FakeRobot, arguments: dict, code: str
+    arm: HandlerHarness, robot: FakeRobot, arguments: dict[str, Any], code: str
 ) -> None:
     response = await arm.invoke("move_joints", arguments)
     assert error_code(response) == code

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pytest
 from forge_msgs import Image
-from provider_harness import HandlerHarness
 
 from doraforge.nodes.camera.endpoint import definition
+from tests.nodes.provider_harness import HandlerHarness
 from tests.support.clock import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -34,7 +36,7 @@ def deliver(camera: HandlerHarness, source: str, seq: int, stamp_ns: int = STAMP
     camera.definition.data_plane.on_input(f"image_{source}", frame, metadata)  # type: ignore[union-attr]
 
 
-async def capture(camera: HandlerHarness, source: str) -> dict:
+async def capture(camera: HandlerHarness, source: str) -> Mapping[str, Any]:
     return (await camera.invoke("capture", {"source": source})).payload
 
 
@@ -88,7 +90,7 @@ async def test_capture_before_any_frame_fails_with_camera_no_frame(
     ],
 )
 async def test_bad_capture_arguments_are_rejected(
-    camera: HandlerHarness, arguments: dict, code: str
+    camera: HandlerHarness, arguments: dict[str, Any], code: str
 ) -> None:
     response = await camera.invoke("capture", arguments)
     assert response.payload["outcome"] == "rejected"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 from dora.testing import MockNode
-from provider_harness import decode, request_for, to_value
 
 from doraforge.nodes.mock import ENDPOINT_ID, definition
 from doraforge.nodes.runner import RunnerOptions, run_endpoint
+from tests.nodes.provider_harness import decode, request_for, to_value
 
 
 def _sent_types(node: MockNode, output: str = "tool_response") -> list[str]:

@@ -16,15 +16,15 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from forge_msgs import JointCommand, JointState
-from forge_robot import (
+
+# forge-robot 2.0 ships no type information (no py.typed).
+from forge_robot import (  # type: ignore[import-untyped]
     ActuatorSpec,
     clip_and_validate_command,
     specs_by_name,
     validate_robot_control_arrow,
     validate_robot_state_arrow,
 )
-from provider_harness import HandlerHarness
-from robot_fakes import FakeRobot, TickTiming
 
 from doraforge.nodes.arm import config as arm_config
 from doraforge.nodes.arm.endpoint import definition as arm_definition
@@ -39,6 +39,8 @@ from doraforge.sim.environment import Environment
 from doraforge.sim.render import Cameras
 from doraforge.sim.tasks.pick_place import PickPlace
 from doraforge.sim.world import World
+from tests.nodes.provider_harness import HandlerHarness
+from tests.nodes.robot_fakes import FakeRobot, TickTiming
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.anyio

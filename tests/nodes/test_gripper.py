@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
-from provider_harness import HandlerHarness
-from robot_fakes import FakeRobot, TickTiming
 
 from doraforge.nodes.gripper.config import GripperConfig
 from doraforge.nodes.gripper.endpoint import definition
+from tests.nodes.provider_harness import HandlerHarness
+from tests.nodes.robot_fakes import FakeRobot, TickTiming
 
 pytestmark = pytest.mark.anyio
 
@@ -41,11 +43,14 @@ def gripper(timing: TickTiming, robot: FakeRobot) -> HandlerHarness:
     return HandlerHarness(built)
 
 
-async def finished(gripper: HandlerHarness, operation: str, arguments: dict) -> dict:
+async def finished(
+    gripper: HandlerHarness, operation: str, arguments: dict[str, Any]
+) -> dict[str, Any]:
     invoke = await gripper.invoke(operation, arguments)
     assert invoke.payload["outcome"] == "accepted", invoke.payload
     await gripper.wait_event(invoke, "executor_completed")
-    return (await gripper.result(invoke))["result"]
+    result: dict[str, Any] = (await gripper.result(invoke))["result"]
+    return result
 
 
 async def test_grasp_on_an_object_reports_holding_at_the_object_width(
@@ -109,7 +114,7 @@ async def test_cancelled_grasp_holds_still_and_ends_cancelled(
     [{"width": 0.2}, {"width": -0.01}, {"width": "wide"}, {"force": 0}, {"speed": 1.0}],
 )
 async def test_bad_grasp_arguments_are_rejected_before_motion(
-    gripper: HandlerHarness, robot: FakeRobot, arguments: dict
+    gripper: HandlerHarness, robot: FakeRobot, arguments: dict[str, Any]
 ) -> None:
     response = await gripper.invoke("grasp", arguments)
     assert response.payload["error"]["code"] == "GRIPPER_INVALID_ARGUMENTS"

@@ -10,8 +10,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from forge_tool import ToolEndpointError
-from provider_harness import HandlerHarness
-from robot_fakes import FakeRobot, TickTiming
 
 from doraforge.nodes.arm.config import ArmConfig, from_profile
 from doraforge.nodes.arm.endpoint import definition
@@ -22,6 +20,8 @@ from doraforge.nodes.motion.cli import DEFAULT_PROFILE
 from doraforge.nodes.motion.plane import JointSample
 from doraforge.nodes.motion.trajectory import JointTrajectory, WaypointTrajectory
 from doraforge.nodes.robot.profile import RobotProfile, load_profile
+from tests.nodes.provider_harness import HandlerHarness
+from tests.nodes.robot_fakes import FakeRobot, TickTiming
 from tests.support.geometry import distance_to_segment
 
 pytestmark = pytest.mark.anyio

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from provider_harness import WAIT_S, FakeTiming, HandlerHarness
+from forge_tool import ToolEnvelope
 
 from doraforge.nodes.mock import definition
+from tests.nodes.provider_harness import WAIT_S, FakeTiming, HandlerHarness
 
 pytestmark = pytest.mark.anyio
 
@@ -47,8 +48,9 @@ def mock(timing: FakeTiming, crash: CrashRecorder) -> HandlerHarness:
     )
 
 
-def outcome(response: object) -> str:
-    return response.payload["outcome"]  # type: ignore[attr-defined]
+def outcome(response: ToolEnvelope) -> str:
+    answer: str = response.payload["outcome"]
+    return answer
 
 
 async def test_echo_returns_the_message_it_was_given(mock: HandlerHarness) -> None:

@@ -29,9 +29,9 @@ from forge_tool import (
     ToolResultResponse,
     make_endpoint_registry_response_envelope,
 )
-from provider_harness import WAIT_S, Published, request_for, to_value
 
 from doraforge.nodes.runner import EndpointDefinition, ProviderCore, RunnerOptions
+from tests.nodes.provider_harness import WAIT_S, Published, request_for, to_value
 from tests.support.clock import FakeClock
 
 pytestmark = pytest.mark.anyio

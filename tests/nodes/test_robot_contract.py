@@ -23,7 +23,9 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pytest
 from forge_msgs import JointCommand, JointState
-from forge_robot import node_runner, validate_robot_state_arrow
+
+# forge-robot 2.0 ships no type information (no py.typed).
+from forge_robot import node_runner, validate_robot_state_arrow  # type: ignore[import-untyped]
 
 from doraforge.nodes.motion.cli import DEFAULT_PROFILE
 from doraforge.nodes.robot import contract
@@ -338,7 +340,15 @@ def at(targets: Mapping[str, float]) -> Callable[[JointState], bool]:
     return holds
 
 
-def settle_at(adapter: Adapter, targets: Mapping[str, float], what: str) -> JointState:
+class Commanded(Protocol):
+    """What :func:`settle_at` needs of an adapter (the OpenArm bridge's suite reuses it)."""
+
+    def send(self, command: JointCommand) -> None: ...
+
+    def until(self, holds: Callable[[JointState], bool], what: str) -> JointState: ...
+
+
+def settle_at(adapter: Commanded, targets: Mapping[str, float], what: str) -> JointState:
     full = JointCommand(name=list(targets), mode="position", position=list(targets.values()))
     adapter.send(full)
     return adapter.until(at(targets), what)

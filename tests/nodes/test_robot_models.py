@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ def openarm() -> RobotProfile:
 
 
 @pytest.fixture(autouse=True)
-def _quiet_attach():
+def _quiet_attach() -> Iterator[None]:
     # MuJoCo warns that a robot attached without a prefix may not save back to one file.
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Attaching a spec with an empty prefix")
@@ -196,7 +197,9 @@ def openarm_document() -> dict[str, Any]:
         (lambda d: d["arms"]["left"].update(home=[0.0]), "arms.left"),
     ],
 )
-def test_an_invalid_multi_arm_profile_names_the_field(tmp_path: Path, edit, words: str) -> None:
+def test_an_invalid_multi_arm_profile_names_the_field(
+    tmp_path: Path, edit: Callable[[dict[str, Any]], object], words: str
+) -> None:
     document = openarm_document()
     edit(document)
     path = tmp_path / "robot.yml"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -35,7 +37,7 @@ def test_workspace_box_contains_its_inside_only() -> None:
     assert not workspace.contains([0.3, 0.0, -0.05])
 
 
-def write(tmp_path: Path, edit) -> Path:
+def write(tmp_path: Path, edit: Callable[[dict[str, Any]], object]) -> Path:
     document = yaml.safe_load(PROFILE.read_text())
     document["model_file"] = str(Path(PROFILE.parent, document["model_file"]).resolve())
     edit(document)
@@ -55,7 +57,9 @@ def write(tmp_path: Path, edit) -> Path:
         (lambda d: d["directions"]["up"].update(axis="w"), "directions.up.axis"),
     ],
 )
-def test_invalid_profiles_name_the_field_and_the_file(tmp_path: Path, edit, field: str) -> None:
+def test_invalid_profiles_name_the_field_and_the_file(
+    tmp_path: Path, edit: Callable[[dict[str, Any]], object], field: str
+) -> None:
     path = write(tmp_path, edit)
     with pytest.raises(ProfileError, match=field) as raised:
         load_profile(path)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
-from provider_harness import HandlerHarness
-from robot_fakes import FakeRobot, TickTiming
 
 from doraforge.gateway.catalog import Catalog
 from doraforge.gateway.config import GatewayConfig, load_config
@@ -21,6 +20,8 @@ from doraforge.nodes.gripper.endpoint import DESCRIPTOR as GRIPPER
 from doraforge.nodes.gripper.endpoint import definition as gripper_definition
 from doraforge.nodes.motion.cli import DEFAULT_PROFILE
 from doraforge.nodes.robot.profile import RobotProfile, load_profile
+from tests.nodes.provider_harness import HandlerHarness
+from tests.nodes.robot_fakes import FakeRobot, TickTiming
 
 pytestmark = pytest.mark.anyio
 
@@ -39,7 +40,7 @@ def profile() -> RobotProfile:
     return load_profile(DEFAULT_PROFILE)
 
 
-def output_schema(config: GatewayConfig, tool_id: str) -> dict:
+def output_schema(config: GatewayConfig, tool_id: str) -> dict[str, Any]:
     return next(tool.output_schema for tool in config.tools if tool.tool_id == tool_id)
 
 

@@ -6,7 +6,7 @@ import asyncio
 import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -48,7 +48,7 @@ class Collector:
 
 
 @pytest.fixture
-def simulation():
+def simulation() -> Iterator[Simulation]:
     options = SimulationOptions(paced=False, camera_hz=20.0, width=160, height=120)
     worlds: list[World] = []
 

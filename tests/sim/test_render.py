@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import mujoco
 import numpy as np
@@ -13,7 +14,7 @@ from doraforge.sim.world import World
 
 
 @pytest.fixture(scope="module")
-def world_and_cameras():
+def world_and_cameras() -> Iterator[tuple[World, Cameras]]:
     world = World()
     with Cameras(world.model) as cameras:
         yield world, cameras
@@ -37,7 +38,9 @@ def test_an_unset_backend_is_chosen_and_exported() -> None:
     assert environ["MUJOCO_GL"] == backend
 
 
-def test_both_cameras_render_non_blank_480x640_rgb(world_and_cameras) -> None:
+def test_both_cameras_render_non_blank_480x640_rgb(
+    world_and_cameras: tuple[World, Cameras],
+) -> None:
     world, cameras = world_and_cameras
     assert set(cameras.camera_names) == {"scene", "wrist"}
     for name in ("scene", "wrist"):
@@ -47,7 +50,7 @@ def test_both_cameras_render_non_blank_480x640_rgb(world_and_cameras) -> None:
         assert frame.std() > 10, f"{name} frame looks blank"
 
 
-def test_scene_frame_changes_where_the_cube_moves(world_and_cameras) -> None:
+def test_scene_frame_changes_where_the_cube_moves(world_and_cameras: tuple[World, Cameras]) -> None:
     world, cameras = world_and_cameras
     world.reset()
     before = cameras.render(world.data, "scene").astype(int)
@@ -61,7 +64,7 @@ def test_scene_frame_changes_where_the_cube_moves(world_and_cameras) -> None:
     world.reset()
 
 
-def test_other_sizes_and_unknown_cameras(world_and_cameras) -> None:
+def test_other_sizes_and_unknown_cameras(world_and_cameras: tuple[World, Cameras]) -> None:
     world, cameras = world_and_cameras
     assert cameras.render(world.data, "wrist", height=120, width=160).shape == (120, 160, 3)
     with pytest.raises(ValueError, match="unknown camera 'top'"):

@@ -4,6 +4,7 @@ nothing, placing free bodies and divergence detection."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -135,7 +136,9 @@ def test_shadows_are_a_scene_option() -> None:
         pytest.param(lambda w: w.data.qvel.__setitem__(-1, 500.0), id="absurd-speed"),
     ],
 )
-def test_divergence_stops_the_world_until_reset(world: World, blow_up) -> None:
+def test_divergence_stops_the_world_until_reset(
+    world: World, blow_up: Callable[[World], object]
+) -> None:
     blow_up(world)
     with pytest.raises(PhysicsDiverged) as raised:
         world.step(10)

@@ -90,9 +90,9 @@ class FakeDeadline:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         traceback: TracebackType | None,
-    ) -> bool | None:
+    ) -> None:
         self._clock._disarm(self)
-        return await self._scope.__aexit__(exc_type, exc, traceback)
+        await self._scope.__aexit__(exc_type, exc, traceback)  # it never suppresses
 
     def expire_if_due(self, now_ns: int) -> None:
         if self.when_ns is not None and now_ns >= self.when_ns and not self._fired:

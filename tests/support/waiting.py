@@ -11,6 +11,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
+from typing import overload
 
 SYNC_INTERVAL_S = 0.05
 ASYNC_INTERVAL_S = 0.002
@@ -19,7 +20,7 @@ type Detail = Callable[[], object]
 
 
 def eventually[T](
-    predicate: Callable[[], T],
+    predicate: Callable[[], T | None],
     *,
     within: float,
     what: str,
@@ -41,14 +42,36 @@ def eventually[T](
     return value
 
 
+@overload
 async def eventually_async[T](
-    predicate: Callable[[], T | Awaitable[T]],
+    predicate: Callable[[], Awaitable[T | None]],
     *,
     within: float = 5.0,
     what: str,
     detail: Detail | None = None,
     interval: float = ASYNC_INTERVAL_S,
-) -> T:
+) -> T: ...
+
+
+@overload
+async def eventually_async[T](
+    predicate: Callable[[], T | None],
+    *,
+    within: float = 5.0,
+    what: str,
+    detail: Detail | None = None,
+    interval: float = ASYNC_INTERVAL_S,
+) -> T: ...
+
+
+async def eventually_async(
+    predicate: Callable[[], object],
+    *,
+    within: float = 5.0,
+    what: str,
+    detail: Detail | None = None,
+    interval: float = ASYNC_INTERVAL_S,
+) -> object:
     """:func:`eventually` on the event loop: ``predicate`` may be sync or return an
     awaitable (an HTTP read, say), and the loop keeps running between polls."""
     scope = asyncio.timeout(within)

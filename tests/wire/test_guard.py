@@ -72,7 +72,8 @@ WITH_TOKEN = policy_for_bind("127.0.0.1", token=TOKEN, max_body_bytes=1024)
 
 
 def code_of(response: httpx.Response) -> str:
-    return response.json()["error"]["code"]
+    code: str = response.json()["error"]["code"]
+    return code
 
 
 # ----------------------------------------------------------------------- Host and Origin
@@ -411,7 +412,10 @@ async def handshake(
         "subprotocols": subprotocols or [],
         "extensions": {"websocket.http.response": {}} if denial_extension else {},
     }
-    incoming = [{"type": "websocket.connect"}, {"type": "websocket.disconnect", "code": 1000}]
+    incoming: list[dict[str, Any]] = [
+        {"type": "websocket.connect"},
+        {"type": "websocket.disconnect", "code": 1000},
+    ]
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
