@@ -256,7 +256,7 @@ def test_without_a_gateway_reading_the_record_states_the_invocation_fields() -> 
         "terminal_at_ms": None,
     }
     bound = {"endpoint_id": "mock", "operation": "move"}
-    answer = {"ok": True, "data": answers.status_answer(record, None, bound)}
+    answer: dict[str, Any] = {"ok": True, "data": answers.status_answer(record, None, bound)}
     assert table.problems(answer, table.ANSWERS["forge_tool_action_status"]) == []
     assert (answer["data"]["phase"], answer["data"]["terminal"]) == ("unknown", False)
     assert table.status_words("forge_tool_action_status", answer) == []

@@ -3,6 +3,8 @@ so a Gateway restart (a new ``instance_id``) is still detected."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from doraforge.paos.binding import BindingError, identity_document
@@ -24,7 +26,9 @@ DOCUMENT = {
         {"gateway_identity": DOCUMENT},
     ],
 )
-def test_the_identity_document_is_read_from_either_doraforge_listing(listing) -> None:
+def test_the_identity_document_is_read_from_either_doraforge_listing(
+    listing: dict[str, Any],
+) -> None:
     assert identity_document(listing) == DOCUMENT
 
 

@@ -51,7 +51,7 @@ def answer(status: int, body: object) -> Handler:
     return lambda _request: httpx.Response(status, json=body)
 
 
-def gateway_error(status: int, code: str, *, retryable: bool = False) -> dict:
+def gateway_error(status: int, code: str, *, retryable: bool = False) -> dict[str, Any]:
     error = {"code": code, "message": "no", "retryable": retryable, "details": {"x": 1}}
     return {"ok": False, "msg": "no", "error": error}
 
@@ -68,7 +68,7 @@ async def gateway_client(
             yield stack, client
 
 
-async def poll_result(client: ForgeToolClient, invocation_id: str) -> dict:
+async def poll_result(client: ForgeToolClient, invocation_id: str) -> dict[str, Any]:
     """Read the result (bounded) until it is available."""
     return await eventually_async(
         lambda: client.result(invocation_id), within=10, what="the result", interval=0.01

@@ -34,7 +34,7 @@ class Factory:
         self.made: list[Any] = []
 
     def __call__(self, url: str) -> ForgeToolClient:
-        client = self.kind(url)
+        client: ForgeToolClient = self.kind(url)
         self.made.append(client)
         return client
 

@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import cv2
 import httpx
@@ -20,7 +21,13 @@ from doraforge.gateway.config import ImageSource, ObservationsConfig
 from doraforge.gateway.core import Gateway
 from doraforge.gateway.http import create_app
 from doraforge.paos.client import ForgeToolClient
-from doraforge.paos.evidence import EvidenceArtifact, capture, contained, validate_bundle
+from doraforge.paos.evidence import (
+    BundleReport,
+    EvidenceArtifact,
+    capture,
+    contained,
+    validate_bundle,
+)
 from tests.gateway.harness import mock_config
 from tests.gateway.support import live_gateway
 
@@ -57,12 +64,14 @@ class Cell:
     transport: CountingTransport
     workspace: Path
 
-    def publish(self, pixels: np.ndarray, *, seq: int, stamp_ns: int, source: str = "scene"):
+    def publish(
+        self, pixels: np.ndarray, *, seq: int, stamp_ns: int, source: str = "scene"
+    ) -> None:
         image = Image.from_numpy(pixels).to_arrow()
         metadata = {"seq": seq, "stamp_ns": stamp_ns}
         self.gateway.observations.on_input(f"image_{source}", image, metadata)
 
-    async def capture(self, phase: str, **options) -> EvidenceArtifact:
+    async def capture(self, phase: str, **options: Any) -> EvidenceArtifact:
         arguments = {
             "workspace": self.workspace,
             "task_id": TASK,
@@ -108,7 +117,9 @@ def scene(red: int) -> np.ndarray:
     return pixels
 
 
-def bundle_report(artifacts: list[EvidenceArtifact], workspace: Path, **options):
+def bundle_report(
+    artifacts: list[EvidenceArtifact], workspace: Path, **options: Any
+) -> BundleReport:
     arguments = {
         "workspace": workspace,
         "task_id": TASK,
@@ -145,14 +156,20 @@ async def test_before_and_after_frames_are_retained_with_hash_geometry_and_ident
         data = (c.workspace / artifact.path).read_bytes()
         assert artifact.size == len(data)
         assert artifact.sha256 == hashlib.sha256(data).hexdigest()
+        assert artifact.received_at_ns is not None
+        assert artifact.captured_at_ns is not None
         assert artifact.received_at_ns >= artifact.captured_at_ns
     assert (before.phase, before.record_id) == ("before", None)
     assert (after.phase, after.record_id, after.revision_id) == ("after", "rec-1", "rev-1")
+    assert after.captured_at_ns is not None
     assert after.captured_at_ns > terminal_ns
     decoded = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    assert decoded is not None
     assert (decoded[:, :, 2] == 200).all()  # lossless PNG, red is channel 2 in BGR
     leftovers = [p.name for p in (c.workspace / "evidence" / TASK).iterdir()]
-    assert sorted(leftovers) == sorted(Path(a.path).name for a in (before, after))
+    assert before.path is not None
+    assert after.path is not None
+    assert sorted(leftovers) == sorted(Path(path).name for path in (before.path, after.path))
 
 
 async def test_jpeg_evidence_is_checked_and_named_as_jpeg(tmp_path: Path) -> None:
@@ -161,6 +178,7 @@ async def test_jpeg_evidence_is_checked_and_named_as_jpeg(tmp_path: Path) -> Non
         artifact = await c.capture("before", fmt="jpeg")
     assert artifact.ok, artifact.error
     assert artifact.media_type == "image/jpeg"
+    assert artifact.path is not None
     assert artifact.path.endswith(".jpg")
 
 
@@ -188,6 +206,7 @@ async def test_after_capture_without_a_newer_frame_fails_stale_and_writes_nothin
         c.publish(scene(40), seq=1, stamp_ns=terminal_ns)
         artifact = await c.capture("after", not_before_ns=terminal_ns, timeout_s=0.1)
     assert not artifact.ok
+    assert artifact.error is not None
     assert artifact.error["code"] == "EVIDENCE_STALE"
     assert artifact.seq == 1  # the refused frame is named, not hidden
     assert (artifact.sha256, artifact.path, artifact.size) == (None, None, None)
@@ -197,6 +216,7 @@ async def test_after_capture_without_a_newer_frame_fails_stale_and_writes_nothin
 async def test_no_frame_yet_is_a_recorded_failure_with_the_gateway_cause(tmp_path: Path) -> None:
     async with cell(tmp_path) as c:
         artifact = await c.capture("before", timeout_s=0.1)
+    assert artifact.error is not None
     assert artifact.error["code"] == "EVIDENCE_CAPTURE_FAILED"
     cause = artifact.error["details"]
     assert (cause["status_code"], cause["code"]) == (503, "FORGE_OBSERVATION_NO_FRAME")
@@ -206,6 +226,7 @@ async def test_no_frame_yet_is_a_recorded_failure_with_the_gateway_cause(tmp_pat
 async def test_an_unknown_source_fails_at_once(tmp_path: Path) -> None:
     async with cell(tmp_path) as c:
         artifact = await c.capture("before", source="nope", timeout_s=5)
+    assert artifact.error is not None
     assert artifact.error["details"]["code"] == "FORGE_OBSERVATION_UNKNOWN_SOURCE"
     assert c.transport.served == 1
 
@@ -216,6 +237,7 @@ async def test_a_transport_failure_is_recorded_with_unknown_remote_state(tmp_pat
 
     transport = httpx.MockTransport(refuse)
     artifact = await _capture_before(transport, tmp_path)
+    assert artifact.error is not None
     assert artifact.error["code"] == "EVIDENCE_CAPTURE_FAILED"
     assert artifact.error["details"]["remote_state"] == "unknown"
 
@@ -230,6 +252,7 @@ async def test_bytes_that_contradict_their_media_type_are_refused(tmp_path: Path
     }
     transport = httpx.MockTransport(lambda _r: httpx.Response(200, content=jpeg, headers=headers))
     artifact = await _capture_before(transport, tmp_path)
+    assert artifact.error is not None
     assert artifact.error["code"] == "EVIDENCE_MEDIA_MISMATCH"
     assert artifact.seq == 3
     assert artifact.path is None
@@ -259,6 +282,7 @@ async def test_a_complete_bundle_validates(tmp_path: Path) -> None:
 async def test_bytes_altered_on_disk_fail_the_rehash(tmp_path: Path) -> None:
     async with cell(tmp_path) as c:
         artifacts, terminal_ns = await before_and_after(c)
+    assert artifacts[1].path is not None
     target = c.workspace / artifacts[1].path
     data = bytearray(target.read_bytes())
     data[-20] ^= 0xFF
@@ -277,6 +301,7 @@ async def test_bytes_altered_on_disk_fail_the_rehash(tmp_path: Path) -> None:
 async def test_a_removed_file_is_missing(tmp_path: Path) -> None:
     async with cell(tmp_path) as c:
         artifacts, terminal_ns = await before_and_after(c)
+    assert artifacts[0].path is not None
     (c.workspace / artifacts[0].path).unlink()
     report = bundle_report(artifacts, c.workspace, window={"rec-1": terminal_ns})
     assert report.codes() == {"EVIDENCE_MISSING_FILE"}
@@ -307,6 +332,7 @@ async def test_a_frame_old_when_read_is_stale(tmp_path: Path) -> None:
 async def test_an_after_frame_older_than_the_action_end_is_out_of_window(tmp_path: Path) -> None:
     async with cell(tmp_path) as c:
         artifacts, terminal_ns = await before_and_after(c)
+    assert artifacts[1].captured_at_ns is not None
     late_action = {"rec-1": artifacts[1].captured_at_ns + 1}
     report = bundle_report(artifacts, c.workspace, window=late_action)
     assert report.codes() == {"EVIDENCE_OUT_OF_WINDOW"}
@@ -347,6 +373,7 @@ async def test_paths_that_escape_the_workspace_are_refused(tmp_path: Path) -> No
     sibling = c.workspace.parent / f"{c.workspace.name}-evil"
     sibling.mkdir()
     outside = sibling / "frame.png"
+    assert artifacts[0].path is not None
     outside.write_bytes((c.workspace / artifacts[0].path).read_bytes())
     link = c.workspace / "evidence" / TASK / "link.png"
     link.symlink_to(outside)
@@ -397,4 +424,5 @@ async def test_capture_over_a_real_socket(tmp_path: Path) -> None:
     }
     assert artifact.ok, artifact.error
     assert (artifact.seq, artifact.captured_at_ns) == (9, stamp)
+    assert artifact.gateway_received_at_ns is not None
     assert artifact.gateway_received_at_ns >= stamp

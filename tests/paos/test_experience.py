@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from doraforge.paos.experience import (
+    Episode,
     InMemoryExperienceLog,
     episode_from,
     fingerprint,
@@ -109,7 +110,7 @@ RECORDS = [
     record(record_id="rec-2", revision_id="rev-0002", invocation_id="inv-2", attempt_id="att-2"),
     record(tool_id="world.scene_state", semantics="query", invocation_id=None, attempt_id=None),
 ]
-EVIDENCE = [
+EVIDENCE: list[dict[str, Any]] = [
     {
         "artifact_id": "ev-1",
         "revision_id": "rev-0001",
@@ -130,7 +131,7 @@ EVIDENCE = [
 ]
 
 
-def episode() -> dict[str, Any]:
+def episode() -> Episode:
     return episode_from(TASK, REVISIONS, RECORDS, VERDICTS, EVIDENCE, BINDING)
 
 
@@ -273,4 +274,6 @@ def test_tampered_episodes_yield_the_lessons_that_can_be_read() -> None:
         "revisions": [{"criteria": [{"criterion_id": "c", "status": ["fail"]}]}],
     }
     found = lessons([tampered], "pick_place", "1.2.0")
-    assert [(x["tool_id"], x["error_code"]) for x in found] == [("?", "failed")]
+    tool_lessons = [x for x in found if x["kind"] == "tool_failure"]
+    assert tool_lessons == found
+    assert [(x["tool_id"], x["error_code"]) for x in tool_lessons] == [("?", "failed")]

@@ -40,7 +40,9 @@ def test_the_operator_token_comes_from_the_value_or_the_file(tmp_path: Path) -> 
         ({TOKEN_FILE_ENV: "/no/such/token/file"}, "cannot read"),
     ],
 )
-def test_a_bad_operator_token_is_refused_with_the_reason(environ: dict, message: str) -> None:
+def test_a_bad_operator_token_is_refused_with_the_reason(
+    environ: dict[str, str], message: str
+) -> None:
     with pytest.raises(TokenError, match=message):
         operator_token(environ)
 

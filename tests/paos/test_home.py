@@ -1,5 +1,6 @@
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,7 +41,7 @@ def test_open_service_clients_ask_for_their_urls_token_on_every_request(tmp_path
         presented[url] = token
         service = open_service(PaosHome(tmp_path / "home"), token_for=presented.get)
 
-        async def list_twice() -> tuple[dict, ForgeHttpError]:
+        async def list_twice() -> tuple[dict[str, Any], ForgeHttpError]:
             client = service.client(url)
             listing = await client.list_tools()
             presented[url] = "a-restarted-skill-has-another-token"

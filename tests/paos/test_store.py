@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from doraforge.paos.store import AgentTaskStore, NewRecord, StoreError, TaskSlot
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> AgentTaskStore:
+def store(tmp_path: Path) -> Iterator[AgentTaskStore]:
     store = AgentTaskStore(tmp_path / "paos.db")
     store.put_binding("bind-1", "sha", {"skill": "pick", "version": "1.0.0"})
     yield store
@@ -52,10 +53,17 @@ def test_the_database_allows_one_active_task(store: AgentTaskStore) -> None:
     assert caught.value.details["active_task_id"] == "task-1"
     store.transition("task-1", "succeeded", allowed_from={"executing"})
     new_task(store, "task-2")
-    assert store.active_task().task_id == "task-2"
+    active = store.active_task()
+    assert active is not None
+    assert active.task_id == "task-2"
 
 
-def _race(path: str, task_id: str, start: multiprocessing.synchronize.Event, out) -> None:
+def _race(
+    path: str,
+    task_id: str,
+    start: multiprocessing.synchronize.Event,
+    out: multiprocessing.Queue[str],
+) -> None:
     store = AgentTaskStore(path)
     start.wait(10)
     try:
@@ -106,7 +114,9 @@ def test_a_terminal_record_is_immutable_in_the_database(store: AgentTaskStore) -
 def test_caller_id_is_persisted_with_the_intent_and_ids_never_change(store: AgentTaskStore) -> None:
     new_task(store)
     intent(store)
-    assert store.record_by_caller("paos:rec-1").state == "intent"
+    record = store.record_by_caller("paos:rec-1")
+    assert record is not None
+    assert record.state == "intent"
     store.record_indeterminate("rec-1", {"code": "PAOS_FORGE_TIMEOUT"})
     store.record_admitted("rec-1", "inv-1", "att-1", "accepted")
     with pytest.raises(StoreError) as caught:

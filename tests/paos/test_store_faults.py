@@ -116,7 +116,8 @@ async def cell(tmp_path: Path) -> AsyncIterator[Cell]:
 async def new_task(cell: Cell) -> str:
     candidate = BindingCandidate.adhoc(URL, ["mock.move", "mock.echo"])
     created = await cell.service.create_task("move the mock", OFF, candidate)
-    return created["task"]["task_id"]
+    task_id: str = created["task"]["task_id"]
+    return task_id
 
 
 async def gateway_terminal(cell: Cell, caller_id: str) -> None:
@@ -275,9 +276,9 @@ async def test_the_start_action_tool_reports_a_store_failure_as_unknown_then_sta
     assert (error["remote_state"], error["retryable"]) == ("unknown", False)
     (record,) = cell.service.store.records(task_id)
     assert error["record_id"] == record.record_id
-    assert error["invocation_id"] == (
-        cell.gateway.runtime.store.latest_for_caller(record.caller_id).invocation_id
-    )
+    invocation = cell.gateway.runtime.store.latest_for_caller(record.caller_id)
+    assert invocation is not None
+    assert error["invocation_id"] == invocation.invocation_id
     # Reading the status looks the invocation up by caller_id, without sending anything.
     status = await TOOLS["forge_tool_action_status"](
         cell.service, {"task_id": task_id, "record_id": record.record_id}

@@ -99,7 +99,8 @@ async def new_task(cell: Cell, contract: dict[str, Any] = OFF) -> str:
     created = await cell.service.create_task(
         "move the mock", contract, BindingCandidate.adhoc(URL, TOOLS_USED)
     )
-    return created["task"]["task_id"]
+    task_id: str = created["task"]["task_id"]
+    return task_id
 
 
 async def until_terminal(cell: Cell, task_id: str, record_id: str) -> dict[str, Any]:
@@ -157,8 +158,9 @@ async def test_a_lost_admission_answer_is_indeterminate_and_never_sent_again(cel
     cell.transport.lose = lambda r: False
     await eventually_async(
         lambda: (
-            cell.gateway.runtime.store.latest_for_caller(record.caller_id) is not None
-            and cell.gateway.runtime.store.latest_for_caller(record.caller_id).terminal
+            (invocation := cell.gateway.runtime.store.latest_for_caller(record.caller_id))
+            is not None
+            and invocation.terminal
         ),
         what="the lost invocation to end at the Gateway",
     )
@@ -194,7 +196,9 @@ async def test_a_crash_between_intent_and_post_reconciles_to_unknown_without_pos
 
 async def test_toolspec_drift_after_binding_is_refused_before_any_post(cell: Cell) -> None:
     task_id = await new_task(cell)
-    cell.gateway.catalog.get("mock.move").sha256 = "0" * 64  # the Gateway now serves another spec
+    spec = cell.gateway.catalog.get("mock.move")
+    assert spec is not None
+    spec.sha256 = "0" * 64  # the Gateway now serves another spec
     with pytest.raises(BindingError) as caught:
         await cell.service.start_action(
             task_id, "mock.move", {"duration_s": 0, "behaviour": "succeed"}

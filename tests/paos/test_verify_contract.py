@@ -41,7 +41,8 @@ def errors_of(data: dict[str, Any]) -> list[str]:
     with pytest.raises(InvalidContract) as caught:
         parse_contract(data)
     assert caught.value.code == "PAOS_INVALID_CONTRACT"
-    return caught.value.details["errors"]
+    errors: list[str] = caught.value.details["errors"]
+    return errors
 
 
 def test_a_full_contract_parses_into_typed_criteria_with_defaults() -> None:
@@ -72,7 +73,8 @@ def test_comparison_predicates_parse() -> None:
         )
     ]
     parsed = parse_contract(contract(success_criteria=criteria, mode="audit"))
-    assert [c.predicate.op for c in parsed.success_criteria] == [
+    assert all(isinstance(c, StateCriterion) for c in parsed.success_criteria)
+    assert [c.predicate.op for c in parsed.success_criteria if isinstance(c, StateCriterion)] == [
         "equals",
         "less_than",
         "greater_than",

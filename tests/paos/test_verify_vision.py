@@ -38,6 +38,12 @@ def frame(
     return image
 
 
+def read_image(path: Path) -> np.ndarray:
+    image = cv2.imread(str(path))
+    assert image is not None, path
+    return image
+
+
 def artifact(path: Path, phase: str, seq: int, source: str = "scene") -> dict[str, Any]:
     return {
         "artifact_id": f"{phase}-{seq}",
@@ -85,14 +91,18 @@ async def test_real_pick_and_place_frames_pass_and_cite_both_artifacts(tmp_path:
 async def test_real_frames_pass_after_jpeg_compression(tmp_path: Path) -> None:
     # The Gateway's image observations are JPEG (quality 85); edges must not break blobs.
     params = [cv2.IMWRITE_JPEG_QUALITY, 85]
-    images = [cv2.imread(str(DATA / f"pick_place_{p}.png")) for p in ("before", "after")]
-    jpegs = [cv2.imdecode(cv2.imencode(".jpg", im, params)[1], cv2.IMREAD_COLOR) for im in images]
+    images = [read_image(DATA / f"pick_place_{p}.png") for p in ("before", "after")]
+    jpegs = []
+    for im in images:
+        jpeg = cv2.imdecode(cv2.imencode(".jpg", im, params)[1], cv2.IMREAD_COLOR)
+        assert jpeg is not None
+        jpegs.append(jpeg)
     assert (await judge_images(tmp_path, *jpegs)).status == "pass"
 
 
 async def test_real_frames_swapped_fail_because_the_cube_ends_outside(tmp_path: Path) -> None:
-    before = cv2.imread(str(DATA / "pick_place_after.png"))
-    after = cv2.imread(str(DATA / "pick_place_before.png"))
+    before = read_image(DATA / "pick_place_after.png")
+    after = read_image(DATA / "pick_place_before.png")
     result = await judge_images(tmp_path, before, after)
     assert result.status == "fail"
     assert "outside" in result.detail
@@ -131,8 +141,8 @@ async def test_a_cube_just_past_the_zone_edge_counts_as_inside(tmp_path: Path) -
 
 
 async def test_red_hues_on_both_sides_of_zero_are_found(tmp_path: Path) -> None:
-    crimson = cv2.cvtColor(np.uint8([[[176, 230, 200]]]), cv2.COLOR_HSV2BGR)[0, 0]
-    orange_red = cv2.cvtColor(np.uint8([[[4, 230, 200]]]), cv2.COLOR_HSV2BGR)[0, 0]
+    crimson = cv2.cvtColor(np.array([[[176, 230, 200]]], dtype=np.uint8), cv2.COLOR_HSV2BGR)[0, 0]
+    orange_red = cv2.cvtColor(np.array([[[4, 230, 200]]], dtype=np.uint8), cv2.COLOR_HSV2BGR)[0, 0]
     for bgr in (crimson, orange_red):
         cube = tuple(int(c) for c in bgr)
         result = await judge_images(

@@ -66,6 +66,12 @@ async def _outcome(task: asyncio.Task[Approval]) -> Approval | Denied:
         return denied
 
 
+async def _denied(task: asyncio.Task[Approval]) -> Denied:
+    outcome = await _outcome(task)
+    assert isinstance(outcome, Denied), outcome
+    return outcome
+
+
 async def test_an_approval_releases_the_waiting_call_once_with_its_reason() -> None:
     clock = FakeClock()
     store = _store(clock)
@@ -120,7 +126,7 @@ async def test_each_call_gets_its_own_approval_and_one_never_releases_another() 
     assert not same_arguments_later.done()
     assert [r["id"] for r in store.approvals("pending")] == [pending[1]["id"], pending[2]["id"]]
     clock.advance(TIMEOUT_S)
-    assert {(await _outcome(t)).code for t in (other_arguments, same_arguments_later)} == {
+    assert {(await _denied(t)).code for t in (other_arguments, same_arguments_later)} == {
         "TOOL_APPROVAL_TIMEOUT"
     }
 

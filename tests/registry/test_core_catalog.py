@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from doraforge.registry.service import RegistryService
 from tests.registry.test_core_support import CountingAdapter, entry
 
 
-def _service(*entries: dict) -> RegistryService:
+def _service(*entries: dict[str, Any]) -> RegistryService:
     service = RegistryService()
     for body in entries:
         service.register(body, CountingAdapter())
@@ -42,7 +43,7 @@ def test_register_returns_the_validated_entry_and_public_form_has_no_adapter() -
     ],
     ids=["canonical", "provider", "alias-on-canonical", "alias-on-provider"],
 )
-def test_registration_rejects_any_name_collision(second: dict) -> None:
+def test_registration_rejects_any_name_collision(second: dict[str, Any]) -> None:
     service = _service(entry())
     with pytest.raises(RegistryError) as caught:
         service.register(second, CountingAdapter())
@@ -53,7 +54,9 @@ def test_registration_rejects_any_name_collision(second: dict) -> None:
 
 def test_an_entry_may_repeat_its_own_provider_name_as_alias() -> None:
     service = _service(entry(aliases=["brain_search"]))
-    assert service.resolve("brain_search").name == "brain.search"
+    resolved = service.resolve("brain_search")
+    assert resolved is not None
+    assert resolved.name == "brain.search"
 
 
 @pytest.mark.parametrize(
@@ -71,7 +74,7 @@ def test_an_entry_may_repeat_its_own_provider_name_as_alias() -> None:
         entry(description=""),
     ],
 )
-def test_registration_rejects_malformed_entries(bad: dict) -> None:
+def test_registration_rejects_malformed_entries(bad: dict[str, Any]) -> None:
     with pytest.raises(RegistryError) as caught:
         RegistryService().register(bad, CountingAdapter())
     assert caught.value.code == "TOOL_REGISTRATION_INVALID"
@@ -114,6 +117,8 @@ def test_projections_are_mechanical() -> None:
         entry("web.fetch", policy={"egressHosts": ["example.com"]}),
     )
     move, fetch = service.resolve("robot.move"), service.resolve("web.fetch")
+    assert move is not None
+    assert fetch is not None
     assert service.project(move, "openai") == {
         "type": "function",
         "function": {
@@ -173,7 +178,7 @@ def test_etag_is_stable_and_changes_with_content_format_and_filter() -> None:
     assert len({first, openai, filtered, grown}) == 4
 
 
-def _registered(body: dict) -> RegisteredTool:
+def _registered(body: dict[str, Any]) -> RegisteredTool:
     catalog = Catalog()
     catalog.register(body, CountingAdapter())
     tool = catalog.resolve(body["name"])

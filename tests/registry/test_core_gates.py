@@ -49,7 +49,8 @@ async def _code(service: RegistryService, principal: Principal, **arguments: Any
     result = await service.call(
         call(f"r{time.perf_counter_ns()}", "robot.move", **arguments), principal
     )
-    return result["error"]["code"] if "error" in result else result["state"]
+    code: str = result["error"]["code"] if "error" in result else result["state"]
+    return code
 
 
 async def test_all_gates_pass_for_a_fully_authorised_caller() -> None:

@@ -18,12 +18,13 @@ from doraforge.registry.errors import (
 from doraforge.registry.gates import Denied
 from doraforge.registry.http import STATUS_FOR_ERROR, error_response, status_for
 from doraforge.registry.mcp import MCP_FAULT_FOR_ERROR, fault_code_for, refusal_result
+from doraforge.wire.errors import StructuredError
 
 type ErrorClass = type[RegistryError] | type[ToolFailure]
 
 
-def _subclasses(base: ErrorClass) -> list[ErrorClass]:
-    found: list[ErrorClass] = []
+def _subclasses[E: StructuredError](base: type[E]) -> list[type[E]]:
+    found: list[type[E]] = []
     pending = list(base.__subclasses__())
     while pending:
         cls = pending.pop()
@@ -82,6 +83,7 @@ def test_an_error_answers_with_its_table_status_and_envelope(
 ) -> None:
     response = error_response(error)
     assert (response.status_code, status_for(error)) == (status, status)
+    assert isinstance(response.body, bytes)
     assert response.body.startswith(b'{"ok":false,"error":{"code":"' + error.code.encode())
 
 

@@ -135,6 +135,7 @@ async def test_the_newest_frame_of_the_first_source_comes_with_the_robot_state(
     assert hashlib.sha256(data).hexdigest() == image["sha256"]
     assert image["bytes"] == len(data) <= MAX_JPEG_BYTES
     pixels = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    assert pixels is not None
     assert pixels.shape == (image["height"], image["width"], 3)
     assert (image["originalWidth"], image["originalHeight"]) == (1280, 720)
     assert image["width"] <= 320

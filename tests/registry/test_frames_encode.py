@@ -47,6 +47,7 @@ def assert_within_budget(frame: EncodedFrame) -> None:
     assert len(image["data"]) <= MAX_BASE64_CHARS == 16_000
     assert image["sha256"] == hashlib.sha256(data).hexdigest()
     decoded = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    assert decoded is not None
     assert (decoded.shape[1], decoded.shape[0]) == (image["width"], image["height"])
     assert 1 <= image["width"] <= 320
     assert 1 <= image["height"] <= MAX_HEIGHT
@@ -96,6 +97,7 @@ def test_a_png_with_alpha_and_a_grey_png_become_colour_jpegs() -> None:
         frame = visible(png(pixels))
         assert_within_budget(frame)
         decoded = cv2.imdecode(np.frombuffer(frame.data, np.uint8), cv2.IMREAD_UNCHANGED)
+        assert decoded is not None
         assert decoded.ndim == 3
         assert decoded.shape[2] == 3
 

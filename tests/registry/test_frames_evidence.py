@@ -62,7 +62,7 @@ async def _captured(home: PaosHome, stamp_ns: int) -> tuple[EvidenceArtifact, Ev
     gateway.observations.on_input(
         "image_scene", Image.from_numpy(_scene()).to_arrow(), {"seq": 7, "stamp_ns": stamp_ns}
     )
-    common = {"workspace": home.workspace, "task_id": TASK, "revision_id": "rev_1"}
+    common: dict[str, Any] = {"workspace": home.workspace, "task_id": TASK, "revision_id": "rev_1"}
     with live_gateway(gateway) as live:
         service = open_service(PaosHome(home.root / "capturer"))
         try:
@@ -125,6 +125,7 @@ async def test_a_retained_frame_is_shown_downscaled_with_its_identity_and_no_pat
     assert len(data) <= MAX_JPEG_BYTES
     assert data.startswith(b"\xff\xd8\xff")
     pixels = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    assert pixels is not None
     assert pixels.shape[:2] == (answer["image"]["height"], answer["image"]["width"])
     assert (answer["image"]["originalWidth"], answer["image"]["originalHeight"]) == (640, 480)
     assert "evidence/" not in json.dumps(answer)

@@ -149,7 +149,8 @@ def test_protocol_faults_are_json_rpc_errors(base: str) -> None:
 def _call(base: str, name: str, arguments: dict[str, Any], **headers: str) -> dict[str, Any]:
     answer = _post(base, _rpc("tools/call", {"name": name, "arguments": arguments}), **headers)
     assert answer.status_code == 200
-    return answer.json()
+    document: dict[str, Any] = answer.json()
+    return document
 
 
 def test_an_idempotency_key_replays_the_retained_result_without_running_again(

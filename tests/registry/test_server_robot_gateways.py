@@ -168,7 +168,10 @@ def _rpc(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
 
 def _mcp(url: str, message: dict[str, Any]) -> dict[str, Any]:
     headers = {"accept": ACCEPT, "content-type": "application/json"}
-    return httpx.post(f"{url}/mcp", json=message, headers=headers, timeout=10).json()
+    answer: dict[str, Any] = httpx.post(
+        f"{url}/mcp", json=message, headers=headers, timeout=10
+    ).json()
+    return answer
 
 
 def test_no_forge_tool_the_registry_offers_takes_a_gateway_url(

@@ -34,7 +34,13 @@ class FakeTaskService:
         if task_id == "missing":
             raise PaosError("PAOS_TASK_NOT_FOUND", "no such task", details={"task_id": task_id})
         times = {"created_at_ms": 1, "updated_at_ms": 1, "terminal_at_ms": None}
-        task = {"task_id": task_id, "binding_id": "b1", "goal": "g", "contract": {}, **times}
+        task: dict[str, Any] = {
+            "task_id": task_id,
+            "binding_id": "b1",
+            "goal": "g",
+            "contract": {},
+            **times,
+        }
         revision = {"revision_id": "rev1", "ordinal": 1, "reason": "initial plan"}
         return {
             "task": {**task, "state": "executing", "replans_used": 0, "outcome": None},

@@ -110,7 +110,8 @@ class Registry:
             "/api/tools/call", json={**body, "name": name, "arguments": arguments}
         )
         assert answer.status_code in (200, 403), answer.text
-        return answer.json()
+        result: dict[str, Any] = answer.json()
+        return result
 
 
 def canary_bundle(name: str, base_url: str) -> dict[str, Any]:
@@ -490,7 +491,7 @@ def _sample(schema: dict[str, Any]) -> Any:
     if "enum" in schema:
         return schema["enum"][0]
     kind = schema.get("type")
-    samples: dict[str, Any] = {"integer": 1, "number": 1, "boolean": False, "object": {}}
+    samples: dict[str | None, Any] = {"integer": 1, "number": 1, "boolean": False, "object": {}}
     return samples.get(kind, ["mock.move"] if kind == "array" else "mock")
 
 
@@ -506,10 +507,12 @@ def _denial(answer: Answer, surface: str) -> dict[str, Any]:
     if surface == "mcp":
         assert answer.status == 200, answer
         assert body["result"]["isError"] is True, body
-        return body["result"]["structuredContent"]["error"]
+        error: dict[str, Any] = body["result"]["structuredContent"]["error"]
+        return error
     assert answer.status == 403, answer
     assert body["state"] == "denied", body
-    return body["error"]
+    denial: dict[str, Any] = body["error"]
+    return denial
 
 
 @pytest.mark.parametrize("surface", ["call", "mcp"])

@@ -122,7 +122,7 @@ def _bomb(path: Path) -> Path:
         tarfile.open(fileobj=compressed, mode="w|") as tar,
     ):
         tar.addfile(inventory, io.BytesIO(document))
-        tar.addfile(info, _Zeros(size))  # type: ignore[arg-type]
+        tar.addfile(info, _Zeros(size))
     return path
 
 

@@ -28,7 +28,9 @@ def test_installed_skills_lists_manifests_and_says_why_one_is_unreadable(tmp_pat
     found = {skill.name: skill for skill in installed_skills(home)}
     assert set(found) == {"pick-place", "broken"}
     assert found["pick-place"].version is not None
-    assert found["pick-place"].gateway_url.startswith("http://127.0.0.1:")
+    gateway_url = found["pick-place"].gateway_url
+    assert gateway_url is not None
+    assert gateway_url.startswith("http://127.0.0.1:")
     assert found["broken"].error_code == "SKILL_MANIFEST_INVALID"
 
 

@@ -41,7 +41,9 @@ def fake_dora(tmp_path: Path, version: str) -> str:
         ("?", None, "unknown"),
     ],
 )
-def test_versions_and_generations_are_read_from_the_cli_line(text, parsed, generation) -> None:
+def test_versions_and_generations_are_read_from_the_cli_line(
+    text: str, parsed: tuple[int, int, int] | None, generation: str
+) -> None:
     assert dora_generation.version_tuple(text) == parsed
     assert dora_generation.generation(text) == generation
 

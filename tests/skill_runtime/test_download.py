@@ -6,6 +6,7 @@ import hashlib
 import io
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -31,7 +32,7 @@ def client() -> Iterator[httpx.Client]:
         yield http
 
 
-def cache_for(tmp_path: Path, client: httpx.Client, **options: object) -> DownloadCache:
+def cache_for(tmp_path: Path, client: httpx.Client, **options: Any) -> DownloadCache:
     return DownloadCache(tmp_path / "cache", client=client, **options)
 
 
@@ -139,7 +140,7 @@ def test_retry_helper_resumes_transparently(
 
 @pytest.mark.parametrize("fault", [Fault(ignore_range=True), Fault(wrong_range=True)])
 def test_range_not_honoured_restarts_from_zero(
-    tmp_path: Path, server: Loopback, client: httpx.Client, fault
+    tmp_path: Path, server: Loopback, client: httpx.Client, fault: Fault
 ) -> None:
     server.faults["/bundle.tar.gz"] = fault
     cache_dir = tmp_path / "cache"

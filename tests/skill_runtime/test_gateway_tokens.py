@@ -89,10 +89,15 @@ def test_state_files_are_parsed_again_only_when_one_changes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import doraforge.skill_runtime.gateway_tokens as gateway_tokens
+    from doraforge.skill_runtime.runtime_state import RuntimeState, all_states
 
-    parses = []
-    real = gateway_tokens.all_states
-    monkeypatch.setattr(gateway_tokens, "all_states", lambda d: parses.append(d) or real(d))
+    parses: list[Path] = []
+
+    def counted(runtime_dir: Path) -> list[RuntimeState]:
+        parses.append(runtime_dir)
+        return all_states(runtime_dir)
+
+    monkeypatch.setattr(gateway_tokens, "all_states", counted)
     tokens = GatewayTokens(tmp_path)
     path = create_token_file(tmp_path, "pick-place")
     recorded_state(tmp_path, "pick-place", "running", path)

@@ -14,6 +14,7 @@ import tempfile
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -125,11 +126,13 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def index_doc(*packages: dict) -> bytes:
+def index_doc(*packages: dict[str, Any]) -> bytes:
     return json.dumps({"schema_version": 3, "packages": list(packages)}).encode()
 
 
-def package(key: str, version: str, url: str, data: bytes, kind: str = "skill", **over) -> dict:
+def package(
+    key: str, version: str, url: str, data: bytes, kind: str = "skill", **over: Any
+) -> dict[str, Any]:
     entry = {
         "package_key": key,
         "version": version,
@@ -278,7 +281,12 @@ def installed_v1(tmp_path: Path, installer: Installer) -> str:
     ],
 )
 def test_mismatched_download_is_refused_and_the_old_version_kept(
-    home: PaosHome, installer: Installer, installed_v1: str, server: Loopback, over, code
+    home: PaosHome,
+    installer: Installer,
+    installed_v1: str,
+    server: Loopback,
+    over: dict[str, Any],
+    code: str,
 ) -> None:
     data = bundle_bytes(version="2.0.0")
     server.routes["/demo.tar.gz"] = data
@@ -310,14 +318,19 @@ def test_installation_needs_confirmation(tmp_path: Path, home: PaosHome) -> None
     assert not (home.skills_dir / "demo").exists()
 
     asked: list[str] = []
-    agreeing = Installer(home, runtime_state=lambda _n: None, confirm=lambda q: not asked.append(q))
+
+    def confirm(question: str) -> bool:
+        asked.append(question)
+        return True
+
+    agreeing = Installer(home, runtime_state=lambda _n: None, confirm=confirm)
     assert agreeing.install(source).version == "1.0.0"
     assert asked == ["Install skill demo 1.0.0?"]
 
 
 @pytest.mark.parametrize("state", ["starting", "running", "stopping"])
 def test_install_and_remove_are_refused_while_the_skill_runs(
-    tmp_path: Path, home: PaosHome, installed_v1: str, state
+    tmp_path: Path, home: PaosHome, installed_v1: str, state: str
 ) -> None:
     busy = Installer(home, runtime_state=lambda name: state if name == "demo" else None)
     with pytest.raises(InstallError) as caught:
@@ -577,6 +590,7 @@ def test_artifact_whose_bytes_differ_from_the_lock_is_refused(
 def bundled_artifact_name_for(arch: str) -> str:
     class Lock:
         artifact_id, version, platform = "arm-driver", "0.3.0", SYSTEM
+        arch: str
 
     Lock.arch = arch
     return bundled_artifact_name(Lock)  # type: ignore[arg-type]
@@ -629,7 +643,7 @@ def test_node_listed_in_the_index_is_fetched_from_it(
 
 @pytest.mark.parametrize("inventory_name", [".paos-manifest.json", "archive-manifest.json"])
 def test_install_a_phyagentos_shaped_archive(
-    tmp_path: Path, home: PaosHome, installer: Installer, inventory_name
+    tmp_path: Path, home: PaosHome, installer: Installer, inventory_name: str
 ) -> None:
     """PhyAgentOS's shape: the payload at the root, ``files`` as ``{path: sha256}``."""
     files = {

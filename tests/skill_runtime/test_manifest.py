@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -53,8 +54,9 @@ SIM = "profiles.sim"
 NODE = ("artifacts", "nodes", "arm-driver")
 
 
-def _raw() -> dict:
-    return yaml.safe_load(VALID)
+def _raw() -> dict[str, Any]:
+    raw: dict[str, Any] = yaml.safe_load(VALID)
+    return raw
 
 
 def _error(text: str) -> ManifestError:
@@ -66,9 +68,9 @@ def _error(text: str) -> ManifestError:
     return caught.value
 
 
-def _field_error(raw: dict) -> str:
+def _field_error(raw: dict[str, Any]) -> str:
     error = _error(yaml.safe_dump(raw))
-    field = error.details["field"]
+    field: str = error.details["field"]
     assert field in error.message
     return field
 

@@ -11,7 +11,7 @@ import contextlib
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -269,7 +269,11 @@ def test_a_second_manager_is_refused_while_the_first_holds_the_skill(
     thread.start()
     try:
         eventually((tmp_path / "started").exists, within=20.0, what="the first start hook")
-        for command in (lambda: second.start(SKILL), lambda: second.stop(SKILL)):
+        commands: tuple[Callable[[], object], ...] = (
+            lambda: second.start(SKILL),
+            lambda: second.stop(SKILL),
+        )
+        for command in commands:
             with pytest.raises(RuntimeStateError) as busy:
                 command()
             assert busy.value.code == "SKILL_RUNTIME_BUSY"

@@ -27,7 +27,9 @@ ENVELOPE = {
 }
 
 
-def _run(base: str, spec: dict[str, Any], arguments: dict[str, Any] | None = None, **kw: Any):
+def _run(
+    base: str, spec: dict[str, Any], arguments: dict[str, Any] | None = None, **kw: Any
+) -> dict[str, Any]:
     bundle = make_bundle(base, spec)
     client = kw.pop("client", None) or ApiClient(local_policy(urlsplit(base).port or 80))
     return asyncio.run(

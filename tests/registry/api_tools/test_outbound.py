@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from doraforge.registry.api_tools.addresses import parse_host
 from doraforge.registry.api_tools.errors import OutboundDenied
-from doraforge.registry.api_tools.outbound import OutboundPolicy, Scheme
+from doraforge.registry.api_tools.outbound import OutboundPolicy, Resolver, Scheme
 
 ALLOW = OutboundPolicy(
     default="allow",
@@ -26,7 +26,7 @@ PUBLIC = "93.184.216.34"
 PUBLIC_DECIMAL = str(int(ipaddress.IPv4Address(PUBLIC)))
 
 
-def _resolver(answers: Sequence[str] | None):
+def _resolver(answers: Sequence[str] | None) -> Resolver:
     async def resolve(host: str, port: int) -> list[str]:
         if answers is None:
             raise OSError("no such host")

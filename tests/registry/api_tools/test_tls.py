@@ -56,7 +56,7 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     server.daemon_threads = True
     server.socket = context.wrap_socket(server.socket, server_side=True)
-    server.handle_error = lambda request, address: None  # type: ignore[method-assign]
+    server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
     with serving(server):
         yield server.server_address[1], cert
 

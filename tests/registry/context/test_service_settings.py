@@ -27,12 +27,11 @@ def test_options_override_the_file_and_scopes_replace_the_default(tmp_path: Path
     config = tmp_path / "serve.yml"
     config.write_text("context_profile: summaries\ncontext_scopes: [tasks, evidence]\n")
     from_file = load_settings(config=config)
-    assert (from_file.context_profile, from_file.context_scopes) == (
-        "summaries",
-        {"tasks", "evidence"},
-    )
+    assert from_file.context_profile == "summaries"
+    assert from_file.context_scopes == {"tasks", "evidence"}
     overridden = load_settings(config=config, context_profile="metadata", context_scopes=["skills"])
-    assert (overridden.context_profile, overridden.context_scopes) == ("metadata", {"skills"})
+    assert overridden.context_profile == "metadata"
+    assert overridden.context_scopes == {"skills"}
     config.write_text("context_scopes: []\n")
     assert load_settings(config=config).context_scopes == frozenset()  # every scope off
 

@@ -367,7 +367,9 @@ def _assert_closed(schema: Any) -> None:
 async def test_a_summary_cut_never_splits_a_redaction_marker() -> None:
     # The e-mail's marker would straddle the 320-character cut.
     text = "w" * 314 + " ops@example.org and more words after it"
-    sources = {"runtime": FakeSource("runtime", (item("runtime", "runtime", text=text),))}
+    sources: dict[Scope, FakeSource] = {
+        "runtime": FakeSource("runtime", (item("runtime", "runtime", text=text),))
+    }
     service = _service(sources, scopes=None, profile="summaries")
     page = await service.call("list_context", {"scope": "runtime"})
     summary = page["items"][0]["summary"]
