@@ -93,7 +93,8 @@ class MockStack:
 
     def gateway_instance(self) -> str:
         """The running Gateway's ``instance_id`` (a new one after every restart)."""
-        return self.data(self.http.get("/tools"))["instance_id"]
+        instance_id: str = self.data(self.http.get("/tools"))["instance_id"]
+        return instance_id
 
     def kill_gateway(self, timeout_s: float = 30.0) -> str:
         """SIGKILL the Gateway node, wait until Dora's restart answers; its new instance id."""
@@ -129,7 +130,8 @@ class MockStack:
         return body["data"]
 
     def context(self, tool_id: str = "mock.move") -> dict[str, Any]:
-        return self.data(self.http.get(f"/tools/{tool_id}/context"))
+        context: dict[str, Any] = self.data(self.http.get(f"/tools/{tool_id}/context"))
+        return context
 
     def ready(self, tool_id: str = "mock.move") -> bool:
         """Whether the Gateway answers and calls ``tool_id`` ready; never raises on I/O."""
@@ -146,23 +148,27 @@ class MockStack:
         )
         data = self.data(response)
         assert data["response"]["outcome"] == "completed", data
-        return data["response"]["result"]
+        result: dict[str, Any] = data["response"]["result"]
+        return result
 
     def stats(self) -> dict[str, Any]:
         """``mock.stats`` outputs: invoke counts and the provider's instance id."""
         result = self.query("stats", {})
         assert result["status"] == "succeeded", result
-        return result["outputs"]
+        outputs: dict[str, Any] = result["outputs"]
+        return outputs
 
     def invoke(self, tool_id: str, arguments: dict[str, Any], **body: Any) -> httpx.Response:
         return self.http.post(f"/tools/{tool_id}:invoke", json={"arguments": arguments, **body})
 
     def start(self, tool_id: str, arguments: dict[str, Any], **body: Any) -> dict[str, Any]:
         """Admit an Action or Session (202) and return the admission document."""
-        return self.data(self.invoke(tool_id, arguments, **body), 202)
+        admission: dict[str, Any] = self.data(self.invoke(tool_id, arguments, **body), 202)
+        return admission
 
     def status(self, invocation_id: str) -> dict[str, Any]:
-        return self.data(self.http.get(f"/invocations/{invocation_id}"))
+        status: dict[str, Any] = self.data(self.http.get(f"/invocations/{invocation_id}"))
+        return status
 
     def poll(
         self,
@@ -198,7 +204,8 @@ class MockStack:
             context = self.context("mock.move")
             endpoint = context["endpoint_status"] or {}
             active = endpoint.get("details", {}).get("active_by_operation", {}).get("move", 0)
-            return context["ready"] and context["active_invocations"] == 0 and active == 0
+            ready: bool = context["ready"]
+            return ready and context["active_invocations"] == 0 and active == 0
 
         eventually(idle, within=timeout_s, what="mock.move to go idle", detail=self.context)
 
@@ -313,11 +320,13 @@ def dataflow_stack(
     directory.mkdir(parents=True, exist_ok=True)
     for attempt in range(1, START_ATTEMPTS + 1):
         stack = _launch(directory, attempt, dataflow, env_extra or {}, token)
+
+        def settled(s: MockStack = stack) -> bool:
+            return _started(s, ready_tools) or s.port_conflict() or not s.dataflow.running()
+
         try:
             eventually(
-                lambda s=stack: (
-                    _started(s, ready_tools) or s.port_conflict() or not s.dataflow.running()
-                ),
+                settled,
                 within=start_timeout_s,
                 what=f"{dataflow.name} to be ready, lose its port or exit",
                 detail=stack.tail,

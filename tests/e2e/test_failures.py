@@ -29,7 +29,8 @@ def _wait_for_new_instance(stack: MockStack, old_instance: str) -> str:
     eventually(
         replaced, within=RESTART_TIMEOUT_S, what="a new provider instance", detail=stack.context
     )
-    return stack.context("mock.move")["endpoint_status"]["endpoint_instance_id"]
+    instance_id: str = stack.context("mock.move")["endpoint_status"]["endpoint_instance_id"]
+    return instance_id
 
 
 def _assert_new_instance_serves(stack: MockStack, old_instance: str, old_revision: int) -> None:

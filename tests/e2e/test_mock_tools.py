@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import httpx
 import pytest
@@ -127,8 +128,8 @@ def test_cancel_mid_motion_is_accepted_first_and_ends_cancelled(stack: MockStack
 def test_session_streams_heartbeats_with_event_ids_until_stopped(stack: MockStack) -> None:
     invocation_id = stack.start("mock.stream", {})["invocation_id"]
 
-    def three_beats(events: list[dict]) -> bool:
-        return sum(event["event"] == "heartbeat" for event in events) >= 3
+    def three_beats(events: list[dict[str, Any]]) -> bool:
+        return sum(1 for event in events if event["event"] == "heartbeat") >= 3
 
     events = stack.sse(invocation_id, three_beats)
     ids = [event["id"] for event in events]

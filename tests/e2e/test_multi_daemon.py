@@ -73,7 +73,10 @@ class SplitCell(MockStack):
 
     def everything(self) -> list[psutil.Process]:
         """The coordinator, the daemons and every node: what must be gone after the run."""
-        pids = [p.popen.pid for p in self.cluster.processes.values()]
+        pids = []
+        for process in self.cluster.processes.values():
+            assert process.popen is not None  # spawned by this cluster
+            pids.append(process.popen.pid)
         pids += [*self.cluster.node_processes(), *self.seen]
         if self.dataflow.process is not None:
             pids.append(self.dataflow.process.pid)
@@ -132,13 +135,15 @@ def split_cell(directory: Path) -> Iterator[SplitCell]:
     """The split cell, ready when its robot tools are (retried once on a lost port)."""
     for attempt in (1, 2):
         cell = _launch(directory, attempt)
+
+        def settled(c: SplitCell = cell) -> bool:
+            return (
+                all(c.ready(t) for t in SIM_TOOLS) or c.port_conflict() or not c.dataflow.running()
+            )
+
         try:
             eventually(
-                lambda c=cell: (
-                    all(c.ready(t) for t in SIM_TOOLS)
-                    or c.port_conflict()
-                    or not c.dataflow.running()
-                ),
+                settled,
                 within=START_TIMEOUT_S,
                 what="the split cell to be ready, lose its port or exit",
                 detail=cell.tail,

@@ -72,7 +72,8 @@ def query(cell: MockStack, operation: str) -> dict[str, Any]:
     data = cell.data(cell.http.post(f"/tools/{operation}:invoke", json={"arguments": {}}))
     result = data["response"]["result"]
     assert result["status"] == "succeeded", result
-    return result["outputs"]
+    outputs: dict[str, Any] = result["outputs"]
+    return outputs
 
 
 def the_dummy(cell: MockStack) -> psutil.Process:

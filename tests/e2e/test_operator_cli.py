@@ -140,17 +140,16 @@ def test_a_run_cancelled_from_another_terminal_ends_in_lines_not_a_traceback(
     running = operator.start("task", "run", SKILL, "--out", str(tmp_path))
     try:
         assert running.stdout is not None
+        stdout = running.stdout
         bound = eventually(
-            lambda: re.search(r"task (task_[0-9a-f]+) bound to", running.stdout.readline()),
+            lambda: re.search(r"task (task_[0-9a-f]+) bound to", stdout.readline()),
             within=60,
             what="the task to be created",
             interval=0,
         )
         task_id = bound.group(1)
         # The first step is under way once the scene has been read and planned.
-        eventually(
-            lambda: "cube at" in running.stdout.readline(), within=30, what="the plan", interval=0
-        )
+        eventually(lambda: "cube at" in stdout.readline(), within=30, what="the plan", interval=0)
         cancelled = operator.run("task", "cancel", task_id)
         out, err = running.communicate(timeout=RUN_TIMEOUT_S)
     finally:
@@ -184,8 +183,9 @@ def test_logs_follow_streams_until_ctrl_c_and_exits_cleanly(operator: Operator) 
     follower = operator.start("skill", "logs", SKILL, "--follow", "--lines", "3")
     try:
         assert follower.stdout is not None
+        stdout = follower.stdout
         eventually(
-            lambda: follower.stdout.readline().startswith("== runtime log"),
+            lambda: stdout.readline().startswith("== runtime log"),
             within=30,
             what="the logs before following",
             interval=0,

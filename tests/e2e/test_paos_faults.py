@@ -88,7 +88,8 @@ async def new_task(service: TaskService, gateway_url: str) -> str:
     created = await service.create_task(
         OFF["goal"], OFF, BindingCandidate.adhoc(gateway_url, TOOLS)
     )
-    return created["task"]["task_id"]
+    task_id: str = created["task"]["task_id"]
+    return task_id
 
 
 def terminal(record: dict[str, Any]) -> bool:

@@ -101,7 +101,8 @@ def scene(cell: MockStack) -> dict[str, Any]:
     response = cell.http.post("/tools/world/scene_state:invoke", json={"arguments": {}})
     result = cell.data(response)["response"]["result"]
     assert result["status"] == "succeeded", result
-    return result["outputs"]
+    outputs: dict[str, Any] = result["outputs"]
+    return outputs
 
 
 def run_action(cell: MockStack, tool_id: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -112,6 +113,7 @@ def run_action(cell: MockStack, tool_id: str, arguments: dict[str, Any]) -> dict
 def red_mask(path: Path) -> np.ndarray:
     """Pixels of the red cube in a saved frame."""
     bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    assert bgr is not None, path
     blue, green, red = (bgr[:, :, channel].astype(int) for channel in range(3))
     return (red > 120) & (green < 70) & (blue < 70)
 
@@ -128,6 +130,8 @@ def test_pick_and_place_puts_the_cube_in_the_target_zone(
     assert report.success
     assert final["predicates"]["cube_in_target_and_resting"] is True
     # The evidence shows it: where the cube was red before, it is not red after.
+    assert report.before_png is not None
+    assert report.after_png is not None
     before, after = red_mask(report.before_png), red_mask(report.after_png)
     assert before.sum() > 30, "the cube is visible in the before frame"
     assert after.sum() > 30, "the cube is visible in the after frame"
@@ -162,7 +166,8 @@ def test_cancel_mid_motion_holds_the_arm_still_and_reports_cancelled(cell: MockS
     assert final["phase"] == "cancelled"
 
     def still() -> bool:
-        velocity = cell.http.get("/observations/state").json()["data"]["joint_state"]["velocity"]
+        state = cell.http.get("/observations/state").json()["data"]["joint_state"]
+        velocity: list[float] = state["velocity"]
         return max(abs(v) for v in velocity[:6]) < 0.01
 
     eventually(still, within=10.0, what="the arm to stand still")
@@ -245,7 +250,7 @@ BOUND_TOOLS = [
     "gripper.grasp",
     "gripper.release",
 ]
-CONTRACT = {
+CONTRACT: dict[str, Any] = {
     "mode": "enforce",
     "goal": "the red cube rests inside the green target zone",
     "success_criteria": [
@@ -272,10 +277,12 @@ CONTRACT = {
 }
 
 
-async def run_to_end(service: TaskService, task_id: str, tool_id: str, args: dict) -> dict:
+async def run_to_end(
+    service: TaskService, task_id: str, tool_id: str, args: dict[str, Any]
+) -> dict[str, Any]:
     record = await service.start_action(task_id, tool_id, args)
 
-    async def finished() -> dict | None:
+    async def finished() -> dict[str, Any] | None:
         answer = await service.result(task_id, record["record_id"])
         return answer["record"] if answer["status"] == "available" else None
 

@@ -188,7 +188,7 @@ def _dependency_scripts(venv: Path) -> None:
         if canonicalize_name(dist.metadata["Name"]) == "doraforge":
             continue
         for file in dist.files or []:
-            script = Path(os.path.normpath(dist.locate_file(file)))
+            script = Path(os.path.normpath(str(dist.locate_file(file))))
             if script.parent == ours:
                 _install_script(script, venv / "bin" / script.name, ours)
 

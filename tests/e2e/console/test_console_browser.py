@@ -13,7 +13,7 @@ from typing import Any
 import cv2
 import numpy as np
 import pytest
-from playwright.sync_api import BrowserContext, Page, expect
+from playwright.sync_api import BrowserContext, Locator, Page, expect
 
 from tests.e2e.console.conftest import WEATHER_KEY, Agent, Cell, shot
 from tests.e2e.sim_skill import SKILL
@@ -71,15 +71,23 @@ def test_the_cell_page_shows_live_non_blank_frames_from_both_cameras(page: Page)
     for source in ("scene", "wrist"):
         camera = page.locator(f'img.camera[data-source="{source}"]')
         expect(camera).to_have_js_property("complete", True)
+
+        def loaded(camera: Locator = camera) -> object:
+            return camera.evaluate("img => img.naturalWidth > 0")
+
         eventually(
-            lambda camera=camera: camera.evaluate("img => img.naturalWidth > 0"),
+            loaded,
             within=30,
             what=f"a {source} frame",
         )
         first = camera.get_attribute("src")
         assert _pixel_std(camera.screenshot()) > MIN_FRAME_STD
+
+        def replaced(camera: Locator = camera, first: str | None = first) -> bool:
+            return camera.get_attribute("src") != first
+
         eventually(
-            lambda camera=camera, first=first: camera.get_attribute("src") != first,
+            replaced,
             within=20,
             what=f"a newer {source} frame",
         )

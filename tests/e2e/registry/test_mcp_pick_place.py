@@ -40,7 +40,9 @@ async def _call(session: ClientSession, name: str, arguments: dict[str, Any]) ->
     return result.structuredContent
 
 
-async def _action(session: ClientSession, task_id: str, tool_id: str, args: dict) -> dict:
+async def _action(
+    session: ClientSession, task_id: str, tool_id: str, args: dict[str, Any]
+) -> dict[str, Any]:
     started = await _call(
         session,
         "forge_tool_start_action",
@@ -48,7 +50,7 @@ async def _action(session: ClientSession, task_id: str, tool_id: str, args: dict
     )
     query = {"task_id": task_id, "record_id": started["record_id"]}
 
-    async def finished() -> dict | None:
+    async def finished() -> dict[str, Any] | None:
         answer = await _call(session, "forge_tool_action_result", query)
         return answer["record"] if answer["status"] == "available" else None
 
@@ -81,7 +83,10 @@ async def _pick_place(url: str) -> dict[str, Any]:
         for _label, tool_id, arguments in plan_steps(outputs, say=lambda _m: None):
             record = await _action(session, task_id, tool_id, arguments)
             assert record["state"] == "completed", record
-        return await _call(session, "forge_task_finalize", {"task_id": task_id})
+        finalized: dict[str, Any] = await _call(
+            session, "forge_task_finalize", {"task_id": task_id}
+        )
+        return finalized
 
 
 def test_an_mcp_client_with_the_write_grant_runs_and_finalizes_the_pick_and_place(

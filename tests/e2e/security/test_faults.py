@@ -60,7 +60,8 @@ def completed_move(stack: MockStack, caller_id: str) -> str:
     stack.wait_idle()
     admitted = stack.start("mock.move", QUICK_MOVE, caller_id=caller_id)
     assert stack.terminal(admitted["invocation_id"])["phase"] == "completed"
-    return admitted["invocation_id"]
+    invocation_id: str = admitted["invocation_id"]
+    return invocation_id
 
 
 # ---------------------------------------------------------------- damaged journal lines

@@ -120,7 +120,9 @@ def _action(stack: MockStack) -> Target:
 def _cancel(stack: MockStack, hanging: str) -> Target:
     def admitted(_: Answer) -> bool:
         status = stack.status(hanging)
-        return status["cancel_status"] != "none" or status["terminal"]
+        cancel_status: str = status["cancel_status"]
+        terminal: bool = status["terminal"]
+        return cancel_status != "none" or terminal
 
     return Target("POST", f"/invocations/{hanging}/cancel", b"{}", admitted)
 
@@ -152,7 +154,7 @@ def hanging() -> Iterator[Callable[[MockStack], str]]:
     def start(stack: MockStack) -> str:
         stack.wait_idle()
         arguments = {"duration_s": 0, "behaviour": "hang"}
-        invocation = stack.start("mock.move", arguments)["invocation_id"]
+        invocation: str = stack.start("mock.move", arguments)["invocation_id"]
         started.append((stack, invocation))
         return invocation
 

@@ -26,6 +26,7 @@ import pytest
 import schemathesis
 from hypothesis import strategies as st
 from schemathesis import BaseSchema, HookContext
+from schemathesis.core.result import Ok
 from schemathesis.engine import events, from_schema
 
 from tests.e2e.conftest import MockStack, mock_stack
@@ -91,7 +92,8 @@ class KnownIds:
 
 
 def _admitted(gateway: MockStack, tool_id: str, arguments: dict[str, Any]) -> str:
-    return gateway.start(tool_id, arguments)["invocation_id"]
+    invocation_id: str = gateway.start(tool_id, arguments)["invocation_id"]
+    return invocation_id
 
 
 def _known_ids(gateway: MockStack) -> KnownIds:
@@ -188,7 +190,11 @@ def run_schemathesis(schema: BaseSchema) -> RunReport:
 
 def _operations(schema: BaseSchema) -> list[Any]:
     """Every operation of ``schema``; a definition schemathesis cannot load fails here."""
-    return [result.ok() for result in schema.get_all_operations()]
+    operations = []
+    for result in schema.get_all_operations():
+        assert isinstance(result, Ok), result.err()
+        operations.append(result.ok())
+    return operations
 
 
 def _listing(lines: Iterable[str]) -> str:
@@ -205,7 +211,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockStack]:
 @pytest.fixture(scope="module")
 def gateway_schema(gateway: MockStack) -> BaseSchema:
     """The live Gateway's OpenAPI document, loaded the way a client would."""
-    schema = schemathesis.openapi.from_url(
+    schema: BaseSchema = schemathesis.openapi.from_url(
         f"{gateway.base_url}/openapi.json", config=_config(), timeout=REQUEST_TIMEOUT_S
     )
     schema = schema.exclude(path=list(UNFUZZED_PATHS))
