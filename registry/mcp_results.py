@@ -30,16 +30,33 @@ _OUTCOME_UNKNOWN = (
 )
 
 
-def tool_error(error: dict[str, Any], request_id: str) -> dict[str, Any]:
+#: Where an ``isError`` result carries its error object for programs (``_meta``).
+ERROR_META = "doraforge/error"
+
+
+def tool_error(
+    error: dict[str, Any], request_id: str, meta: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """An ``isError`` result: the error as a line of text (``CODE: message``) and as the
+    JSON document ``{"ok": false, "error": {...}}``, and the error object in ``_meta``
+    under :data:`ERROR_META`; no ``structuredContent``.
+
+    A tool that advertises an ``outputSchema`` promises it for its results, and the
+    official TypeScript SDK and MCP Inspector hold an error's structured content to it as
+    well: an ``{ok: false, error}`` never fits a result schema, so those clients threw a
+    schema error in place of the tool's own. MCP's reference servers answer errors with
+    text alone; so does this one, and the model reads the whole error object either way."""
     text = f"{error.get('code')}: {error.get('message')}"
     details = error.get("details")
     if isinstance(details, dict) and details.get("remoteState") == "unknown":
         text += _OUTCOME_UNKNOWN
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)],
-        structuredContent={"ok": False, "error": error},
+        content=[
+            types.TextContent(type="text", text=text),
+            types.TextContent(type="text", text=dumps({"ok": False, "error": error})),
+        ],
         isError=True,
-        _meta={"doraforge/requestId": request_id},
+        _meta={"doraforge/requestId": request_id, **(meta or {}), ERROR_META: error},
     ).model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
@@ -52,9 +69,7 @@ def tool_result(outcome: dict[str, Any], settings: ServerSettings) -> dict[str, 
         "doraforge/state": outcome.get("state"),
     }
     if outcome.get("state") != "completed":
-        result = tool_error(outcome.get("error") or {}, str(outcome.get("requestId")))
-        result["_meta"] = meta
-        return result
+        return tool_error(outcome.get("error") or {}, str(outcome.get("requestId")), meta)
     value = outcome.get("result")
     structured = value if isinstance(value, dict) else {"result": value}
     image = image_of(structured)

@@ -19,6 +19,7 @@ from doraforge.registry.gates import Denied
 from doraforge.registry.http import STATUS_FOR_ERROR, error_response, status_for
 from doraforge.registry.mcp import MCP_FAULT_FOR_ERROR, fault_code_for, refusal_result
 from doraforge.wire.errors import StructuredError
+from tests.support.mcp_errors import error_of
 
 type ErrorClass = type[RegistryError] | type[ToolFailure]
 
@@ -90,5 +91,4 @@ def test_an_error_answers_with_its_table_status_and_envelope(
 def test_an_idempotency_refusal_is_a_json_rpc_fault_and_a_bad_call_an_is_error_result() -> None:
     assert fault_code_for(Expired("TOOL_IDEMPOTENCY_EXPIRED", "spent")) == -32000
     result = refusal_result(InvalidRequest("TOOL_INVALID_CALL", "bad"), "r-1")
-    assert result["isError"] is True
-    assert result["structuredContent"]["error"]["code"] == "TOOL_INVALID_CALL"
+    assert error_of(result)["code"] == "TOOL_INVALID_CALL"

@@ -12,6 +12,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from doraforge.registry.settings import ServerSettings
 from tests.registry.server_support import TOKEN, DemoTools, demo_app, running
+from tests.support.mcp_errors import error_of
 
 ACCEPT = "application/json, text/event-stream"
 BOTH = frozenset({"robot.read", "robot.write"})
@@ -69,9 +70,7 @@ async def test_tool_failures_and_bad_arguments_are_is_error_results(base: str) -
     ):
         await session.initialize()
         failed = await session.call_tool("demo_fail", {})
-        assert failed.isError is True
-        assert failed.structuredContent is not None
-        assert failed.structuredContent["error"]["code"] == "DEMO_BROKEN"
+        assert error_of(failed)["code"] == "DEMO_BROKEN"
         bad = await session.call_tool("demo_echo", {"text": 12, "other": 1})
         assert bad.isError is True
         unknown = await session.call_tool("nope_tool", {})

@@ -23,6 +23,7 @@ from doraforge.registry.robot_tools import RobotTools, register_robot_tools
 from doraforge.registry.server import build_app, new_service
 from doraforge.registry.settings import ServerSettings
 from tests.registry.server_support import call_body, running
+from tests.support.mcp_errors import error_of
 
 BOTH = frozenset({"robot.read", "robot.write"})
 ACCEPT = "application/json, text/event-stream"
@@ -133,11 +134,11 @@ def test_over_mcp_an_unknown_outcome_says_reconcile_and_a_replay_does_not_run_ag
         again = httpx.post(f"{url}/mcp", json=message, headers=headers, timeout=10).json()
     result = first["result"]
     assert result["isError"] is True
-    (text,) = [item["text"] for item in result["content"]]
+    text = result["content"][0]["text"]
     assert text.startswith("PAOS_RECORD_INDETERMINATE: ")
     assert "outcome unknown" in text
     assert "Do not retry" in text
-    assert result["structuredContent"]["error"]["details"]["remoteState"] == "unknown"
+    assert error_of(result)["details"]["remoteState"] == "unknown"
     assert again["result"]["_meta"]["doraforge/duplicate"] is True
     assert fake.calls == 1  # the replay answered from the retained result
 

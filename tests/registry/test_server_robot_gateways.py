@@ -28,6 +28,7 @@ from doraforge.skill_runtime.errors import RuntimeStateError
 from doraforge.skills import source as skill_source
 from tests.registry.listeners import accepted, counting_listener
 from tests.registry.server_support import running
+from tests.support.mcp_errors import error_of
 
 BOTH = frozenset({"robot.read", "robot.write"})
 ACCEPT = "application/json, text/event-stream"
@@ -220,8 +221,7 @@ def test_a_call_naming_a_gateway_url_is_refused_as_an_unknown_parameter_and_noth
             assert "gateway_url" in json.dumps(error["details"]["errors"])
             params = {"name": tool["name"], "arguments": body["arguments"]}
             over_mcp = _mcp(url, _rpc("tools/call", params))["result"]
-            assert over_mcp["isError"] is True
-            assert over_mcp["structuredContent"]["error"]["code"] == "TOOL_INVALID_ARGUMENTS"
+            assert error_of(over_mcp)["code"] == "TOOL_INVALID_ARGUMENTS"
         assert accepted(listener) == 0
     assert stack.clients.transport.requests == []
     assert stack.runtime.asked == []

@@ -48,6 +48,7 @@ from tests.security.attack_support import (
     presented,
 )
 from tests.support.live_server import ServeProcess, serve_process
+from tests.support.mcp_errors import error_of
 
 MAX_FLOOD_GROWTH = 32 * MiB
 CANARY = "canary"
@@ -506,9 +507,7 @@ def _denial(answer: Answer, surface: str) -> dict[str, Any]:
     body = answer.json()
     if surface == "mcp":
         assert answer.status == 200, answer
-        assert body["result"]["isError"] is True, body
-        error: dict[str, Any] = body["result"]["structuredContent"]["error"]
-        return error
+        return error_of(body["result"])
     assert answer.status == 403, answer
     assert body["state"] == "denied", body
     denial: dict[str, Any] = body["error"]

@@ -13,6 +13,7 @@ from doraforge.registry.context.eval.matchers import brief_text
 from doraforge.registry.context.eval.schema import Case, Request, SourceSpec, Via, expand
 from doraforge.registry.context.service import ContextArgumentError, ContextService
 from doraforge.registry.context.source import SCOPES, ContextSource, Scope
+from doraforge.registry.mcp_results import ERROR_META
 
 
 @dataclass(frozen=True)
@@ -144,10 +145,12 @@ def _tool_answer(answer: Answer) -> Answer:
     structured = answer.document.get("structuredContent")
     if not answer.document.get("isError"):
         return Answer("result", structured)
-    if isinstance(structured, dict) and isinstance(structured.get("error"), dict):
-        return Answer("toolError", structured["error"])
+    meta = answer.document.get("_meta")
+    error = meta.get(ERROR_META) if isinstance(meta, dict) else None
+    if isinstance(error, dict):
+        return Answer("toolError", error)
     texts = [c.get("text") for c in answer.document.get("content", []) if isinstance(c, dict)]
-    return Answer("toolError", structured or {"code": None, "message": " ".join(map(str, texts))})
+    return Answer("toolError", {"code": None, "message": " ".join(map(str, texts))})
 
 
 def _server_settings(case: Case) -> Any:

@@ -292,6 +292,23 @@ def test_both_clients_list_the_forge_read_tools_over_the_running_sim(
     assert _structured(status)["runtimes"][0]["state"] == "running"
 
 
+def test_both_clients_get_a_context_tools_own_error_not_a_schema_failure(
+    served: Served, client: Client
+) -> None:
+    """A context tool advertises a closed ``outputSchema``, and the TypeScript SDK holds
+    an error's structured content to it too: while errors carried ``{ok: false, error}``
+    there, that client threw its own schema error instead of handing over the tool's."""
+    _connected, called = client(served.url, [mcp_ts.call_tool("list_context", {"scope": "x"})])
+    assert called["ok"] is True, called.get("error")  # the client took the result
+    result = called["result"]
+    assert result["isError"] is True
+    assert result["structuredContent"] is None
+    texts = [block["text"] for block in result["content"] if block["type"] == "text"]
+    assert texts[0].startswith("CONTEXT_INVALID_ARGUMENTS: "), texts
+    error = json.loads(texts[-1])["error"]
+    assert (error["code"], error["retryable"]) == ("CONTEXT_INVALID_ARGUMENTS", False)
+
+
 BATCH = [
     {"jsonrpc": "2.0", "method": "notifications/initialized"},
     {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},

@@ -34,6 +34,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.paths import PROJECT_ROOT
 from tests.support.live_server import ServeProcess, serve_process, serving
+from tests.support.mcp_errors import error_of
 from tests.support.waiting import eventually_async
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
@@ -328,9 +329,7 @@ async def _management_over_mcp(stack: Stack, operator: httpx.AsyncClient) -> Non
         )
         assert denied.status_code == 200, denied.text
         result = await saving
-        assert result.isError is True
-        assert result.structuredContent is not None
-        assert result.structuredContent["error"]["code"] == "TOOL_APPROVAL_DENIED"
+        assert error_of(result)["code"] == "TOOL_APPROVAL_DENIED"
         assert (await operator.get("/api/api-tools/daily")).status_code == 404  # nothing saved
         assert "api__daily__now" not in {t.name for t in (await session.list_tools()).tools}
 

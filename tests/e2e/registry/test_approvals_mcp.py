@@ -22,6 +22,7 @@ from mcp.types import CallToolResult
 from doraforge.paos.home import PaosHome
 from tests.e2e.sim_skill import SKILL, started_sim
 from tests.support.live_server import ServeProcess, serve_process
+from tests.support.mcp_errors import error_of
 from tests.support.waiting import eventually_async
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(360)]
@@ -92,10 +93,7 @@ def _start(session: ClientSession, task_id: str, tool_id: str) -> asyncio.Task[C
 
 
 def _error(result: CallToolResult) -> dict[str, Any]:
-    assert result.isError is True, result.content
-    assert result.structuredContent is not None
-    error: dict[str, Any] = result.structuredContent["error"]
-    return error
+    return error_of(result)
 
 
 async def _finished(session: ClientSession, task_id: str, record_id: str) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from doraforge.paos.store import AgentTaskStore
 from doraforge.skill_runtime.dora_run import dora_environment
 from tests.paths import PROJECT_ROOT
 from tests.support.live_server import ServeProcess, serve_process
+from tests.support.mcp_errors import error_of
 from tests.support.waiting import eventually_async
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -140,10 +141,7 @@ def _data(result: CallToolResult) -> dict[str, Any]:
 
 
 def _error(result: CallToolResult) -> dict[str, Any]:
-    assert result.isError is True, result.content
-    assert result.structuredContent is not None
-    error: dict[str, Any] = result.structuredContent["error"]
-    return error
+    return error_of(result)
 
 
 async def _drive(session: ClientSession, task_id: str) -> dict[str, Any]:

@@ -26,6 +26,7 @@ import pytest
 from tests.peers import mcp_inspector
 from tests.peers.mcp_inspector import EXIT_AUTH_REQUIRED, EXIT_TOOL_IS_ERROR
 from tests.support.live_server import ServeProcess, serve_process
+from tests.support.mcp_errors import error_of
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -202,15 +203,28 @@ def test_invalid_arguments_come_back_as_the_registrys_structured_error(
         }
     }
     result = answer.result
-    assert result["isError"] is True
     assert result["_meta"]["doraforge/state"] == "denied", result["_meta"]
-    structured = result["structuredContent"]
-    assert structured["ok"] is False
-    error = structured["error"]
+    error = error_of(result)
     assert error["code"] == "TOOL_INVALID_ARGUMENTS", error
     assert error["retryable"] is False
     [problem] = error["details"]["errors"]
     assert problem["path"] == path, problem
     assert named in problem["message"], problem
-    [block] = result["content"]
-    assert block["text"].startswith("TOOL_INVALID_ARGUMENTS: "), block
+
+
+def test_a_context_tools_error_reaches_the_inspector_as_the_tools_own_error(
+    served: ServeProcess,
+) -> None:
+    """A context tool advertises a closed ``outputSchema``; the Inspector holds an error's
+    structured content to it too, so an error carrying ``{ok: false, error}`` there came
+    back as the client's own schema failure. Errors carry none: the tool's error arrives."""
+    answer = mcp_inspector.run(
+        _url(served),
+        mcp_inspector.call_tool("list_context", {"scope": "nope"}),
+        token=TOKEN,
+        exit_code=EXIT_TOOL_IS_ERROR,
+    )
+    assert answer.error is not None
+    assert answer.error["error"]["code"] == "tool_is_error", answer.error
+    error = error_of(answer.result)
+    assert error["code"] == "CONTEXT_INVALID_ARGUMENTS", error

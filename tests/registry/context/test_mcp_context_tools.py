@@ -18,6 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from doraforge.registry.settings import ServerSettings
 from tests.registry.context.fake_sources import SECRET, cell, context_app, failing
 from tests.registry.server_support import TOKEN, running
+from tests.support.mcp_errors import error_of
 
 CONTEXT_TOOLS = {
     "context_profile",
@@ -114,9 +115,7 @@ async def test_argument_and_scope_errors_are_is_error_results_with_a_structured_
         long = await session.call_tool("search_context", {"query": "x" * 201})
         disabled = await session.call_tool("list_context", {"scope": "tasks"})
     for result, code in ((long, "CONTEXT_INVALID_ARGUMENTS"), (disabled, "CONTEXT_SCOPE_DISABLED")):
-        assert result.isError is True
-        assert result.structuredContent is not None
-        error = result.structuredContent["error"]
+        error = error_of(result)
         assert error["code"] == code
         assert set(error) == {"code", "message", "retryable", "details"}
         assert error["retryable"] is False
@@ -141,12 +140,11 @@ def test_a_source_failure_is_a_tool_error_never_an_empty_result() -> None:
     sources["skills"] = failing("skills")
     with running(context_app(ServerSettings(mcp_enabled=True), sources)) as url:
         result = _call(url, "search_context", {"query": "pick"})
-    assert result["isError"] is True
-    error = result["structuredContent"]["error"]
+    error = error_of(result)
     assert error["code"] == "CONTEXT_SOURCE_FAILED"
     assert error["retryable"] is True
     assert error["details"] == {"scope": "skills", "sourceCode": "SKILLS_UNREADABLE"}
-    assert "items" not in result["structuredContent"]
+    assert "items" not in result["content"][-1]["text"]
 
 
 def test_every_context_call_is_audited_with_argument_keys_only(app: FastAPI, base: str) -> None:
@@ -182,8 +180,7 @@ def test_without_any_context_source_the_context_tools_are_not_offered() -> None:
         listed = _post(url, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).json()
         called = _call(url, "context_profile", {})
     assert not CONTEXT_TOOLS & {tool["name"] for tool in listed["result"]["tools"]}
-    assert called["isError"] is True
-    assert called["structuredContent"]["error"]["code"] == "TOOL_NOT_FOUND"
+    assert error_of(called)["code"] == "TOOL_NOT_FOUND"
 
 
 def test_the_summaries_profile_is_served_when_configured() -> None:
