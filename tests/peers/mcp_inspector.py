@@ -22,10 +22,8 @@ stderr.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -34,23 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.peers.venvs import locked, peer_root
+from tests.peers.npm import npm_peer, pinned
 
 SOURCE = Path(__file__).resolve().parent / "mcp_inspector"
 PACKAGE = "@modelcontextprotocol/inspector"
-INSTALL_TIMEOUT_S = 300.0
 RUN_TIMEOUT_S = 120.0
-#: ``npm ci`` as the TypeScript client's install runs it; the Inspector declares
-#: ``node >= 22.19``, which is not enforced (see the module's docstring).
-NPM_CI = (
-    "npm",
-    "ci",
-    "--ignore-scripts",
-    "--no-audit",
-    "--no-fund",
-    "--engine-strict=false",
-    "--loglevel=error",
-)
+#: The Inspector declares ``node >= 22.19``, which is not enforced (see the docstring).
+ENGINES = ("--engine-strict=false",)
 #: Every run: JSON out, only the payload, and a 401 ends the run instead of asking for a
 #: browser login.
 COMMON = ("--format", "json", "--quiet", "--stored-auth-only")
@@ -83,9 +71,7 @@ class Answer:
 
 def version() -> str:
     """The exact Inspector version ``package.json`` pins (one place names it)."""
-    manifest = json.loads((SOURCE / "package.json").read_text(encoding="utf-8"))
-    pinned: str = manifest["dependencies"][PACKAGE]
-    return pinned
+    return pinned(SOURCE, PACKAGE)
 
 
 def list_tools() -> list[str]:
@@ -102,14 +88,7 @@ def call_tool(name: str, arguments: Mapping[str, str | int] | None = None) -> li
 
 def cli_dir() -> Path:
     """The installed Inspector's directory, installed on first use (bounded, locked)."""
-    target = peer_root() / f"mcp-inspector-{version()}"
-    target.mkdir(parents=True, exist_ok=True)
-    with locked(target / ".install.lock"):
-        stamp = target / ".doraforge-installed"
-        if not (stamp.exists() and stamp.read_text() == _digest()):
-            _install(target)
-            stamp.write_text(_digest())
-    return target
+    return npm_peer(SOURCE, f"mcp-inspector-{version()}", label="MCP_INSPECTOR", npm_flags=ENGINES)
 
 
 def executable() -> Path:
@@ -188,35 +167,3 @@ def _json(text: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return parsed if isinstance(parsed, dict) else None
-
-
-def _install(target: Path) -> None:
-    if shutil.which("npm") is None or shutil.which("node") is None:
-        raise AssertionError(
-            "MCP_INSPECTOR_NODE_MISSING: the MCP Inspector CLI needs node (>= 20) and npm on "
-            "PATH; install them (Debian: apt-get install nodejs npm) and run the tests again"
-        )
-    for name in ("package.json", "package-lock.json"):
-        shutil.copyfile(SOURCE / name, target / name)
-    try:
-        subprocess.run(
-            NPM_CI,
-            cwd=target,
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=INSTALL_TIMEOUT_S,
-        )
-    except subprocess.CalledProcessError as failed:
-        raise AssertionError(
-            f"MCP_INSPECTOR_INSTALL_FAILED: `npm ci` in {target} exited {failed.returncode}; "
-            f"check access to the npm registry:\n{failed.stderr[-3000:]}"
-        ) from failed
-
-
-def _digest() -> str:
-    """What an install is current for: the two files ``npm ci`` reads."""
-    hashed = hashlib.sha256()
-    for name in ("package.json", "package-lock.json"):
-        hashed.update((SOURCE / name).read_bytes())
-    return hashed.hexdigest()

@@ -16,7 +16,6 @@ length, first bytes and digest (``dataLength``, ``byteLength``, ``headHex``, ``s
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -25,24 +24,20 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.peers.venvs import locked, peer_root
+from tests.peers.npm import npm_peer, pinned
 
 SOURCE = Path(__file__).resolve().parent / "mcp_typescript"
 PACKAGE = "@modelcontextprotocol/sdk"
-INSTALL_TIMEOUT_S = 300.0
 RUN_TIMEOUT_S = 300.0
 #: The variable the client reads its bearer token from.
 TOKEN_VARIABLE = "MCP_BEARER_TOKEN"
-NPM_CI = ("npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error")
 
 type Step = dict[str, Any]
 
 
 def version() -> str:
     """The exact SDK version ``package.json`` pins (one place names it)."""
-    manifest = json.loads((SOURCE / "package.json").read_text(encoding="utf-8"))
-    pinned: str = manifest["dependencies"][PACKAGE]
-    return pinned
+    return pinned(SOURCE, PACKAGE)
 
 
 def list_tools() -> Step:
@@ -55,15 +50,9 @@ def call_tool(name: str, arguments: Mapping[str, Any] | None = None) -> Step:
 
 def client_dir() -> Path:
     """The installed client's directory, installed on first use (bounded, locked)."""
-    target = peer_root() / f"mcp-ts-{version()}"
-    target.mkdir(parents=True, exist_ok=True)
-    with locked(target / ".install.lock"):
-        stamp = target / ".doraforge-installed"
-        if not (stamp.exists() and stamp.read_text() == _digest()):
-            _install(target)
-            stamp.write_text(_digest())
-        # The script may change without the lock file changing: it is always current.
-        shutil.copyfile(SOURCE / "client.mjs", target / "client.mjs")
+    target = npm_peer(SOURCE, f"mcp-ts-{version()}", label="MCP_TS")
+    # The script may change without the lock file changing: it is always current.
+    shutil.copyfile(SOURCE / "client.mjs", target / "client.mjs")
     return target
 
 
@@ -103,35 +92,3 @@ def run(
             f"{len(records)} of {len(plan) + 1} records:\n{out[-3000:]}\n{err[-3000:]}"
         )
     return records
-
-
-def _install(target: Path) -> None:
-    if shutil.which("npm") is None or shutil.which("node") is None:
-        raise AssertionError(
-            "MCP_TS_NODE_MISSING: the TypeScript MCP client needs node (>= 18) and npm on "
-            "PATH; install them (Debian: apt-get install nodejs npm) and run the tests again"
-        )
-    for name in ("package.json", "package-lock.json"):
-        shutil.copyfile(SOURCE / name, target / name)
-    try:
-        subprocess.run(
-            NPM_CI,
-            cwd=target,
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=INSTALL_TIMEOUT_S,
-        )
-    except subprocess.CalledProcessError as failed:
-        raise AssertionError(
-            f"MCP_TS_INSTALL_FAILED: `npm ci` in {target} exited {failed.returncode}; check "
-            f"access to the npm registry:\n{failed.stderr[-3000:]}"
-        ) from failed
-
-
-def _digest() -> str:
-    """What an install is current for: the two files ``npm ci`` reads."""
-    hashed = hashlib.sha256()
-    for name in ("package.json", "package-lock.json"):
-        hashed.update((SOURCE / name).read_bytes())
-    return hashed.hexdigest()

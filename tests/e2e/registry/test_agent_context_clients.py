@@ -48,20 +48,13 @@ from doraforge.registry.frames import MAX_HEIGHT, MAX_JPEG_BYTES, MAX_WIDTH
 from tests.e2e.sim_skill import SKILL, started_sim
 from tests.paths import PROJECT_ROOT
 from tests.peers import mcp_ts
+from tests.support.context_tools import CONTEXT_TOOLS
 from tests.support.live_server import ServeProcess, serve_process
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
 
 TOKEN = "agent-context-e2e-token-0123456789"
 OPERATOR_TOKEN = "agent-context-e2e-operator-0123456789"
-#: The spec's five names, spelled out rather than imported: the contract is what is checked.
-CONTEXT_TOOLS = {
-    "context_profile",
-    "search_context",
-    "get_context",
-    "list_context",
-    "resolve_navigation",
-}
 READ_ONLY = {
     "readOnlyHint": True,
     "idempotentHint": True,

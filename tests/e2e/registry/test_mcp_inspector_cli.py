@@ -25,6 +25,7 @@ import pytest
 
 from tests.peers import mcp_inspector
 from tests.peers.mcp_inspector import EXIT_AUTH_REQUIRED, EXIT_TOOL_IS_ERROR
+from tests.support.context_tools import CONTEXT_TOOLS
 from tests.support.live_server import ServeProcess, serve_process
 from tests.support.mcp_errors import error_of
 
@@ -33,14 +34,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
 TOKEN = "inspector-e2e-token-0123456789abcdef"
 TOKEN_VARIABLE = "DORAFORGE_INSPECTOR_E2E_TOKEN"
 GRANTS = {"robot.read"}
-#: The spec's five names, spelled out: the contract is what is checked.
-CONTEXT_TOOLS = {
-    "context_profile",
-    "search_context",
-    "get_context",
-    "list_context",
-    "resolve_navigation",
-}
 #: The README's four default scopes (tasks and evidence are opt-in).
 DEFAULT_SCOPES = ["navigation", "skills", "tools", "runtime"]
 READ_ONLY = {

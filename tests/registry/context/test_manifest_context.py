@@ -12,15 +12,9 @@ from doraforge.registry.context.service import ContextService
 from doraforge.registry.settings import ServerSettings
 from tests.registry.context.fake_sources import cell, context_app
 from tests.registry.server_support import running
+from tests.support.context_tools import CONTEXT_TOOLS
 
 READ = frozenset({"robot.read"})
-CONTEXT_TOOLS = {
-    "context_profile",
-    "search_context",
-    "get_context",
-    "list_context",
-    "resolve_navigation",
-}
 
 
 def _manifest(settings: ServerSettings, **options: Any) -> dict[str, Any]:

@@ -18,15 +18,9 @@ from mcp.client.streamable_http import streamable_http_client
 from doraforge.registry.settings import ServerSettings
 from tests.registry.context.fake_sources import SECRET, cell, context_app, failing
 from tests.registry.server_support import TOKEN, running
+from tests.support.context_tools import CONTEXT_TOOLS
 from tests.support.mcp_errors import error_of
 
-CONTEXT_TOOLS = {
-    "context_profile",
-    "search_context",
-    "get_context",
-    "list_context",
-    "resolve_navigation",
-}
 ACCEPT = "application/json, text/event-stream"
 READ = frozenset({"robot.read"})
 
