@@ -17,6 +17,7 @@ from playwright.sync_api import BrowserContext, Locator, Page, expect
 
 from tests.e2e.console.conftest import WEATHER_KEY, Agent, Cell, shot
 from tests.e2e.sim_skill import SKILL
+from tests.support.mcp_errors import error_of
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -143,9 +144,9 @@ def test_an_approved_agent_call_runs_and_a_denied_one_reaches_the_agent_as_denie
     row.locator("input.reason").fill("not now")
     row.locator("button.deny").click()
     denied = refused.result(120)
-    assert denied.isError is True
+    assert denied.meta is not None
     assert denied.meta["doraforge/state"] == "denied"
-    assert _structured(denied)["error"]["code"] == "TOOL_APPROVAL_DENIED"
+    assert error_of(denied)["code"] == "TOOL_APPROVAL_DENIED"
     expect(page.locator("#decided")).to_contain_text("not now")
 
     finalized = _structured(agent.call("forge_task_finalize", {"task_id": task_id}))
