@@ -22,6 +22,7 @@ import sys
 import httpx
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import TextContent
 
 from doraforge.cli.demos.pick_place import STEP_TIMEOUT_S, plan_steps
 from doraforge.wire.tokens import TokenError, load_token
@@ -53,8 +54,9 @@ def bearer(args: argparse.Namespace) -> dict[str, str]:
 
 async def call(session: ClientSession, name: str, **arguments: object) -> dict:
     result = await session.call_tool(name, arguments)
-    if result.isError:
-        raise RuntimeError(result.content)
+    if result.isError:  # its first text block reads "CODE: message"
+        first = result.content[0] if result.content else None
+        raise RuntimeError(first.text if isinstance(first, TextContent) else f"{name} failed")
     return result.structuredContent
 
 
