@@ -1,5 +1,7 @@
+import contextlib
 import signal
 
+import psutil
 import pytest
 
 from doraforge.sim.render import gl_backend
@@ -15,13 +17,50 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+# SIGTERM (a CI job's timeout, `kill`) stops the run at once and leaves nothing behind.
+# The processes the tests started (dataflows, daemons, servers, each in a session of its
+# own, so no signal sent to the run reaches them) are SIGKILLed first, then the run ends
+# as Ctrl-C does and pytest tears the fixtures down, which is quick once their processes
+# are gone (xdist gives a worker's teardown only seconds). Under xdist the controller
+# starts no test process: it passes the SIGTERM on to its workers, which do the same.
+_ROLE = {"xdist_controller": False}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    workers = getattr(config.option, "numprocesses", None)
+    _ROLE["xdist_controller"] = bool(workers) and not hasattr(config, "workerinput")
+
+
 def _interrupted(signum: int, frame: object) -> None:
+    children = _children()
+    if _ROLE["xdist_controller"]:
+        for worker in children:
+            with contextlib.suppress(psutil.Error):
+                worker.send_signal(signal.SIGTERM)
+    else:
+        _kill_below(children)
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-# SIGTERM (a CI job's timeout, `kill`) ends the run as Ctrl-C does: pytest then tears down
-# the fixtures in progress, so the dataflows, daemons and servers they started stop too
-# instead of outliving the suite (each in a session of its own, no signal reaches them).
+def _children() -> list[psutil.Process]:
+    try:
+        return psutil.Process().children()
+    except psutil.Error:
+        return []
+
+
+def _kill_below(children: list[psutil.Process]) -> None:
+    """SIGKILL every process below this one (each tree read before any of it dies)."""
+    for child in children:
+        try:
+            tree = [child, *child.children(recursive=True)]
+        except psutil.Error:
+            tree = [child]
+        for process in tree:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+
+
 if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
     signal.signal(signal.SIGTERM, _interrupted)
 

@@ -21,11 +21,9 @@ import base64
 import contextlib
 import hashlib
 import json
-import signal
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import cv2
@@ -103,21 +101,6 @@ class Served:
         return f"{self.serve.base_url}/mcp"
 
 
-@contextlib.contextmanager
-def _sigterm_unwinds() -> Iterator[None]:
-    """SIGTERM to the test run (``timeout``, a CI runner) unwinds like Ctrl-C, so the
-    fixtures below stop serve and the sim skill instead of leaving them running."""
-
-    def interrupt(_signum: int, _frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     tmp = tmp_path_factory.mktemp("agent-context")
@@ -136,7 +119,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     env = {"CONTEXT_E2E_TOKEN": TOKEN, "CONTEXT_E2E_OPERATOR_TOKEN": OPERATOR_TOKEN}
     # started_sim's home is tmp/"home", which is where serve_process points --home.
     with (
-        _sigterm_unwinds(),
         contextlib.contextmanager(started_sim)(tmp),
         serve_process(tmp, *options, token=TOKEN, env=env) as serve,
     ):
