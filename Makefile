@@ -24,9 +24,10 @@ $(STAMP): pyproject.toml
 # The checkout's own modules as bytecode. An editable install is never byte-compiled, and
 # where PYTHONDONTWRITEBYTECODE is set (it is on this project's machines) every Dora node,
 # Gateway and CLI process would compile doraforge's sources again at each start (~0.1 s
-# of CPU per `doraforge` command). Stale files are ignored by Python, never wrong.
+# of CPU per `doraforge` command). A source edited since is compiled afresh in memory
+# (Python compares its time stamp and size); -q prints only errors.
 bytecode: $(STAMP)
-	@$(PY) -m compileall -q -j 0 -x '/skills/' $$(find doraforge -maxdepth 1 -type l) doraforge >/dev/null
+	@$(PY) -m compileall -q -j 0 -x '/skills/' $$(find doraforge -maxdepth 1 -type l) doraforge
 
 # Style, the import contracts of ARCHITECTURE.md ([tool.importlinter]) and the type
 # checker ([tool.mypy]); all configured in pyproject.toml.
@@ -51,8 +52,9 @@ eval: $(STAMP)
 	@$(PY) -c "import json; r = json.load(open('$(VENV)/eval-agent-context.json')); print('agent-context eval:', r['summary'])"
 
 # The peers nobody here wrote (PhyAgentOS, OpenArm's MuJoCo node, mcp-server-time, the MCP
-# TypeScript SDK), each in its own environment under .peers/, built before pytest starts so
-# no test's time limit covers a download; reused while current.
+# TypeScript SDK client and the MCP Inspector CLI), each in its own environment under
+# .peers/, built before pytest starts so no test's time limit covers a download; reused
+# while current.
 peers: $(STAMP) node
 	@$(PY) -m tests.peers.install
 

@@ -96,6 +96,20 @@ async def main(url: str, headers: dict[str, str]) -> None:
         print(done["task"]["state"], done["revisions"][-1]["verdict"]["status"])
 
 
+def leaf_messages(group: BaseExceptionGroup[RuntimeError]) -> list[str]:
+    """The messages of the errors a (nested) exception group holds."""
+    return [
+        message
+        for error in group.exceptions
+        for message in (
+            leaf_messages(error) if isinstance(error, BaseExceptionGroup) else [str(error)]
+        )
+    ]
+
+
 if __name__ == "__main__":
     options = arguments(sys.argv[1:])
-    asyncio.run(main(options.url, bearer(options)))
+    try:
+        asyncio.run(main(options.url, bearer(options)))
+    except* RuntimeError as failed:  # the MCP client's task groups wrap a tool's error
+        sys.exit(f"mcp_pick_place: {'; '.join(leaf_messages(failed))}")

@@ -10,9 +10,10 @@ names, and data between daemons goes over Zenoh. Facts of dora 1.1 this is built
   (``--config sim.gateway.yml``) are not found. Daemons on this host share its file
   system: :func:`with_working_dirs` pins every node to the dataflow's own folder.
 * Daemons find each other by Zenoh multicast scouting unless told otherwise; containers
-  and CI runners often have no multicast. Each local daemon here listens on a free
-  loopback port (``--zenoh-listen``) and dials every other one (``--zenoh-connect``),
-  the clique dora documents for Zenoh 1.9 (peers do not relay for each other).
+  and CI runners often have no multicast. Each local daemon here listens on a free port
+  of its host's address (``--zenoh-listen``; loopback unless a :class:`MachineHost`
+  places it elsewhere) and dials every other one (``--zenoh-connect``), the clique dora
+  documents for Zenoh 1.9 (peers do not relay for each other).
 * Every output sent to another daemon goes with Zenoh congestion control DROP: the
   daemons run with :data:`CLUSTER_ZENOH_OVERLAY` (its comments say what and why).
 * ``dora start --attach`` stays in the foreground until the dataflow ends; SIGINT makes
@@ -57,6 +58,7 @@ from doraforge.skill_runtime.dora_run import (
 )
 from doraforge.skill_runtime.errors import RuntimeStateError
 from doraforge.wire import strict_yaml
+from doraforge.wire.guard import is_loopback
 
 #: The Zenoh settings of daemons that exchange data (no silent drop of a frame in transit).
 CLUSTER_ZENOH_OVERLAY = DATAFLOWS / "zenoh-cluster-overlay.json5"
@@ -297,6 +299,35 @@ def cluster_status(
     return daemon_rows(done.stdout) if done.returncode == 0 else None
 
 
+def _placed(
+    machines: Sequence[str], hosts: Mapping[str, MachineHost], coordinator_host: str
+) -> dict[str, MachineHost]:
+    """Each machine's host (loopback unless ``hosts`` names one). Refused with
+    ``ValueError``: a host for no machine of the cluster, and a machine on a host of its
+    own (a ``launcher``) beside a loopback address, which that host's daemon cannot reach."""
+    unknown = sorted(set(hosts) - set(machines))
+    if unknown:
+        raise ValueError(f"hosts name no machine of the cluster: {', '.join(unknown)}")
+    placed = {machine: hosts.get(machine, MachineHost()) for machine in machines}
+    elsewhere = [machine for machine, host in placed.items() if host.launcher]
+    addresses = {machine: host.address for machine, host in placed.items()}
+    on_loopback = [
+        m for m, a in {**addresses, "the coordinator": coordinator_host}.items() if is_loopback(a)
+    ]
+    if elsewhere and on_loopback:
+        raise ValueError(
+            f"{', '.join(elsewhere)} runs on a host of its own, which cannot reach the loopback "
+            f"address of {', '.join(on_loopback)}: give every machine and the coordinator an "
+            "address all the hosts reach"
+        )
+    return placed
+
+
+def _endpoint(address: str, port: int) -> str:
+    """``HOST:PORT`` as Dora's ``--zenoh-listen`` reads it (an IPv6 address in brackets)."""
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
 class LocalCluster:
     """A coordinator and one daemon per machine id on this host, all on free ports.
 
@@ -317,7 +348,7 @@ class LocalCluster:
         if not machines:
             raise ValueError("a cluster needs at least one machine id")
         self.machines = list(machines)
-        self.hosts = {machine: (hosts or {}).get(machine, MachineHost()) for machine in machines}
+        self.hosts = _placed(self.machines, hosts or {}, coordinator_host)
         self.env = {
             **env,
             "RUST_BACKTRACE": "0",
@@ -360,7 +391,7 @@ class LocalCluster:
     def _daemon_args(self, machine: str, zenoh: Mapping[str, int]) -> list[str]:
         """A free Zenoh port per machine is picked on this host; a machine on a host of its
         own binds the same port number at its own address."""
-        endpoints = {m: f"{self.hosts[m].address}:{port}" for m, port in zenoh.items()}
+        endpoints = {m: _endpoint(self.hosts[m].address, port) for m, port in zenoh.items()}
         peers = [endpoint for other, endpoint in endpoints.items() if other != machine]
         return daemon_args(
             machine,

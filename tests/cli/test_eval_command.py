@@ -11,14 +11,7 @@ from typing import Any
 import pytest
 
 from doraforge.cli import main
-
-FIVE_TOOLS = {
-    "context_profile",
-    "search_context",
-    "get_context",
-    "list_context",
-    "resolve_navigation",
-}
+from tests.support.context_tools import CONTEXT_TOOLS
 
 SUITE = """\
 version: 1
@@ -95,7 +88,7 @@ def test_shipped_suite_passes_every_case_and_says_where_each_comes_from(
             r"doraforge/registry/context/fixtures/agent_context\.yml:\d+", entry["source"]
         )
         assert entry["pointers"]
-    assert {c["tool"] for c in report["cases"]} >= FIVE_TOOLS | {"tools/list", "manifest"}
+    assert {c["tool"] for c in report["cases"]} >= CONTEXT_TOOLS | {"tools/list", "manifest"}
     assert {c["via"] for c in report["cases"]} == {"service", "mcp"}
 
 

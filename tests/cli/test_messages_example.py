@@ -1,5 +1,5 @@
 """``examples/mcp_pick_place.py`` sends the registry's token from a file or a variable, and
-a token it cannot use is one line, never a traceback."""
+a token it cannot use, or a tool's error, is one line, never a traceback."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from types import ModuleType
 import pytest
 
 from tests.paths import PROJECT_ROOT
+from tests.support.live_server import serve_process
 
 EXAMPLE = PROJECT_ROOT / "examples" / "mcp_pick_place.py"
 TOKEN = "example-registry-token-0123456789"
@@ -66,3 +67,19 @@ def test_a_token_file_others_can_read_is_refused_in_one_line(tmp_path: Path) -> 
     assert done.stderr.count("\n") == 1
     assert done.stderr.startswith("mcp_pick_place: ")
     assert TOKEN not in done.stderr
+
+
+def test_a_tools_error_ends_the_script_in_its_code_and_message_line(tmp_path: Path) -> None:
+    # A registry that grants no writes: forge_task_create is refused, as an isError result.
+    with serve_process(tmp_path, "--mcp", "--grant", "robot.read") as serve:
+        done = subprocess.run(
+            [sys.executable, str(EXAMPLE), f"{serve.base_url}/mcp"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("mcp_pick_place: TOOL_"), done.stderr
+    assert "Traceback" not in done.stderr

@@ -5,8 +5,8 @@
 pins the rest. On first use :func:`cli_dir` copies them under ``.peers/`` in the checkout
 (``DORAFORGE_PEERS_DIR`` moves it) and runs ``npm ci`` there, once, bounded and under a
 file lock so concurrent test processes never install over each other; a stamp with the
-lock file's digest says the install is complete and current. The package declares
-``node >= 22.19``; the CLI paths used here (Streamable HTTP, ``tools/list``,
+digest of both files says the install is complete and current (:mod:`tests.peers.npm`).
+The package declares ``node >= 22.19``; the CLI paths used here (Streamable HTTP, ``tools/list``,
 ``tools/call``) run on the ``node`` 20 that ``make node`` requires, so the install does
 not enforce the engine range (the tests that use it would fail if that stopped being so).
 

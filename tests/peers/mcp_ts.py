@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -50,10 +49,7 @@ def call_tool(name: str, arguments: Mapping[str, Any] | None = None) -> Step:
 
 def client_dir() -> Path:
     """The installed client's directory, installed on first use (bounded, locked)."""
-    target = npm_peer(SOURCE, f"mcp-ts-{version()}", label="MCP_TS")
-    # The script may change without the lock file changing: it is always current.
-    shutil.copyfile(SOURCE / "client.mjs", target / "client.mjs")
-    return target
+    return npm_peer(SOURCE, f"mcp-ts-{version()}", label="MCP_TS", scripts=["client.mjs"])
 
 
 def run(

@@ -31,10 +31,19 @@ def pinned(source: Path, package: str) -> str:
     return version
 
 
-def npm_peer(source: Path, folder: str, *, label: str, npm_flags: Sequence[str] = ()) -> Path:
+def npm_peer(
+    source: Path,
+    folder: str,
+    *,
+    label: str,
+    npm_flags: Sequence[str] = (),
+    scripts: Sequence[str] = (),
+) -> Path:
     """The installed peer ``<peers>/<folder>`` built from ``source``; installed on first
-    use. ``label`` names it in the one-line failures (``<LABEL>_NODE_MISSING``,
-    ``<LABEL>_INSTALL_FAILED``), which are test failures saying what to do."""
+    use. ``scripts`` (files of ``source``) are copied on every call, under the lock: they
+    may change without the lock file changing. ``label`` names the peer in the one-line
+    failures (``<LABEL>_NODE_MISSING``, ``<LABEL>_INSTALL_FAILED``), which are test
+    failures saying what to do."""
     target = peer_root() / folder
     target.mkdir(parents=True, exist_ok=True)
     with locked(target / ".install.lock"):
@@ -42,6 +51,8 @@ def npm_peer(source: Path, folder: str, *, label: str, npm_flags: Sequence[str] 
         if not (stamp.exists() and stamp.read_text() == _digest(source)):
             _install(source, target, label, npm_flags)
             stamp.write_text(_digest(source))
+        for name in scripts:
+            shutil.copyfile(source / name, target / name)
     return target
 
 
@@ -67,6 +78,11 @@ def _install(source: Path, target: Path, label: str, npm_flags: Sequence[str]) -
             f"{label}_INSTALL_FAILED: `npm ci` in {target} exited {failed.returncode}; check "
             f"access to the npm registry:\n{failed.stderr[-3000:]}"
         ) from failed
+    except subprocess.TimeoutExpired:
+        raise AssertionError(
+            f"{label}_INSTALL_FAILED: `npm ci` in {target} took over {INSTALL_TIMEOUT_S:g} s; "
+            "check access to the npm registry and run the tests again"
+        ) from None
 
 
 def _digest(source: Path) -> str:

@@ -102,8 +102,13 @@ def test_a_local_cluster_uses_free_ports_and_the_cluster_zenoh_overlay(tmp_path:
     assert "6013" not in args
 
 
-def test_a_machine_on_a_host_of_its_own_listens_there_and_is_dialled_there(tmp_path: Path) -> None:
-    hosts = {"robot": MachineHost("10.200.0.2", ("ip", "netns", "exec", "robot-host"))}
+def test_a_machine_on_a_host_of_its_own_listens_there_and_is_dialled_there(
+    tmp_path: Path,
+) -> None:
+    hosts = {
+        "robot": MachineHost("10.200.0.2", ("ip", "netns", "exec", "robot-host")),
+        "workstation": MachineHost("10.200.0.1"),
+    }
     cluster = LocalCluster(
         ["robot", "workstation"],
         {"PATH": "/bin"},
@@ -112,14 +117,52 @@ def test_a_machine_on_a_host_of_its_own_listens_there_and_is_dialled_there(tmp_p
         coordinator_host="10.200.0.1",
     )
     assert cluster.address.host == "10.200.0.1"
-    assert cluster.hosts["workstation"] == MachineHost()  # loopback, this host's stack
     zenoh = {"robot": 41001, "workstation": 41002}
     robot = cluster._daemon_args("robot", zenoh)
     assert robot[robot.index("--zenoh-listen") + 1] == "10.200.0.2:41001"
-    assert robot[robot.index("--zenoh-connect") + 1] == "tcp/127.0.0.1:41002"
+    assert robot[robot.index("--zenoh-connect") + 1] == "tcp/10.200.0.1:41002"
     assert robot[robot.index("--coordinator-addr") + 1] == "10.200.0.1"
     workstation = cluster._daemon_args("workstation", zenoh)
     assert workstation[workstation.index("--zenoh-connect") + 1] == "tcp/10.200.0.2:41001"
+
+
+def test_an_ipv6_host_is_bracketed_in_its_zenoh_endpoints(tmp_path: Path) -> None:
+    hosts = {"robot": MachineHost("fd00::2"), "workstation": MachineHost("fd00::1")}
+    cluster = LocalCluster(["robot", "workstation"], {}, tmp_path, hosts=hosts)
+    args = cluster._daemon_args("robot", {"robot": 41001, "workstation": 41002})
+    assert args[args.index("--zenoh-listen") + 1] == "[fd00::2]:41001"
+    assert args[args.index("--zenoh-connect") + 1] == "tcp/[fd00::1]:41002"
+
+
+@pytest.mark.parametrize(
+    ("hosts", "coordinator", "message"),
+    [
+        # the workstation left on loopback, which the robot's host cannot reach
+        (
+            {"robot": MachineHost("10.200.0.2", ("ip", "netns", "exec", "r"))},
+            "10.200.0.1",
+            "loopback address of workstation",
+        ),
+        # the coordinator left on loopback
+        (
+            {
+                "robot": MachineHost("10.200.0.2", ("ip", "netns", "exec", "r")),
+                "workstation": MachineHost("10.200.0.1"),
+            },
+            "127.0.0.1",
+            "loopback address of the coordinator",
+        ),
+        ({"arm": MachineHost("10.200.0.2")}, "127.0.0.1", "name no machine of the cluster: arm"),
+    ],
+    ids=["machine-on-loopback", "coordinator-on-loopback", "unknown-machine"],
+)
+def test_a_placement_no_daemon_could_connect_through_is_refused(
+    tmp_path: Path, hosts: dict[str, MachineHost], coordinator: str, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        LocalCluster(
+            ["robot", "workstation"], {}, tmp_path, hosts=hosts, coordinator_host=coordinator
+        )
 
 
 def test_a_cluster_needs_a_machine_and_a_dataflow_one_coordinator(tmp_path: Path) -> None:

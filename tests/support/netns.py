@@ -15,6 +15,7 @@ import ipaddress
 import os
 import re
 import secrets
+import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from pathlib import Path
 import psutil
 
 PREFIX = "doraforge"
-_OURS = re.compile(rf"^{PREFIX}-(\d+)-([0-9a-f]{{6}})\b")
+_OURS = re.compile(rf"^{PREFIX}-(\d+)-([0-9a-f]{{6}}|probe)\b")
 _IP_TIMEOUT_S = 10.0
 _LINKS = 2**14  # /30 networks in 10.200.0.0/16
 
@@ -41,15 +42,29 @@ def _checked(*args: str, namespace: str | None = None) -> None:
         raise OSError(f"ip {' '.join(args)} failed: {done.stderr.strip()}")
 
 
+def _quietly(*args: str) -> None:
+    """An ``ip`` command of a clean-up, which must not stop the clean-ups after it."""
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        _ip(*args)
+
+
 def unavailable() -> str | None:
-    """Why network namespaces cannot be made here, or ``None`` when they can."""
-    if os.geteuid() != 0:
-        return "network namespaces need root (ip netns add); run the tests as root"
+    """Why network namespaces cannot be made here (tried with a probe namespace), or
+    ``None`` when they can."""
+    probe = f"{PREFIX}-{os.getpid()}-probe"
     try:
-        listed = _ip("netns", "list")
+        made = _ip("netns", "add", probe)
     except FileNotFoundError:
         return "network namespaces need iproute2's ip command (apt-get install iproute2)"
-    return None if listed.returncode == 0 else f"ip netns list failed: {listed.stderr.strip()}"
+    except subprocess.TimeoutExpired:
+        return "ip netns add did not answer"
+    if made.returncode != 0:
+        return (
+            f"network namespaces cannot be made here ({made.stderr.strip()}): they need root "
+            "with CAP_SYS_ADMIN (not a default container)"
+        )
+    _quietly("netns", "delete", probe)
+    return None
 
 
 @dataclass(frozen=True)
@@ -100,12 +115,16 @@ def _subnet(tag: str) -> tuple[str, str]:
 
 
 def remove_stale() -> None:
-    """Delete the namespaces (and links) of test processes that are gone."""
+    """Delete the namespaces (their processes first, then their links) of test processes
+    that are gone: a run killed outright leaves them behind."""
     for line in _ip("netns", "list").stdout.splitlines():
         found = _OURS.match(line.strip())
         if found and not psutil.pid_exists(int(found.group(1))):
-            _ip("link", "delete", f"dfw{found.group(2)}")
-            _ip("netns", "delete", found.group(0))
+            for pid in _ip("netns", "pids", found.group(0)).stdout.split():
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(pid), signal.SIGKILL)
+            _quietly("link", "delete", f"dfw{found.group(2)}")
+            _quietly("netns", "delete", found.group(0))
 
 
 @contextlib.contextmanager
@@ -130,5 +149,5 @@ def remote_host() -> Iterator[RemoteHost]:
         _checked("link", "set", "lo", "up", namespace=name)
         yield host
     finally:
-        _ip("link", "delete", host.local_link)
-        _ip("netns", "delete", name)
+        _quietly("link", "delete", host.local_link)
+        _quietly("netns", "delete", name)

@@ -10,8 +10,9 @@ each with the input schema of the registry's own catalog; calls ``context_profil
 ``forge_skills_installed`` and reads their structured results; is refused without the
 token and with a wrong one (the registry's 401 reaches the CLI as ``auth_required``,
 carrying the registry's ``AUTH_REQUIRED`` / ``AUTH_INVALID``); and a call with arguments
-the tool's schema refuses comes back as the registry's ``isError`` result with
-``TOOL_INVALID_ARGUMENTS`` in its structured content.
+the tool's schema refuses, and a context tool's own error, come back as the registry's
+``isError`` results (``TOOL_INVALID_ARGUMENTS``, ``CONTEXT_INVALID_ARGUMENTS``: the error
+object in ``_meta`` and as JSON text, no structured content).
 """
 
 from __future__ import annotations
@@ -180,7 +181,7 @@ def test_the_inspector_is_refused_without_the_registrys_bearer_token(
     ],
     ids=["unknown-parameter", "skill-pattern"],
 )
-def test_invalid_arguments_come_back_as_the_registrys_structured_error(
+def test_invalid_arguments_come_back_as_the_registrys_error_result(
     served: ServeProcess, arguments: dict[str, str], path: str, named: str
 ) -> None:
     answer = mcp_inspector.run(
