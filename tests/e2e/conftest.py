@@ -35,7 +35,103 @@ STOP_GRACE_S = 15.0
 LOG_TAIL_LINES = 80
 
 
-class MockStack:
+class GatewayClient:
+    """A running Gateway on loopback ``port``, driven over HTTP, and the log that tells
+    what its dataflow did; what every e2e cell has, however it was started."""
+
+    def __init__(self, port: int, log_path: Path, token: str | None = None):
+        self.port = port
+        self.base_url = f"http://127.0.0.1:{port}"
+        self.log_path = log_path
+        self.token = token
+        headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+        self.http = httpx.Client(base_url=self.base_url, timeout=10.0, headers=headers)
+
+    # ---------------------------------------------------------------- HTTP helpers
+
+    def data(self, response: httpx.Response, status: int = 200) -> Any:
+        """Assert the status and the success envelope; return ``data``."""
+        assert response.status_code == status, response.text
+        body = response.json()
+        assert body["ok"] is True, body
+        return body["data"]
+
+    def context(self, tool_id: str = "mock.move") -> dict[str, Any]:
+        context: dict[str, Any] = self.data(self.http.get(f"/tools/{tool_id}/context"))
+        return context
+
+    def ready(self, tool_id: str = "mock.move") -> bool:
+        """Whether the Gateway answers and calls ``tool_id`` ready; never raises on I/O."""
+        try:
+            response = self.http.get(f"/tools/{tool_id}/context", timeout=2.0)
+        except httpx.TransportError:
+            return False
+        return response.status_code == 200 and response.json()["data"]["ready"] is True
+
+    def invoke(self, tool_id: str, arguments: dict[str, Any], **body: Any) -> httpx.Response:
+        return self.http.post(f"/tools/{tool_id}:invoke", json={"arguments": arguments, **body})
+
+    def start(self, tool_id: str, arguments: dict[str, Any], **body: Any) -> dict[str, Any]:
+        """Admit an Action or Session (202) and return the admission document."""
+        admission: dict[str, Any] = self.data(self.invoke(tool_id, arguments, **body), 202)
+        return admission
+
+    def admit(self, tool_id: str, arguments: dict[str, Any], within: float = 60.0) -> str:
+        """Admit an Action once its provider takes it, and return its invocation id: a
+        robot provider refuses (422, retryable, e.g. ``ARM_NO_STATE``) until the world's
+        joint state has reached it."""
+        admitted: list[str] = []
+
+        def taken() -> bool:
+            response = self.invoke(tool_id, arguments)
+            if response.status_code == 422 and response.json()["error"]["retryable"]:
+                return False
+            admitted.append(self.data(response, 202)["invocation_id"])
+            return True
+
+        eventually(taken, within=within, what=f"{tool_id} to be admitted", detail=self.tail)
+        return admitted[0]
+
+    def status(self, invocation_id: str) -> dict[str, Any]:
+        status: dict[str, Any] = self.data(self.http.get(f"/invocations/{invocation_id}"))
+        return status
+
+    def poll(
+        self,
+        invocation_id: str,
+        until: Callable[[dict[str, Any]], bool],
+        timeout_s: float = 20.0,
+        seen: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """Poll the invocation until ``until(status)``; ``seen`` collects every phase read."""
+        latest: dict[str, Any] = {}
+
+        def check() -> bool:
+            latest.update(self.status(invocation_id))
+            if seen is not None:
+                seen.append(latest["phase"])
+            return until(latest)
+
+        eventually(
+            check,
+            within=timeout_s,
+            what=f"invocation {invocation_id} to satisfy the condition",
+            detail=lambda: f"last status {latest}\n{self.tail()}",
+        )
+        return latest
+
+    def terminal(self, invocation_id: str, timeout_s: float = 20.0, **kw: Any) -> dict[str, Any]:
+        return self.poll(invocation_id, lambda status: status["terminal"], timeout_s, **kw)
+
+    def tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            return f"<no log: {exc}>"
+        return "\n".join(text.splitlines()[-lines:])
+
+
+class MockStack(GatewayClient):
     """One running mock dataflow: its HTTP client, log, journal and node processes."""
 
     def __init__(
@@ -46,14 +142,9 @@ class MockStack:
         journal: Path,
         token: str | None = None,
     ):
+        super().__init__(port, log_path, token)
         self.dataflow = dataflow
-        self.port = port
-        self.base_url = f"http://127.0.0.1:{port}"
-        self.log_path = log_path
         self.journal = journal
-        self.token = token
-        headers = {} if token is None else {"Authorization": f"Bearer {token}"}
-        self.http = httpx.Client(base_url=self.base_url, timeout=10.0, headers=headers)
 
     # ---------------------------------------------------------------- processes
 
@@ -122,25 +213,6 @@ class MockStack:
 
     # ---------------------------------------------------------------- HTTP helpers
 
-    def data(self, response: httpx.Response, status: int = 200) -> Any:
-        """Assert the status and the success envelope; return ``data``."""
-        assert response.status_code == status, response.text
-        body = response.json()
-        assert body["ok"] is True, body
-        return body["data"]
-
-    def context(self, tool_id: str = "mock.move") -> dict[str, Any]:
-        context: dict[str, Any] = self.data(self.http.get(f"/tools/{tool_id}/context"))
-        return context
-
-    def ready(self, tool_id: str = "mock.move") -> bool:
-        """Whether the Gateway answers and calls ``tool_id`` ready; never raises on I/O."""
-        try:
-            response = self.http.get(f"/tools/{tool_id}/context", timeout=2.0)
-        except httpx.TransportError:
-            return False
-        return response.status_code == 200 and response.json()["data"]["ready"] is True
-
     def query(self, operation: str, arguments: dict[str, Any], **body: Any) -> dict[str, Any]:
         """Invoke a ``mock`` Query and return its terminal result."""
         response = self.http.post(
@@ -157,45 +229,6 @@ class MockStack:
         assert result["status"] == "succeeded", result
         outputs: dict[str, Any] = result["outputs"]
         return outputs
-
-    def invoke(self, tool_id: str, arguments: dict[str, Any], **body: Any) -> httpx.Response:
-        return self.http.post(f"/tools/{tool_id}:invoke", json={"arguments": arguments, **body})
-
-    def start(self, tool_id: str, arguments: dict[str, Any], **body: Any) -> dict[str, Any]:
-        """Admit an Action or Session (202) and return the admission document."""
-        admission: dict[str, Any] = self.data(self.invoke(tool_id, arguments, **body), 202)
-        return admission
-
-    def status(self, invocation_id: str) -> dict[str, Any]:
-        status: dict[str, Any] = self.data(self.http.get(f"/invocations/{invocation_id}"))
-        return status
-
-    def poll(
-        self,
-        invocation_id: str,
-        until: Callable[[dict[str, Any]], bool],
-        timeout_s: float = 20.0,
-        seen: list[str] | None = None,
-    ) -> dict[str, Any]:
-        """Poll the invocation until ``until(status)``; ``seen`` collects every phase read."""
-        latest: dict[str, Any] = {}
-
-        def check() -> bool:
-            latest.update(self.status(invocation_id))
-            if seen is not None:
-                seen.append(latest["phase"])
-            return until(latest)
-
-        eventually(
-            check,
-            within=timeout_s,
-            what=f"invocation {invocation_id} to satisfy the condition",
-            detail=lambda: f"last status {latest}",
-        )
-        return latest
-
-    def terminal(self, invocation_id: str, timeout_s: float = 20.0, **kw: Any) -> dict[str, Any]:
-        return self.poll(invocation_id, lambda status: status["terminal"], timeout_s, **kw)
 
     def wait_idle(self, timeout_s: float = 20.0) -> None:
         """Wait until no ``move`` holds a Gateway slot or runs at the provider."""
@@ -247,13 +280,6 @@ class MockStack:
         return events
 
     # ---------------------------------------------------------------- logs, lifecycle
-
-    def tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            return f"<no log: {exc}>"
-        return "\n".join(text.splitlines()[-lines:])
 
     def close(self) -> None:
         """Stop the dataflow group and assert that no node process outlived it."""

@@ -171,22 +171,6 @@ def scene(cell: MockStack) -> dict[str, Any]:
     return dict(result["outputs"])
 
 
-def admit(cell: MockStack, tool_id: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """Admit an Action once its provider can take it: the arm refuses (422, retryable,
-    ``ARM_NO_STATE``) until joint state from the world has reached it."""
-    admitted: dict[str, Any] = {}
-
-    def admitted_now() -> bool:
-        response = cell.invoke(tool_id, arguments)
-        if response.status_code == 422 and response.json()["error"]["retryable"]:
-            return False
-        admitted.update(cell.data(response, 202))
-        return True
-
-    eventually(admitted_now, within=60.0, what=f"{tool_id} to be admitted")
-    return admitted
-
-
 # ------------------------------------------------------------------ doraforge run
 
 
@@ -357,8 +341,7 @@ def test_a_query_and_an_action_reach_the_robot_daemon(cell: SplitCell) -> None:
     # Ready includes world.scene_state's endpoint_ready: the world has stepped.
     state = scene(cell)
     assert state["sim_time"] >= 0
-    admitted = admit(cell, "arm.home", {})
-    final = cell.terminal(admitted["invocation_id"], timeout_s=60.0)
+    final = cell.terminal(cell.admit("arm.home", {}), timeout_s=60.0)
     assert final["phase"] == "completed", final
     # Joint state crossed daemons: the Gateway's observation cache holds a fresh one.
     joints = cell.data(cell.http.get("/observations/state"))["joint_state"]
@@ -408,8 +391,8 @@ def _kill_machine(cell: SplitCell, machine: str) -> None:
 
 # The module's cell, last: the robot machine dies and the cell is recovered by a restart.
 def test_the_robot_daemon_dying_mid_action_ends_it_unknown_and_recovers(cell: SplitCell) -> None:
-    run = admit(cell, "arm.home", {})
-    assert cell.terminal(run["invocation_id"], timeout_s=60.0)["phase"] == "completed"
+    run = cell.admit("arm.home", {})
+    assert cell.terminal(run, timeout_s=60.0)["phase"] == "completed"
     origin = scene(cell)["gripper"]["tool_position"]
     target = [origin[0], origin[1] - 0.25, origin[2] - 0.1]
     admitted = cell.start("arm.move_to_pose", {"position": target, "speed": 0.02})
@@ -452,7 +435,7 @@ def test_the_robot_daemon_dying_mid_action_ends_it_unknown_and_recovers(cell: Sp
         what="the restarted split cell to be ready",
         detail=cell.tail,
     )
-    run = admit(cell, "arm.home", {})
-    assert cell.terminal(run["invocation_id"], timeout_s=60.0)["phase"] == "completed"
+    run = cell.admit("arm.home", {})
+    assert cell.terminal(run, timeout_s=60.0)["phase"] == "completed"
     # The invocation lost with the robot stays unknown across the restart.
     assert cell.status(invocation_id)["phase"] == "unknown"

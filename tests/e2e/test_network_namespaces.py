@@ -22,12 +22,10 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 import pytest
 
@@ -39,7 +37,7 @@ from doraforge.skill_runtime.cluster import (
     with_working_dirs,
 )
 from doraforge.skill_runtime.dora_run import dora_environment, free_port, private_copy
-from tests.e2e.conftest import GATEWAY_MARK, SIM_ENV, SIM_TOOLS
+from tests.e2e.conftest import GATEWAY_MARK, SIM_ENV, SIM_TOOLS, GatewayClient
 from tests.paths import PROJECT_ROOT
 from tests.support import netns
 from tests.support.netns import RemoteHost
@@ -55,65 +53,27 @@ ROBOT_MARKS = ("-m doraforge.nodes.world", "-m doraforge.nodes.arm", "-m dorafor
 WORKSTATION_MARKS = (GATEWAY_MARK, "-m doraforge.nodes.camera")
 
 
-@dataclass
-class LinkedCell:
-    """The split cell across the link: the robot host, the cluster, the run, a client."""
+def phase_in(*phases: str) -> Callable[[dict[str, Any]], bool]:
+    """A :meth:`GatewayClient.poll` condition: the invocation is in one of ``phases``."""
+    return lambda status: status["phase"] in phases
 
-    robot: RemoteHost
-    cluster: LocalCluster
-    run: subprocess.Popen[bytes]
-    log: Path
-    http: httpx.Client
 
-    def tail(self) -> str:
-        return self.log.read_text(errors="replace")[-3000:]
+class LinkedCell(GatewayClient):
+    """The split cell across the link: the robot host, the cluster, the ``doraforge run``
+    that started the dataflow on it, and the Gateway's client."""
 
-    def data(self, response: httpx.Response, status: int = 200) -> Any:
-        assert response.status_code == status, response.text
-        return response.json()["data"]
-
-    def ready(self, tool_id: str) -> bool:
-        try:
-            response = self.http.get(f"/tools/{tool_id}/context", timeout=2.0)
-        except httpx.TransportError:
-            return False
-        return response.status_code == 200 and response.json()["data"]["ready"] is True
-
-    def context(self, tool_id: str) -> dict[str, Any]:
-        return dict(self.data(self.http.get(f"/tools/{tool_id}/context")))
-
-    def status(self, invocation_id: str) -> dict[str, Any]:
-        return dict(self.data(self.http.get(f"/invocations/{invocation_id}")))
-
-    def until(self, invocation_id: str, phases: set[str], within: float) -> dict[str, Any]:
-        latest: dict[str, Any] = {}
-
-        def reached() -> bool:
-            latest.update(self.status(invocation_id))
-            return latest["phase"] in phases
-
-        eventually(
-            reached,
-            within=within,
-            what=f"{invocation_id} to reach {sorted(phases)}",
-            detail=lambda: f"last status {latest}\n{self.tail()}",
-        )
-        return latest
-
-    def admit(self, tool_id: str, arguments: dict[str, Any]) -> str:
-        """Admit an Action once its provider takes it (the arm refuses, 422 retryable,
-        until the world's joint state has reached it); its invocation id."""
-        admitted: list[str] = []
-
-        def taken() -> bool:
-            response = self.http.post(f"/tools/{tool_id}:invoke", json={"arguments": arguments})
-            if response.status_code == 422 and response.json()["error"]["retryable"]:
-                return False
-            admitted.append(self.data(response, 202)["invocation_id"])
-            return True
-
-        eventually(taken, within=60.0, what=f"{tool_id} to be admitted", detail=self.tail)
-        return admitted[0]
+    def __init__(
+        self,
+        robot: RemoteHost,
+        cluster: LocalCluster,
+        run: subprocess.Popen[bytes],
+        port: int,
+        log_path: Path,
+    ):
+        super().__init__(port, log_path)
+        self.robot = robot
+        self.cluster = cluster
+        self.run = run
 
     def nodes(self) -> dict[str, psutil.Process]:
         """Each node process by its command-line mark (below the daemons)."""
@@ -189,8 +149,7 @@ def cell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LinkedCell]:
             cluster.up()
             log = tmp / "run.log"
             run = _doraforge_run(pinned, str(cluster.address), log)
-            http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10.0)
-            linked = LinkedCell(robot, cluster, run, log, http)
+            linked = LinkedCell(robot, cluster, run, port, log)
             try:
                 eventually(
                     lambda: all(linked.ready(tool) for tool in SIM_TOOLS) or run.poll() is not None,
@@ -203,7 +162,7 @@ def cell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LinkedCell]:
                 yield linked
                 _stop(linked)
             finally:
-                http.close()
+                linked.http.close()
                 _end(run)
         finally:
             nodes = _processes(cluster.node_processes())
@@ -271,8 +230,7 @@ def test_the_robot_computer_cannot_reach_the_workstations_loopback(cell: LinkedC
     """Its 127.0.0.1 is its own: the Gateway the workstation serves on loopback is not
     there (refused), while the robot daemon's own loopback listener is, so everything the
     robot's nodes exchange with the Gateway crossed the link."""
-    gateway_port = cell.http.base_url.port
-    assert gateway_port is not None
+    gateway_port = cell.port
     command = cell.cluster.daemon("robot").command
     daemon_port = int(command[command.index("--local-listen-port") + 1])
     assert _connect_on_robot(cell, gateway_port) == errno.ECONNREFUSED
@@ -299,7 +257,7 @@ def test_queries_actions_joint_state_and_frames_cross_the_link(cell: LinkedCell)
     scene = cell.http.post("/tools/world/scene_state:invoke", json={"arguments": {}})
     assert cell.data(scene)["response"]["result"]["status"] == "succeeded"
     invocation_id = cell.admit("arm.home", {})
-    assert cell.until(invocation_id, {"completed"}, within=60.0)["phase"] == "completed"
+    assert cell.poll(invocation_id, phase_in("completed"), 60.0)["phase"] == "completed"
     joints = cell.data(cell.http.get("/observations/state"))["joint_state"]
     assert len(joints["position"]) >= 6
 
@@ -335,11 +293,11 @@ def test_a_partition_mid_action_ends_it_unknown_and_the_same_robot_returns_with_
     robot_pids = {mark: cell.nodes()[mark].pid for mark in ROBOT_MARKS}
     slow = {"positions": {"shoulder_pan": 1.5}, "speed": 0.1}
     invocation_id = cell.admit("arm.move_joints", slow)
-    cell.until(invocation_id, {"running"}, within=30.0)
+    cell.poll(invocation_id, phase_in("running"), 30.0)
 
     cell.robot.disconnect()
     try:
-        final = cell.until(invocation_id, {"unknown", "completed", "failed"}, within=60.0)
+        final = cell.poll(invocation_id, phase_in("unknown", "completed", "failed"), 60.0)
         assert final["phase"] == "unknown", final
         assert final["result"]["status"] == "unknown", final
         error = final["result"]["error"]
@@ -367,5 +325,5 @@ def test_a_partition_mid_action_ends_it_unknown_and_the_same_robot_returns_with_
     assert after == before  # the same process: a partition, not a restart
     assert {mark: cell.nodes()[mark].pid for mark in ROBOT_MARKS} == robot_pids
     home = cell.admit("arm.home", {})
-    assert cell.until(home, {"completed"}, within=60.0)["phase"] == "completed"
+    assert cell.poll(home, phase_in("completed"), 60.0)["phase"] == "completed"
     assert cell.status(invocation_id)["phase"] == "unknown"  # never retried, never rewritten
