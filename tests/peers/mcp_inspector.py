@@ -21,10 +21,8 @@ stderr.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -33,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.peers.npm import npm_peer, pinned
+from tests.support.processes import run_bounded
 
 SOURCE = Path(__file__).resolve().parent / "mcp_inspector"
 PACKAGE = "@modelcontextprotocol/inspector"
@@ -119,7 +118,14 @@ def run(
             if not key.startswith(_FOREIGN) and key not in ("XDG_CONFIG_HOME", "XDG_DATA_HOME")
         }
         env.update(HOME=home, USERPROFILE=home, NO_COLOR="1")
-        out, err, status = _bounded(command, env=env, cwd=home, timeout=timeout)
+        try:
+            finished = run_bounded(command, env=env, cwd=home, timeout=timeout)
+        except subprocess.TimeoutExpired as expired:
+            raise AssertionError(
+                f"the MCP Inspector CLI did not end within {timeout} s and was killed:\n"
+                f"{str(expired.output)[-3000:]}\n{str(expired.stderr)[-3000:]}"
+            ) from None
+    out, err, status = finished.stdout, finished.stderr, finished.returncode
     answer = Answer(status, _json(out), _json(err.strip().splitlines()[-1] if err.strip() else ""))
     if status != exit_code or (exit_code == EXIT_OK and answer.output is None):
         raise AssertionError(
@@ -127,38 +133,6 @@ def run(
             f"{' '.join(args)}:\n{out[-3000:]}\n{err[-3000:]}"
         )
     return answer
-
-
-def _bounded(
-    command: list[str], *, env: dict[str, str], cwd: str, timeout: float
-) -> tuple[str, str, int]:
-    """Run ``command`` in a process group of its own; kill the group at ``timeout``."""
-    process = subprocess.Popen(
-        command,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        out, err = process.communicate()
-        raise AssertionError(
-            f"the MCP Inspector CLI did not end within {timeout} s and was killed:\n"
-            f"{out[-3000:]}\n{err[-3000:]}"
-        ) from None
-    finally:
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
-    return out, err, process.returncode
 
 
 def _json(text: str) -> dict[str, Any] | None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.peers.npm import npm_peer, pinned
+from tests.support.processes import run_bounded
 
 SOURCE = Path(__file__).resolve().parent / "mcp_typescript"
 PACKAGE = "@modelcontextprotocol/sdk"
@@ -66,25 +67,24 @@ def run(
     env = {key: value for key, value in os.environ.items() if key != TOKEN_VARIABLE}
     if token is not None:
         env[TOKEN_VARIABLE] = token
-    process = subprocess.Popen(
-        ["node", str(directory / "client.mjs"), url],
-        cwd=directory,
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
     try:
-        out, err = process.communicate(json.dumps(list(plan)), timeout=timeout)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    records = [json.loads(line) for line in out.splitlines() if line.strip()]
-    if process.returncode != 0 or len(records) != len(plan) + 1:
+        finished = run_bounded(
+            ["node", str(directory / "client.mjs"), url],
+            cwd=directory,
+            env=env,
+            stdin=json.dumps(list(plan)),
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired as expired:
         raise AssertionError(
-            f"the TypeScript MCP client exited {process.returncode} with "
+            f"the TypeScript MCP client did not end within {timeout} s and was killed:\n"
+            f"{str(expired.output)[-3000:]}\n{str(expired.stderr)[-3000:]}"
+        ) from None
+    out, err = finished.stdout, finished.stderr
+    records = [json.loads(line) for line in out.splitlines() if line.strip()]
+    if finished.returncode != 0 or len(records) != len(plan) + 1:
+        raise AssertionError(
+            f"the TypeScript MCP client exited {finished.returncode} with "
             f"{len(records)} of {len(plan) + 1} records:\n{out[-3000:]}\n{err[-3000:]}"
         )
     return records

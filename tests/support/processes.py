@@ -1,6 +1,15 @@
-"""Process-tree helpers for the tests that check what a command leaves running."""
+"""Process helpers: the tree below a process (for the tests that check what a command
+leaves running), and a command run to its end or killed with everything it started."""
 
 from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 
@@ -24,3 +33,52 @@ def descendants(root: psutil.Process | int) -> list[psutil.Process]:
         except psutil.NoSuchProcess:
             continue
     return process.children(recursive=True)
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A command that ended: its exit status and both output streams."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_bounded(
+    command: Sequence[str],
+    *,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+    stdin: str | None = None,
+) -> Finished:
+    """Run ``command`` in a session of its own, ``stdin`` written to it (else none), and
+    wait at most ``timeout``. Past that, or when the wait itself is interrupted, its whole
+    process group (whatever it started too) is SIGKILLed; a timeout then raises
+    ``subprocess.TimeoutExpired`` carrying the output so far. It never outlives the call."""
+    process = subprocess.Popen(
+        list(command),
+        cwd=cwd,
+        env=None if env is None else dict(env),
+        stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = process.communicate(stdin, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        out, err = process.communicate()
+        raise subprocess.TimeoutExpired(list(command), timeout, out, err) from None
+    finally:
+        if process.poll() is None:
+            _kill_group(process)
+            process.communicate()
+    return Finished(process.returncode, out, err)
+
+
+def _kill_group(process: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import subprocess
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
+import psutil
 import pytest
 import uvicorn
 from starlette.applications import Starlette
@@ -16,6 +18,7 @@ from starlette.routing import Route
 
 from tests.support.clock import FakeClock
 from tests.support.live_server import LiveServer, serving
+from tests.support.processes import run_bounded
 from tests.support.waiting import eventually, eventually_async, settle
 
 
@@ -128,3 +131,24 @@ def test_a_stdlib_fake_is_served_for_the_block_and_closed_after() -> None:
         assert httpx.get(url, timeout=2).text == "hello"
     with pytest.raises(httpx.ConnectError):
         httpx.get(url, timeout=2)
+
+
+def test_a_bounded_run_returns_its_output_and_status() -> None:
+    finished = run_bounded(["sh", "-c", "cat; echo err >&2; exit 3"], stdin="in", timeout=30)
+    assert (finished.returncode, finished.stdout, finished.stderr) == (3, "in", "err\n")
+
+
+def test_a_bounded_run_past_its_time_kills_everything_it_started() -> None:
+    # The child starts a grandchild in the background: both are in the run's group.
+    script = "sleep 60 & echo $!; wait"
+    with pytest.raises(subprocess.TimeoutExpired) as expired:
+        run_bounded(["sh", "-c", script], timeout=1.0)
+    grandchild = int(str(expired.value.output).strip())
+    eventually(
+        lambda: (
+            not psutil.pid_exists(grandchild)
+            or psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE
+        ),
+        within=10.0,
+        what="the background sleep to be killed with its group",
+    )

@@ -7,15 +7,13 @@ both tiers can read them from.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from doraforge.registry.sources.tiers import TIERS, Launch, LaunchSpec, Limits
+from tests.support.processes import run_bounded
 
 RUN_TIMEOUT_S = 20.0
 SCRIPT = "probe.py"
@@ -57,23 +55,10 @@ def spec_for(
 
 def run_launch(launch: Launch, timeout: float = RUN_TIMEOUT_S) -> Ran:
     """Spawn ``launch`` as the MCP SDK would, wait at most ``timeout``, kill its group."""
-    proc = subprocess.Popen(
-        [launch.command, *launch.args],
-        env=launch.env,
-        cwd=launch.cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
+    ran = run_bounded(
+        [launch.command, *launch.args], env=launch.env, cwd=launch.cwd, timeout=timeout
     )
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-    return Ran(proc.returncode, stdout, stderr)
+    return Ran(ran.returncode, ran.stdout, ran.stderr)
 
 
 def run_script(tier: int, spec: LaunchSpec, source: str, timeout: float = RUN_TIMEOUT_S) -> Ran:
