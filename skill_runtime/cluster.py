@@ -270,9 +270,13 @@ def daemon_args(
     return args
 
 
-def loopback(port: int) -> str:
-    """The Zenoh endpoint ``127.0.0.1:PORT`` of a daemon on this host's loopback."""
-    return f"127.0.0.1:{port}"
+#: The address of a daemon on this host's loopback.
+LOOPBACK = "127.0.0.1"
+
+
+def zenoh_endpoint(address: str, port: int) -> str:
+    """``HOST:PORT`` as Dora's ``--zenoh-listen`` reads it (an IPv6 address in brackets)."""
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
 
 
 @dataclass(frozen=True)
@@ -282,7 +286,7 @@ class MachineHost:
     host's loopback; the tests stand another computer in with a network namespace of its
     own (``address`` its veth address, ``launcher`` ``ip netns exec NAME``)."""
 
-    address: str = "127.0.0.1"
+    address: str = LOOPBACK
     launcher: tuple[str, ...] = ()
 
 
@@ -310,10 +314,11 @@ def _placed(
         raise ValueError(f"hosts name no machine of the cluster: {', '.join(unknown)}")
     placed = {machine: hosts.get(machine, MachineHost()) for machine in machines}
     elsewhere = [machine for machine, host in placed.items() if host.launcher]
-    addresses = {machine: host.address for machine, host in placed.items()}
-    on_loopback = [
-        m for m, a in {**addresses, "the coordinator": coordinator_host}.items() if is_loopback(a)
-    ]
+    addresses = {
+        **{m: host.address for m, host in placed.items()},
+        "the coordinator": coordinator_host,
+    }
+    on_loopback = [name for name, address in addresses.items() if is_loopback(address)]
     if elsewhere and on_loopback:
         raise ValueError(
             f"{', '.join(elsewhere)} runs on a host of its own, which cannot reach the loopback "
@@ -321,11 +326,6 @@ def _placed(
             "address all the hosts reach"
         )
     return placed
-
-
-def _endpoint(address: str, port: int) -> str:
-    """``HOST:PORT`` as Dora's ``--zenoh-listen`` reads it (an IPv6 address in brackets)."""
-    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
 
 
 class LocalCluster:
@@ -343,7 +343,7 @@ class LocalCluster:
         work_dir: Path,
         *,
         hosts: Mapping[str, MachineHost] | None = None,
-        coordinator_host: str = "127.0.0.1",
+        coordinator_host: str = LOOPBACK,
     ):
         if not machines:
             raise ValueError("a cluster needs at least one machine id")
@@ -391,7 +391,7 @@ class LocalCluster:
     def _daemon_args(self, machine: str, zenoh: Mapping[str, int]) -> list[str]:
         """A free Zenoh port per machine is picked on this host; a machine on a host of its
         own binds the same port number at its own address."""
-        endpoints = {m: _endpoint(self.hosts[m].address, port) for m, port in zenoh.items()}
+        endpoints = {m: zenoh_endpoint(self.hosts[m].address, port) for m, port in zenoh.items()}
         peers = [endpoint for other, endpoint in endpoints.items() if other != machine]
         return daemon_args(
             machine,

@@ -283,15 +283,20 @@ class DoraControl:
         coordinator, detached, in the Zenoh loopback clique of :func:`daemon_args` (with
         the cluster overlay of :data:`CLUSTER_ZENOH_OVERLAY`). It registers in the
         background: :meth:`daemons` lists it once it has."""
-        from doraforge.skill_runtime.cluster import CLUSTER_ZENOH_OVERLAY, daemon_args, loopback
+        from doraforge.skill_runtime.cluster import (
+            CLUSTER_ZENOH_OVERLAY,
+            LOOPBACK,
+            daemon_args,
+            zenoh_endpoint,
+        )
 
         self._require_owned("add a daemon to")
         args = daemon_args(
             machine,
             self.address,
             listen_port=listen_port,
-            zenoh=loopback(zenoh_port),
-            peers=[loopback(port) for port in peers],
+            zenoh=zenoh_endpoint(LOOPBACK, zenoh_port),
+            peers=[zenoh_endpoint(LOOPBACK, port) for port in peers],
         )
         env = {**daemon_env, "DORA_ZENOH_CONFIG_OVERLAY": str(CLUSTER_ZENOH_OVERLAY)}
         return self._detach(f"daemon-{machine}", args, env)

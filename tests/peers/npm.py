@@ -47,10 +47,10 @@ def npm_peer(
     target = peer_root() / folder
     target.mkdir(parents=True, exist_ok=True)
     with locked(target / ".install.lock"):
-        stamp = target / ".doraforge-installed"
-        if not (stamp.exists() and stamp.read_text() == _digest(source)):
+        stamp, digest = target / ".doraforge-installed", _digest(source)
+        if not (stamp.exists() and stamp.read_text() == digest):
             _install(source, target, label, npm_flags)
-            stamp.write_text(_digest(source))
+            stamp.write_text(digest)
         for name in scripts:
             shutil.copyfile(source / name, target / name)
     return target
