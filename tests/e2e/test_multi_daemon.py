@@ -32,7 +32,7 @@ from doraforge.skill_runtime.cluster import (
 from doraforge.skill_runtime.dora_run import dora_environment, free_port, private_copy
 from tests.e2e.conftest import GATEWAY_MARK, SIM_ENV, SIM_TOOLS, MockStack
 from tests.paths import PROJECT_ROOT
-from tests.support.processes import descendants
+from tests.support.processes import descendants, survivors
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -93,8 +93,7 @@ class SplitCell(MockStack):
         self.dataflow.kill()
         if self.log is not None:
             self.log.close()
-        _, alive = psutil.wait_procs(processes, timeout=STOP_GRACE_S)
-        alive = [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
+        alive = survivors(processes, STOP_GRACE_S)
         assert not alive, f"processes outlived the split cell: {alive}\n{self.tail()}"
 
 
@@ -215,11 +214,6 @@ def _doraforge_run(arguments: list[str], env: dict[str, str], log: Path) -> subp
         )
 
 
-def _gone(processes: list[psutil.Process]) -> list[psutil.Process]:
-    _, alive = psutil.wait_procs(processes, timeout=STOP_GRACE_S)
-    return [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
-
-
 def test_doraforge_run_starts_daemons_per_machine_and_sigterm_stops_everything(
     tmp_path: Path,
 ) -> None:
@@ -250,7 +244,7 @@ def test_doraforge_run_starts_daemons_per_machine_and_sigterm_stops_everything(
         if process.poll() is None:
             process.kill()
             process.wait()
-    assert _gone(list(seen.values())) == []
+    assert survivors(seen.values(), STOP_GRACE_S) == []
     text = log.read_text(errors="replace")
     assert "machines robot, workstation: one Dora daemon each on this host" in text
 
@@ -287,7 +281,7 @@ def test_doraforge_run_on_an_existing_coordinator_starts_and_stops_only_the_data
             if process.poll() is None:
                 process.kill()
                 process.wait()
-        assert _gone(nodes) == []
+        assert survivors(nodes, STOP_GRACE_S) == []
         # The cluster it attached to is still there, with nothing of the run left.
         assert cluster.registered() == {"robot", "workstation"}
         assert cluster.node_processes() == {}
@@ -321,7 +315,7 @@ def test_sigterm_while_the_daemons_come_up_leaves_nothing_running(tmp_path: Path
         if process.poll() is None:
             process.kill()
             process.wait()
-    assert _gone(list(seen.values())) == []
+    assert survivors(seen.values(), STOP_GRACE_S) == []
     assert not _scene_answers(port)
 
 

@@ -22,7 +22,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from tests.e2e.conftest import GATEWAY_MARK, SIM_ENV, SIM_TOOLS, GatewayClient
 from tests.paths import PROJECT_ROOT
 from tests.support import netns
 from tests.support.netns import RemoteHost
+from tests.support.processes import processes_of, survivors
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -165,28 +166,9 @@ def cell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LinkedCell]:
                 linked.http.close()
                 _end(run)
         finally:
-            nodes = _processes(cluster.node_processes())
+            nodes = processes_of(cluster.node_processes())
             cluster.down()  # the daemons and the coordinator, whatever failed above
-            assert _alive(nodes) == []
-
-
-def _processes(pids: Iterable[int]) -> list[psutil.Process]:
-    found = []
-    for pid in pids:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            found.append(psutil.Process(pid))
-    return found
-
-
-def _alive(processes: list[psutil.Process]) -> list[psutil.Process]:
-    """Those of ``processes`` still running after the stop grace (zombies count as gone)."""
-    _, alive = psutil.wait_procs(processes, timeout=STOP_GRACE_S)
-    still = []
-    for process in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            if process.status() != psutil.STATUS_ZOMBIE:
-                still.append(process)
-    return still
+            assert survivors(nodes, STOP_GRACE_S) == []
 
 
 def _end(run: subprocess.Popen[bytes]) -> None:
@@ -208,7 +190,7 @@ def _stop(cell: LinkedCell) -> None:
     cell.run.send_signal(signal.SIGTERM)
     # 0: a clean stop; 1 (RUN_KILLED): nodes outlived the grace on a loaded machine.
     assert cell.run.wait(timeout=60) in (0, 1), cell.tail()
-    assert _alive(nodes) == []
+    assert survivors(nodes, STOP_GRACE_S) == []
     assert cell.cluster.registered() == {"robot", "workstation"}
 
 

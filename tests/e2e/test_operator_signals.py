@@ -30,7 +30,7 @@ from tests.skill_runtime.runtime_support import (
     make_bundle,
     torn_down_home,
 )
-from tests.support.processes import descendants
+from tests.support.processes import descendants, survivors
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
@@ -112,11 +112,6 @@ def _ready(base: str, tool: str) -> bool:
     return answer.status_code == 200 and bool(answer.json()["data"]["ready"])
 
 
-def _gone(processes: list[psutil.Process]) -> list[psutil.Process]:
-    _, alive = psutil.wait_procs(processes, timeout=2)
-    return [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
-
-
 # ---------------------------------------------------------------------- doraforge run
 
 
@@ -153,7 +148,7 @@ def test_run_on_a_chosen_port_stops_within_5_s_with_no_traceback_and_no_process_
         assert text.strip().splitlines()[-1].startswith("doraforge: RUN_KILLED: ")
     assert "Traceback" not in text
     assert f"stopping the dataflow ({signum.name}" in text
-    assert _gone(below) == []
+    assert survivors(below, 2) == []
 
 
 def test_run_keeps_the_gateway_journal_in_its_own_run_directory(tmp_path: Path) -> None:

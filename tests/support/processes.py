@@ -7,7 +7,7 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,3 +82,24 @@ def run_bounded(
 def _kill_group(process: subprocess.Popen[str]) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
+
+
+def survivors(processes: Iterable[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Those of ``processes`` still running ``timeout`` seconds on (a zombie, whose parent
+    has yet to reap it, counts as ended; so does one that vanished meanwhile)."""
+    _, alive = psutil.wait_procs(list(processes), timeout=timeout)
+    running = []
+    for process in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if process.status() != psutil.STATUS_ZOMBIE:
+                running.append(process)
+    return running
+
+
+def processes_of(pids: Iterable[int]) -> list[psutil.Process]:
+    """The live processes of ``pids`` (one that has already exited is left out)."""
+    found = []
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            found.append(psutil.Process(pid))
+    return found
