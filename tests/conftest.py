@@ -5,6 +5,7 @@ import psutil
 import pytest
 
 from doraforge.sim.render import gl_backend
+from tests.support.processes import descendants
 
 # MuJoCo binds its OpenGL backend when it is first imported, and test modules import it at
 # collection; choose a headless backend (EGL, else OSMesa) before any of them does.
@@ -32,33 +33,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _interrupted(signum: int, frame: object) -> None:
-    children = _children()
+    me = psutil.Process()
     if _ROLE["xdist_controller"]:
-        for worker in children:
+        for worker in me.children():
             with contextlib.suppress(psutil.Error):
                 worker.send_signal(signal.SIGTERM)
     else:
-        _kill_below(children)
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-def _children() -> list[psutil.Process]:
-    try:
-        return psutil.Process().children()
-    except psutil.Error:
-        return []
-
-
-def _kill_below(children: list[psutil.Process]) -> None:
-    """SIGKILL every process below this one (each tree read before any of it dies)."""
-    for child in children:
-        try:
-            tree = [child, *child.children(recursive=True)]
-        except psutil.Error:
-            tree = [child]
-        for process in tree:
+        for process in descendants(me):  # the whole tree, read before any of it dies
             with contextlib.suppress(psutil.Error):
                 process.kill()
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
