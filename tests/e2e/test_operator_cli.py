@@ -137,25 +137,28 @@ def test_a_second_run_says_which_criterion_failed_and_why(
 def test_a_run_cancelled_from_another_terminal_ends_in_lines_not_a_traceback(
     operator: Operator, tmp_path: Path
 ) -> None:
-    running = operator.start("task", "run", SKILL, "--out", str(tmp_path))
-    try:
-        assert running.stdout is not None
-        stdout = running.stdout
-        bound = eventually(
-            lambda: re.search(r"task (task_[0-9a-f]+) bound to", stdout.readline()),
-            within=60,
-            what="the task to be created",
-            interval=0,
-        )
-        task_id = bound.group(1)
-        # The first step is under way once the scene has been read and planned.
-        eventually(lambda: "cube at" in stdout.readline(), within=30, what="the plan", interval=0)
-        cancelled = operator.run("task", "cancel", task_id)
-        out, err = running.communicate(timeout=RUN_TIMEOUT_S)
-    finally:
-        if running.poll() is None:
-            running.kill()
-            running.wait()
+    # The with statement closes the pipes however the test ends (left open, they surface
+    # as ResourceWarnings failing whichever test the collector next runs in).
+    with operator.start("task", "run", SKILL, "--out", str(tmp_path)) as running:
+        try:
+            assert running.stdout is not None
+            stdout = running.stdout
+            bound = eventually(
+                lambda: re.search(r"task (task_[0-9a-f]+) bound to", stdout.readline()),
+                within=60,
+                what="the task to be created",
+                interval=0,
+            )
+            task_id = bound.group(1)
+            # The first step is under way once the scene has been read and planned.
+            eventually(
+                lambda: "cube at" in stdout.readline(), within=30, what="the plan", interval=0
+            )
+            cancelled = operator.run("task", "cancel", task_id)
+            out, err = running.communicate(timeout=RUN_TIMEOUT_S)
+        finally:
+            if running.poll() is None:
+                running.kill()
     assert cancelled.returncode == 0, cancelled.stderr
     assert f"task {task_id}: cancelled" in cancelled.stdout
     assert running.returncode == 1
@@ -180,24 +183,25 @@ def test_logs_of_one_node_hide_doras_diagnostics_unless_all(operator: Operator) 
 
 
 def test_logs_follow_streams_until_ctrl_c_and_exits_cleanly(operator: Operator) -> None:
-    follower = operator.start("skill", "logs", SKILL, "--follow", "--lines", "3")
-    try:
-        assert follower.stdout is not None
-        stdout = follower.stdout
-        eventually(
-            lambda: stdout.readline().startswith("== runtime log"),
-            within=30,
-            what="the logs before following",
-            interval=0,
-        )
-        assert follower.poll() is None  # still following
-        began = time.monotonic()
-        follower.send_signal(signal.SIGINT)
-        _, err = follower.communicate(timeout=10)
-    finally:
-        if follower.poll() is None:
-            follower.kill()
-            follower.wait()
+    # The with statement closes the pipes however the test ends (left open, they surface
+    # as ResourceWarnings failing whichever test the collector next runs in).
+    with operator.start("skill", "logs", SKILL, "--follow", "--lines", "3") as follower:
+        try:
+            assert follower.stdout is not None
+            stdout = follower.stdout
+            eventually(
+                lambda: stdout.readline().startswith("== runtime log"),
+                within=30,
+                what="the logs before following",
+                interval=0,
+            )
+            assert follower.poll() is None  # still following
+            began = time.monotonic()
+            follower.send_signal(signal.SIGINT)
+            _, err = follower.communicate(timeout=10)
+        finally:
+            if follower.poll() is None:
+                follower.kill()
     assert time.monotonic() - began < 5
     assert follower.returncode == 0
     assert "Traceback" not in err
