@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from doraforge.registry.api_tools.addresses import parse_host, split_port
 from doraforge.registry.api_tools.errors import OutboundDenied
+from doraforge.registry.api_tools.outbound import DEFAULT_PORTS
 from doraforge.registry.audit import AuditLog
 from doraforge.registry.errors import InvalidRequest, ToolFailure, Unprocessable
 from doraforge.registry.model import Principal
@@ -84,9 +85,6 @@ def egress_host(text: str) -> str:
     return name if port is None else f"{name}:{port}"
 
 
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
 def source_host(text: str) -> str:
     """The canonical spelling of a host a source declares: an origin
     (``scheme://host:port``, the port always written) or an operator-style host entry
@@ -95,11 +93,11 @@ def source_host(text: str) -> str:
         return egress_host(text)
     scheme, _, rest = text.strip().partition("://")
     scheme = scheme.lower()
-    if scheme not in _DEFAULT_PORTS:
+    if scheme not in DEFAULT_PORTS:
         raise ValueError(f"{text[:80]!r}: a declared origin is http:// or https://")
     host = egress_host(rest)
     if split_port(host)[1] is None:
-        host = f"{host}:{_DEFAULT_PORTS[scheme]}"
+        host = f"{host}:{DEFAULT_PORTS[scheme]}"
     return f"{scheme}://{host}"
 
 

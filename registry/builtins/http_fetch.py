@@ -30,7 +30,7 @@ import httpx
 from doraforge.registry.api_tools.addresses import canonical_host, split_port
 from doraforge.registry.api_tools.client import ApiClient
 from doraforge.registry.api_tools.errors import OutboundDenied
-from doraforge.registry.api_tools.outbound import OutboundPolicy
+from doraforge.registry.api_tools.outbound import DEFAULT_PORTS, OutboundPolicy
 from doraforge.registry.api_tools.render import RenderedRequest
 from doraforge.registry.api_tools.response import RawResponse
 from doraforge.registry.builtins.config import HttpFetchSettings, read_policy
@@ -39,7 +39,6 @@ from doraforge.registry.model import CallContext, Principal
 
 NAME = "builtin.http_fetch"
 USER_AGENT = "doraforge-http_fetch/1"
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 #: A name or IPv4 address, or a bracketed IPv6 address, each with an optional port.
 _HOST_PATTERN = r"^([A-Za-z0-9.\-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(:[0-9]{1,5})?$"
 _TEXT_TYPES = ("application/json", "application/xml", "application/javascript")
@@ -122,10 +121,11 @@ def target(arguments: dict[str, Any]) -> tuple[str, str]:
     except (ValueError, OutboundDenied) as exc:
         raise _bad(f"host is not a host name or address ({exc})") from None
     scheme = arguments.get("scheme", "https")
-    authority = f"{host}:{port if port is not None else _DEFAULT_PORTS[scheme]}"
+    authority = f"{host}:{port if port is not None else DEFAULT_PORTS[scheme]}"
+    netloc = f"{host}:{port}" if port is not None else host  # the Host header as written
     path = quote(arguments["path"], safe="/%:@!$&'()*+,;=-._~")
     query = urlencode({k: _text(v) for k, v in arguments.get("query", {}).items()})
-    return authority, f"{scheme}://{authority}{path}" + (f"?{query}" if query else "")
+    return authority, f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
 
 
 def _text(value: Any) -> str:
