@@ -237,16 +237,21 @@ class EgressPolicy:
         return {source: list(hosts) for source, hosts in sorted(self._state.declared.items())}
 
     def declared_by(self, host: str) -> list[str]:
-        """The sources whose declarations cover ``host`` (canonical or not)."""
+        """The sources whose declarations cover ``host`` (canonical or not); ``host``
+        without a port names its host on any port (``127.0.0.1`` finds a bundle declaring
+        ``http://127.0.0.1:20900``)."""
         try:
             wanted = egress_host(host)
         except ValueError:
             return []
-        return [
-            source
-            for source, hosts in sorted(self._state.declared.items())
-            if any(_covers(entry, wanted) for entry in hosts)
-        ]
+        name, port = split_port(wanted)
+
+        def names(entry: str) -> bool:
+            entry_name = split_port(entry.partition("://")[2] or entry)[0]
+            return _covers(entry, wanted) or (port is None and entry_name == name)
+
+        declared = sorted(self._state.declared.items())
+        return [source for source, hosts in declared if any(names(entry) for entry in hosts)]
 
     def effective(self, principal: Principal | str | None) -> dict[str, Any]:
         """What ``principal`` gets from the operator: ``{enabled, allow_any, hosts}`` (base

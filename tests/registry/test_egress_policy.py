@@ -138,6 +138,8 @@ def test_a_declared_origin_covers_its_own_port_only() -> None:
     assert policy.allows("api.example.com:443", AGENT, sources=bundle)
     assert not policy.allows("127.0.0.1:20901", AGENT, sources=bundle)
     assert not policy.allows("127.0.0.1", AGENT, sources=bundle)  # every port: not declared
+    assert policy.declared_by("127.0.0.1") == ["api:public"]  # the host, on some port
+    assert policy.declared_by("127.0.0.1:20901") == []
     with pytest.raises(ValueError, match="http:// or https://"):
         policy.declare("api:public", ["ftp://127.0.0.1:21"])
 
