@@ -54,7 +54,9 @@ def home(tmp_path: Path) -> Iterator[PaosHome]:
 
 
 def test_a_failing_start_hook_aborts_cleanly_before_dora_starts(home: PaosHome) -> None:
-    bundle = make_bundle(home, gateway_port=free_port(), hook=RECORDING_HOOK)
+    # The hook sees only what the profile declares of the operator's environment.
+    declared = {"required_environment": ["HOOK_EXIT"]}
+    bundle = make_bundle(home, gateway_port=free_port(), hook=RECORDING_HOOK, profile=declared)
     runtime = manager(home, environ={**os.environ, "HOOK_EXIT": "3"})
 
     with pytest.raises(RuntimeStateError) as raised:
@@ -254,7 +256,8 @@ def test_a_second_manager_is_refused_while_the_first_holds_the_skill(
         '#!/usr/bin/env bash\ntouch "$HOOK_DIR/started"\n'
         'read -r verdict < "$HOOK_DIR/go"\n[ "$verdict" = ok ]\n'
     )
-    make_bundle(home, gateway_port=free_port(), hook=hook, profile={"startup_timeout_s": 20})
+    profile = {"startup_timeout_s": 20, "required_environment": ["HOOK_DIR"]}
+    make_bundle(home, gateway_port=free_port(), hook=hook, profile=profile)
     env = {**os.environ, "HOOK_DIR": str(tmp_path)}
     first, second = manager(home, environ=env), manager(home, environ=env)
     outcome: list[BaseException] = []
