@@ -99,6 +99,50 @@ def test_the_operators_token_variables_reach_no_process_the_runtime_starts(
     assert (bundle.parent / "hook-env").read_text() == "unset unset"
 
 
+def test_the_environment_every_skill_process_starts_from_is_an_allowlist(
+    home: PaosHome,
+) -> None:
+    given = {
+        "PATH": "/usr/bin",
+        "HOME": "/home/op",
+        "LC_ALL": "C.UTF-8",
+        "MUJOCO_GL": "egl",
+        "DORA_RUNTIME_FLAG": "1",
+        "DORAFORGE_SIM_SEED": "7",
+        "DORAFORGE_LOG_LEVEL": "INFO",
+        "DORAFORGE_OPERATOR_TOKEN": OPERATOR_TOKEN,
+        "DORAFORGE_REGISTRY_TOKEN": OPERATOR_TOKEN,
+        "DORAFORGE_GATEWAY_TOKEN": OPERATOR_TOKEN,
+        "DORAFORGE_GATEWAY_TOKEN_FILE": "/op/gateway.token",
+        "LAB_REGISTRY_TOKEN": OPERATOR_TOKEN,  # a `serve --token-env` of any name
+        "AWS_SECRET_ACCESS_KEY": "secret",
+    }
+
+    env = manager(home, environ=given)._project_env()
+
+    kept = {"HOME", "LC_ALL", "MUJOCO_GL", "DORA_RUNTIME_FLAG", "DORAFORGE_SIM_SEED"}
+    assert {key: env[key] for key in kept} == {key: given[key] for key in kept}
+    assert env["PATH"].endswith("/usr/bin")
+    assert OPERATOR_TOKEN not in env.values()
+    assert not {"AWS_SECRET_ACCESS_KEY", "DORAFORGE_GATEWAY_TOKEN_FILE"} & env.keys()
+
+
+def test_only_the_gateway_node_of_the_launch_copy_gets_the_gateway_environment(
+    tmp_path: Path,
+) -> None:
+    source = tmp_path / "bundle" / "dataflow.yml"
+    source.parent.mkdir()
+    source.write_text(
+        MOCK_DATAFLOW.replace("    inputs:\n", "    env: {OWN: '1'}\n    inputs:\n", 1)
+    )
+
+    launch = write_launch_copy(source, tmp_path / "launch", VALUES, {"TOKEN_AT": "/t"})
+
+    nodes = {node["id"]: node for node in yaml.safe_load(launch.read_text())["nodes"]}
+    assert nodes["gateway"]["env"] == {"OWN": "1", "TOKEN_AT": "/t"}
+    assert "env" not in nodes["mock"]
+
+
 @pytest.mark.parametrize(
     ("profile", "environ", "kind", "missing"),
     [
@@ -126,6 +170,13 @@ def test_the_operators_token_variables_reach_no_process_the_runtime_starts(
         ),
         ({"dataflow": "profiles/mock/missing.yml"}, {}, "dataflow", "profiles/mock/missing.yml"),
         ({"environment": {"GREETING": "a$b"}}, {}, "environment_values", "GREETING"),
+        # A token of the operator's is never handed to a skill, even when it asks for one.
+        (
+            {"required_environment": ["DORAFORGE_REGISTRY_TOKEN"]},
+            {"DORAFORGE_REGISTRY_TOKEN": OPERATOR_TOKEN},
+            "environment_secret",
+            "DORAFORGE_REGISTRY_TOKEN",
+        ),
     ],
 )
 def test_preflight_names_what_is_missing_and_writes_no_state(
