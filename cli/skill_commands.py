@@ -36,6 +36,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     install.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     install.add_argument("--name")
     install.add_argument("--version")
+    install.add_argument(
+        "--allow-external-commands",
+        action="store_true",
+        help="install even when a node runs a command from outside the bundle and the "
+        "runtime's environment (such as /bin/bash); it runs as your user",
+    )
     install.set_defaults(handler=_install)
     sub.add_parser("list", help="installed skills").set_defaults(handler=_list)
     for name, handler, text in (
@@ -190,8 +196,18 @@ def _install(ctx: Context, args: argparse.Namespace) -> int:
             stack.enter_context(terminal_progress(sys.stderr, label=label)) if shown else None
         )
         installer = _installer(ctx, args.yes, progress)
-        result = installer.install(args.source, yes=args.yes, name=args.name, version=args.version)
+        result = installer.install(
+            args.source,
+            yes=args.yes,
+            name=args.name,
+            version=args.version,
+            allow_external_commands=args.allow_external_commands,
+        )
     ctx.out.say(f"installed {result.name} {result.version} into {result.path}")
+    if lines := result.code.lines():
+        ctx.out.say("`skill start` runs, as your user:")
+        for line in lines:
+            ctx.out.say(f"  {line}")
     if ctx.out.as_json:
         ctx.out.data(_plain(result))
     return 0

@@ -1,13 +1,13 @@
 """What code a bundle runs: its start hook and each profile's node commands, by origin.
 
 Every node of a started skill runs as the operator's user. :func:`bundle_code` lists what
-each profile's dataflow would run (a node's ``path`` with its placeholders rendered, and
-its ``args``), so ``skill install`` can show it before anything is installed, and says
-where each command comes from: the bundle itself, the runtime's own environment (its
-interpreter's ``bin``), an installed node artifact, a command looked up on ``PATH``, or
-somewhere else on the host (``external``: ``/bin/bash``, ``../../usr/bin/env``, a
-``git`` source, a path Dora expands from its own variables), which installing refuses
-unless the operator allows it (:func:`refuse_external`).
+each profile's dataflow runs (a node's ``path`` and ``args`` as the dataflow spells them),
+so ``skill install`` shows it before anything is installed, and where each command comes
+from: the bundle, the runtime's own environment (its interpreter's ``bin``), an installed
+node artifact, a command looked up on ``PATH`` (``python``: the runtime's interpreter
+comes first there), or elsewhere on the host (``external``: ``/bin/bash``,
+``../../usr/bin/env``, a ``git`` source, a path Dora expands from its own variables),
+which installing refuses unless the operator allows it (:func:`refuse_external`).
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ class NodeCommand:
     origin: Origin
 
     def shown(self) -> str:
-        """``profile/node: path args  [origin]`` for a listing."""
+        """``profile/node (origin): path args`` for a listing."""
         command = f"{self.path} {self.args}".strip()
-        return f"{self.profile}/{self.node_id}: {command}  [{self.origin}]"
+        return f"{self.profile}/{self.node_id} ({self.origin}): {command}"
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class BundleCode:
 
     def lines(self) -> list[str]:
         """The listing ``skill install`` prints, one line per hook and node."""
-        hook = [f"hook: bash {self.hook}  [bundle]"] if self.hook else []
+        hook = [f"hook (bundle): bash {self.hook}"] if self.hook else []
         return hook + [node.shown() for node in self.nodes]
 
 
@@ -115,14 +115,15 @@ def _nodes(dataflow: Path) -> Iterator[Mapping[str, Any]]:
 def _command(
     profile: str, raw: Mapping[str, Any], folder: Path, values: Mapping[str, str], places: _Places
 ) -> NodeCommand:
-    path, args = _rendered(raw.get("path"), values), _rendered(raw.get("args"), values)
-    origin = "external" if raw.get("git") is not None else _origin(path, folder, places)
+    # Shown as the dataflow spells it (placeholders kept); judged where it points.
+    path, args = _text(raw.get("path")), _text(raw.get("args"))
+    rendered = PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), path)
+    origin = "external" if raw.get("git") is not None else _origin(rendered, folder, places)
     return NodeCommand(profile, str(raw.get("id")), path, args, origin)
 
 
-def _rendered(value: object, values: Mapping[str, str]) -> str:
-    text = value if isinstance(value, str) else "" if value is None else str(value)
-    return PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else "" if value is None else str(value)
 
 
 def _absolute(path: Path) -> Path:
