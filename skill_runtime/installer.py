@@ -192,7 +192,7 @@ class Installer:
         limits: ArchiveLimits | None = None,
         runtime_bin: Path | None = None,
     ) -> None:
-        self.home = home
+        self.home = home.ensure()
         self._runtime_bin = runtime_bin or Path(sys.executable).parent
         self._confirm = confirm or _refuse_all
         self._store = store

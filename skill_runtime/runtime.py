@@ -102,7 +102,7 @@ from doraforge.skill_runtime.runtime_state import (
     utc_now,
     write_state,
 )
-from doraforge.wire.files import atomic_write_text
+from doraforge.wire.files import PRIVATE_UMASK, atomic_write_text, private_file
 
 __all__ = ["AUTO_PORT", "RuntimeManager", "RuntimeState"]
 
@@ -169,7 +169,7 @@ class RuntimeManager:
         runtime_bin: Path | None = None,
         stop_grace_s: float = STOP_GRACE_S,
     ) -> None:
-        self.home = home
+        self.home = home.ensure()
         self.dora = dora or dora_binary()
         self.environ = dict(environ)
         self.store = store
@@ -582,6 +582,7 @@ class RuntimeManager:
                     ["bash", str(hook), state.name, state.version],
                     cwd=bundle,
                     env=env,
+                    umask=PRIVATE_UMASK,
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
@@ -935,7 +936,7 @@ class RuntimeManager:
     def _log_path(self, name: str) -> Path:
         path = self.runtime_dir / "logs" / f"{name}.log"
         path.parent.mkdir(parents=True, exist_ok=True)
-        return path
+        return private_file(path)
 
     def _log(self, name: str, message: str) -> None:
         with open(self._log_path(name), "a", encoding="utf-8") as log:

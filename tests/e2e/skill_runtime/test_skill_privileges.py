@@ -1,6 +1,6 @@
 """What a started skill's code can see on real Dora: its hook and nodes get an allowlisted
-environment (no registry, operator or Gateway token of the operator's), and only its
-Gateway node learns where the runtime's token file is."""
+environment (no registry, operator or Gateway token of the operator's), only its Gateway
+node learns where the runtime's token file is, and what they write in the home is 0600."""
 
 from __future__ import annotations
 
@@ -97,3 +97,11 @@ def test_a_started_skill_hook_and_nodes_see_none_of_the_operators_tokens(
 
     runtime.stop(SKILL)
     assert_nothing_runs(home, state.dataflow_uuid)
+    # What the home's processes wrote (Dora's logs, the nodes' logs) is private too.
+    assert stat.S_IMODE(home.root.stat().st_mode) == 0o700
+    node_logs = [p for p in (home.runtime_dir / "launch" / SKILL / "out").rglob("*") if p.is_file()]
+    written = [*(home.runtime_dir / "logs").iterdir(), *node_logs]
+    assert node_logs
+    assert {str(path): stat.S_IMODE(path.stat().st_mode) for path in written} == {
+        str(path): 0o600 for path in written
+    }
