@@ -76,6 +76,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="run on this existing Dora coordinator (its daemons started by someone else); "
         "skill stop then stops only the skill's dataflow there",
     )
+    start.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="run every node in bubblewrap: the host read-only, this home hidden but for "
+        "the skill's own files, no capabilities (network and PIDs stay shared: Dora needs them)",
+    )
     start.set_defaults(handler=_start)
     stop = sub.add_parser("stop", help="stop the skill's runtime")
     stop.add_argument("name")
@@ -237,7 +243,13 @@ def _start(ctx: Context, args: argparse.Namespace) -> int:
     coordinator = args.coordinator or _coordinator_setting(ctx)
     with ctx.out.progress(f"starting {args.name}") as update:
         manager = RuntimeManager(ctx.home, progress=update)
-        state = manager.start(args.name, args.profile, port=args.port, coordinator=coordinator)
+        state = manager.start(
+            args.name,
+            args.profile,
+            port=args.port,
+            coordinator=coordinator,
+            sandbox=args.sandbox,
+        )
     ctx.out.say(f"{args.name} is {state.state} (Gateway {state.gateway_url})")
     if placement := _placement(state.model_dump(mode="json")):
         ctx.out.say(f"{args.name} {placement}")

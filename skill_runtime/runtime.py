@@ -102,6 +102,7 @@ from doraforge.skill_runtime.runtime_state import (
     utc_now,
     write_state,
 )
+from doraforge.skill_runtime.sandbox import SandboxPlaces, require_bwrap, sandbox_launch_copy
 from doraforge.wire.files import PRIVATE_UMASK, atomic_write_text, private_file
 
 __all__ = ["AUTO_PORT", "RuntimeManager", "RuntimeState"]
@@ -189,6 +190,7 @@ class RuntimeManager:
         *,
         port: int | None = None,
         coordinator: CoordinatorAddress | None = None,
+        sandbox: bool = False,
     ) -> RuntimeState:
         """Start ``name`` with ``profile`` (the only one, else ``default``) and wait until
         it is ready; returns the ``running`` state. On failure nothing is left running and
@@ -204,8 +206,14 @@ class RuntimeManager:
         ``coordinator`` it runs on that existing coordinator instead, whose daemons someone
         else started (``coordinator_attached``): refused before anything starts with
         ``SKILL_COORDINATOR_UNAVAILABLE`` when it does not answer and
-        ``SKILL_MACHINE_MISSING`` when it has no daemon for a machine the dataflow names."""
+        ``SKILL_MACHINE_MISSING`` when it has no daemon for a machine the dataflow names.
+
+        ``sandbox`` runs every node in bubblewrap (:mod:`~doraforge.skill_runtime.sandbox`):
+        ``SKILL_PREFLIGHT_FAILED`` without ``bwrap``, ``SKILL_SANDBOX_UNSUPPORTED`` on an
+        attached coordinator (its daemons may be on other hosts) or for a node it cannot
+        wrap."""
         _check_name(name)
+        bwrap = self._sandboxing(coordinator) if sandbox else None
         with skill_lock(self.runtime_dir, name):
             bundle = self._bundle(name)
             manifest = load_manifest(bundle)
@@ -220,7 +228,7 @@ class RuntimeManager:
             state = write_state(self.runtime_dir, fresh)
             self._log(name, f"starting {manifest.version} profile {profile_name}")
             try:
-                return self._launch(state, bundle, manifest, chosen)
+                return self._launch(state, bundle, manifest, chosen, bwrap)
             except BaseException as exc:
                 replacement = self._abort(name, exc)
                 if replacement is exc:
@@ -511,8 +519,37 @@ class RuntimeManager:
             updated_at=now,
         )
 
+    def _sandboxing(self, coordinator: CoordinatorAddress | None) -> str:
+        """The ``bwrap`` that ``start(sandbox=True)`` wraps nodes in, checked first."""
+        if coordinator is not None:
+            raise RuntimeStateError(
+                "SKILL_SANDBOX_UNSUPPORTED",
+                "--sandbox runs nodes on this host's daemons only, not on --coordinator",
+                details={"coordinator": str(coordinator)},
+            )
+        return require_bwrap(self._project_env()["PATH"])
+
+    def _sandbox(self, launch: Path, bundle: Path, state: RuntimeState, bwrap: str) -> None:
+        journal = self.runtime_dir / "journal"
+        journal.mkdir(parents=True, exist_ok=True)  # bound into the Gateway's sandbox
+        places = SandboxPlaces(
+            home=self.home.root.absolute(),
+            bundle=bundle,
+            launch_dir=launch.parent,
+            artifacts=self.home.artifacts_dir.absolute(),
+            token_file=token_path(self.runtime_dir, state.name),
+            journal_dir=journal,
+        )
+        sandbox_launch_copy(launch, places, bwrap=bwrap, search_path=self._project_env()["PATH"])
+        self._log(state.name, f"nodes sandboxed with {bwrap}")
+
     def _launch(
-        self, state: RuntimeState, bundle: Path, manifest: SkillManifest, profile: Profile
+        self,
+        state: RuntimeState,
+        bundle: Path,
+        manifest: SkillManifest,
+        profile: Profile,
+        bwrap: str | None = None,
     ) -> RuntimeState:
         self._run_hook(state, bundle, profile)
         values = placeholder_values(
@@ -525,6 +562,8 @@ class RuntimeManager:
         if state.machines and not state.coordinator_attached:
             # This host's daemons see the launch folder: nodes run there, as without machines.
             launch = with_working_dirs(launch, launch)
+        if bwrap is not None:
+            self._sandbox(launch, bundle, state, bwrap)
         digest = environment_digest(bundle, profile.dataflow, state.profile)
         # Recorded before it is written, so a failure from here on always removes it.
         token_file = str(create_token_file(self.runtime_dir, state.name))

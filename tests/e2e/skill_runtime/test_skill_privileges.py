@@ -5,6 +5,7 @@ node learns where the runtime's token file is, and what they write in the home i
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,15 +51,23 @@ def _environment(raw: bytes) -> dict[str, str]:
 
 def _node_environments(dataflow_uuid: str) -> dict[str, dict[str, str]]:
     """Each node process's environment, by its node id (from Dora's node config)."""
+    return {
+        node_id: _environment(Path(f"/proc/{pid}/environ").read_bytes())
+        for node_id, pid in _node_pids(dataflow_uuid).items()
+    }
+
+
+def _node_pids(dataflow_uuid: str) -> dict[str, int]:
+    """Each node's process (the innermost one holding Dora's node config), by node id."""
     found = {}
-    for pid in node_pids(dataflow_uuid):
+    for pid in sorted(node_pids(dataflow_uuid)):  # a sandboxed node's bwrap comes first
         env = _environment(Path(f"/proc/{pid}/environ").read_bytes())
         node_id = next(
             line.split(":", 1)[1].strip()
             for line in env["DORA_NODE_CONFIG"].splitlines()
             if line.startswith("node_id:")
         )
-        found[node_id] = env
+        found[node_id] = pid
     return found
 
 
@@ -105,3 +114,34 @@ def test_a_started_skill_hook_and_nodes_see_none_of_the_operators_tokens(
     assert {str(path): stat.S_IMODE(path.stat().st_mode) for path in written} == {
         str(path): 0o600 for path in written
     }
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (bwrap)")
+def test_a_sandboxed_skill_nodes_see_only_their_own_files_of_the_home(home: PaosHome) -> None:
+    make_bundle(home, gateway_port=free_port())
+    other = home.runtime_dir / "tokens" / "other-skill.token"
+    other.parent.mkdir(parents=True)
+    other.write_text("another skill's token\n")
+    home.store_path.write_bytes(b"")
+    runtime = manager(home)
+
+    state = runtime.start(SKILL, sandbox=True)
+
+    assert state.state == "running"  # the Gateway answered with its token, tools ready
+    assert state.dataflow_uuid is not None
+    token_file = str(state.gateway_token_file)
+    seen = {
+        node: {
+            str(path): Path(f"/proc/{pid}/root{path}").exists()
+            for path in (token_file, other, home.store_path, home.skills_dir / SKILL / "current")
+        }
+        for node, pid in _node_pids(state.dataflow_uuid).items()
+    }
+    bundle = str(home.skills_dir / SKILL / "current")
+    assert seen == {
+        "gateway": {token_file: True, str(other): False, str(home.store_path): False, bundle: True},
+        "mock": {token_file: False, str(other): False, str(home.store_path): False, bundle: True},
+    }
+
+    runtime.stop(SKILL)
+    assert_nothing_runs(home, state.dataflow_uuid)
