@@ -1,12 +1,6 @@
-"""The environment a skill's code runs with: names from an allowlist, never a token.
-
-A started skill's ``start.sh`` hook and every Dora node run as the operator's user. What
-they see of the operator's environment is only what :func:`skill_environment` lets
-through: what a node needs to run (``PATH``, ``HOME``, locale, temporary and XDG folders,
-the Python and display/render settings, ``DORA_*``, the simulation knobs); the registry's,
-the operator's and every Gateway token variable never (the one Gateway token a skill has
-reaches only its Gateway node, through its launch copy).
-"""
+"""The environment a started skill's hook and nodes run with: the operator's variables
+that an allowlist names (what a node needs to run), never a registry, operator or Gateway
+token."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""What code a bundle runs: its start hook and each profile's node commands, by origin.
-
-Every node of a started skill runs as the operator's user. :func:`bundle_code` lists what
-each profile's dataflow runs (a node's ``path`` and ``args`` as the dataflow spells them),
-so ``skill install`` shows it before anything is installed, and where each command comes
-from: the bundle, the runtime's own environment (its interpreter's ``bin``), an installed
-node artifact, a command looked up on ``PATH`` (``python``: the runtime's interpreter
-comes first there), or elsewhere on the host (``external``: ``/bin/bash``,
-``../../usr/bin/env``, a ``git`` source, a path Dora expands from its own variables),
-which installing refuses unless the operator allows it (:func:`refuse_external`).
-"""
+"""What code a bundle runs (its start hook, each profile's node commands) and where each
+command comes from; a command from outside the bundle and the runtime's environment is
+refused unless the operator allows it."""
 
 from __future__ import annotations
 

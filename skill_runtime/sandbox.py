@@ -1,14 +1,6 @@
-"""``skill start --sandbox``: every node of the launch copy inside bubblewrap.
-
-What fits Dora (measured with dora 1.1 and bubblewrap 0.8): a node keeps the host's
-network and process namespaces, because it dials its daemon over loopback TCP (a new
-network namespace: ``Could not initiate node``) and the node library's orphan guard looks
-for the spawning Dora process by pid (a new PID namespace: the node kills itself). It gets
-its own mount, IPC and UTS namespaces and no capabilities: the host read-only, a private
-``/tmp`` and ``/dev`` (``/dev/shm`` and GPUs passed through), and this home hidden
-(tokens, task store, credentials, other skills) except its own bundle, launch folder and
-node artifacts; the Gateway node also sees its own token file and journal.
-"""
+"""``skill start --sandbox``: each node of the launch copy in bubblewrap, the host read-only
+and the PAOS home hidden but for the skill's own files (network and PIDs stay shared:
+see :data:`ISOLATION`)."""
 
 from __future__ import annotations
 
@@ -26,7 +18,11 @@ from doraforge.skill_runtime.launch import runs_gateway
 from doraforge.wire import strict_yaml
 
 BWRAP = "bwrap"
-#: Namespaces and capabilities every sandboxed node gets (network and PIDs stay shared).
+#: Namespaces and capabilities every sandboxed node gets. Measured with dora 1.1 and
+#: bubblewrap 0.8, network and PIDs must stay shared: a node dials its daemon over loopback
+#: TCP (a new network namespace: ``Could not initiate node``), and the node library's
+#: orphan guard looks for the Dora process that spawned it by pid (in a new PID namespace
+#: it kills the node).
 ISOLATION = ("--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL")
 #: Devices passed through when present: Dora's shared memory and GPUs for rendering.
 DEVICES = ("/dev/shm", "/dev/dri")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,6 +21,7 @@ import pytest
 import yaml
 
 from doraforge.paos.home import PaosHome
+from doraforge.skill_runtime.cluster import CoordinatorAddress
 from doraforge.skill_runtime.dora_run import free_port
 from doraforge.skill_runtime.errors import RuntimeStateError
 from doraforge.skill_runtime.launch import (
@@ -28,6 +30,7 @@ from doraforge.skill_runtime.launch import (
     write_launch_copy,
 )
 from doraforge.skill_runtime.runtime_state import read_state, skill_lock
+from doraforge.skill_runtime.sandbox import SandboxPlaces, sandbox_launch_copy
 from tests.skill_runtime.runtime_support import (
     MOCK_DATAFLOW,
     OPERATOR_TOKEN,
@@ -472,3 +475,48 @@ def test_the_environment_digest_follows_the_profile_files_and_the_dataflow_path(
     assert environment_digest(bundle, "profiles/sim/other.yml", "sim") != changed
     (bundle / "profiles" / "sim" / "dataflow.yml").write_text("nodes: [] # edited\n")
     assert environment_digest(bundle, dataflow, "sim") not in (first, changed)
+
+
+def test_a_sandboxed_start_needs_bwrap_and_this_homes_own_coordinator(home: PaosHome) -> None:
+    make_bundle(home, gateway_port=free_port())
+    no_bwrap = manager(home, environ={"PATH": "/nonexistent", "HOME": str(home.root)})
+
+    with pytest.raises(RuntimeStateError) as missing:
+        no_bwrap.start(SKILL, sandbox=True)
+    with pytest.raises(RuntimeStateError) as attached:
+        manager(home).start(SKILL, sandbox=True, coordinator=CoordinatorAddress("10.0.0.2", 6013))
+
+    assert missing.value.code == "SKILL_PREFLIGHT_FAILED"
+    assert missing.value.details == {"missing": {"binaries": ["bwrap"]}}
+    assert attached.value.code == "SKILL_SANDBOX_UNSUPPORTED"
+    assert read_state(home.runtime_dir, SKILL) is None
+
+
+def test_the_sandbox_wraps_each_node_and_shows_the_gateway_alone_its_token(
+    tmp_path: Path,
+) -> None:
+    launch = tmp_path / "launch" / "dataflow.yml"
+    launch.parent.mkdir()
+    launch.write_text(MOCK_DATAFLOW)
+    places = SandboxPlaces(
+        home=tmp_path / "home",
+        bundle=tmp_path / "home" / "skills" / "s" / "current",
+        launch_dir=launch.parent,
+        artifacts=tmp_path / "home" / "artifacts",
+        token_file=tmp_path / "home" / "runtime" / "tokens" / "s.token",
+        journal_dir=tmp_path / "home" / "runtime" / "journal",
+    )
+
+    sandbox_launch_copy(launch, places, bwrap="/usr/bin/bwrap", search_path=os.environ["PATH"])
+
+    nodes = {node["id"]: node for node in yaml.safe_load(launch.read_text())["nodes"]}
+    assert {node["path"] for node in nodes.values()} == {"/usr/bin/bwrap"}
+    gateway, mock = (shlex.split(nodes[n]["args"]) for n in ("gateway", "mock"))
+    assert str(places.token_file) in gateway
+    assert str(places.token_file) not in mock
+    assert mock[mock.index("--") + 2 :] == ["-m", "doraforge.nodes.mock"]
+    assert "--unshare-net" not in mock  # Dora's nodes dial their daemon over loopback TCP
+    launch.write_text("nodes:\n  - id: attached\n    path: dynamic\n")
+    with pytest.raises(RuntimeStateError) as dynamic:
+        sandbox_launch_copy(launch, places, bwrap="bwrap", search_path="")
+    assert dynamic.value.code == "SKILL_SANDBOX_UNSUPPORTED"
