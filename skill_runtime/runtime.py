@@ -615,7 +615,7 @@ class RuntimeManager:
             **_skill_variables(state, bundle),
         }
         log = self._log_path(state.name)
-        with open(log, "ab") as out:
+        with open(private_file(log), "ab") as out:
             try:
                 done = subprocess.run(
                     ["bash", str(hook), state.name, state.version],
@@ -975,10 +975,10 @@ class RuntimeManager:
     def _log_path(self, name: str) -> Path:
         path = self.runtime_dir / "logs" / f"{name}.log"
         path.parent.mkdir(parents=True, exist_ok=True)
-        return private_file(path)
+        return path
 
     def _log(self, name: str, message: str) -> None:
-        with open(self._log_path(name), "a", encoding="utf-8") as log:
+        with open(private_file(self._log_path(name)), "a", encoding="utf-8") as log:
             log.write(f"{utc_now().isoformat()} {message}\n")
 
 
