@@ -27,6 +27,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from doraforge.wire.files import private_file
+
 REDACTED = "[REDACTED]"
 SENSITIVE_KEY = re.compile(
     r"token|secret|passw|authori[sz]ation|api[-_]?key|cookie|credential|bearer", re.IGNORECASE
@@ -161,7 +163,7 @@ class AuditLog:
     def _append(self, entry: AuditRecord) -> AuditRecord:
         self._records.append(entry)
         if self._path is not None:
-            with self._path.open("a", encoding="utf-8") as handle:
+            with private_file(self._path).open("a", encoding="utf-8") as handle:
                 handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
         return entry
 

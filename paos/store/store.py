@@ -34,6 +34,7 @@ from doraforge.paos.store.models import (
     TaskRow,
 )
 from doraforge.paos.store.written import WrittenRows
+from doraforge.wire.files import private_file
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,11 @@ class StoreUnavailable(StoreError):
     Retryable as far as the store is concerned. A caller that already sent something on
     the strength of an earlier write must not retry that (see ``paos.tasks``).
     """
+
+
+def _sidecars(database: Path) -> tuple[Path, Path]:
+    """The ``-wal`` and ``-shm`` files SQLite keeps beside ``database`` in WAL mode."""
+    return database.with_name(database.name + "-wal"), database.with_name(database.name + "-shm")
 
 
 def _unavailable(exc: sqlite3.Error) -> bool:
@@ -235,7 +241,12 @@ class AgentTaskStore:
         self.path = Path(path)
         self._now = clock_ms or (lambda: time.time_ns() // 1_000_000)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # SQLite gives the -wal and -shm it creates the database file's mode.
+            private_file(self.path)
+            for sidecar in _sidecars(self.path):
+                if sidecar.exists():  # left by an earlier version, perhaps wider
+                    private_file(sidecar)
         except OSError as exc:
             raise StoreUnavailable(
                 "PAOS_STORE_UNAVAILABLE", f"the task store cannot open: {exc}", retryable=True
