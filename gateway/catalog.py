@@ -2,26 +2,64 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from forge_tool import ToolEndpointDescriptor, ToolOperationDescriptor
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
+from jsonschema.exceptions import SchemaError, ValidationError
 
 from doraforge.gateway.config import ToolSpecConfig
-from doraforge.gateway.errors import ConfigError
+from doraforge.gateway.errors import ConfigError, NotFound
 from doraforge.wire.canonical import canonical_bytes, sha256_hex
 from doraforge.wire.schema_fast import compile_schema
+from doraforge.wire.suggest import closest, did_you_mean
 
 
 @dataclass(frozen=True)
 class SchemaViolation:
-    """The first failing location of a JSON Schema check."""
+    """The first failing location of a JSON Schema check and what the schema expects
+    there (``expected``: the sub-schema of that location, ``{}`` when it says nothing)."""
 
     path: str
     message: str
+    expected: dict[str, Any] = field(default_factory=dict)
+
+    def expected_text(self) -> str:
+        """What belongs at :attr:`path`, in a few words (``number 0..3600``), or ``""``."""
+        return expected_text(self.expected)
+
+
+def expected_text(schema: Mapping[str, Any]) -> str:
+    """A sub-schema in a few words: its type or enum, and its bounds."""
+    if "enum" in schema:
+        return "one of " + ", ".join(json.dumps(value) for value in schema["enum"])
+    kind = schema.get("type")
+    words = "/".join(kind) if isinstance(kind, list) else str(kind or "")
+    low, high = schema.get("minimum"), schema.get("maximum")
+    if low is not None or high is not None:
+        words += f" {'' if low is None else low}..{'' if high is None else high}"
+    if kind == "object" and schema.get("required"):
+        words += f" with {', '.join(schema['required'])}"
+    return words.strip()
+
+
+def _located(error: ValidationError, instance: Any) -> tuple[list[Any], dict[str, Any]]:
+    """The failing location and its sub-schema; a missing required property is located at
+    the property itself (``$.target``), not at the object that lacks it."""
+    where = list(error.path)
+    if error.validator == "required" and isinstance(instance, Mapping):
+        node: Any = instance
+        for part in where:
+            node = node[part]
+        missing = [name for name in error.validator_value if name not in node]
+        if missing:
+            properties = error.schema.get("properties", {})
+            return [*where, missing[0]], dict(properties.get(missing[0], {}))
+    schema = error.schema
+    return where, dict(schema) if isinstance(schema, Mapping) else {}
 
 
 class CompiledSchema:
@@ -44,10 +82,9 @@ class CompiledSchema:
         if not errors:
             return None
         error = errors[0]
-        path = "$" + "".join(
-            f"[{part}]" if isinstance(part, int) else f".{part}" for part in error.path
-        )
-        return SchemaViolation(path=path, message=error.message)
+        where, expected = _located(error, instance)
+        path = "$" + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in where)
+        return SchemaViolation(path=path, message=error.message, expected=expected)
 
 
 class ToolSpec:
@@ -105,6 +142,15 @@ class Catalog:
     def get(self, tool_id: str) -> ToolSpec | None:
         """Return the spec with ``tool_id``."""
         return self._by_id.get(tool_id)
+
+    def not_found(self, tool_id: str) -> NotFound:
+        """``FORGE_TOOL_NOT_FOUND`` for ``tool_id``, offering the closest tool ids (a typo
+        is then one look away) in the message and ``details.suggestions``."""
+        return NotFound(
+            "FORGE_TOOL_NOT_FOUND",
+            f"no tool {tool_id!r}{did_you_mean(tool_id, self._by_id)}",
+            details={"tool_id": tool_id, "suggestions": closest(tool_id, self._by_id)},
+        )
 
     def by_route(self, endpoint_id: str, operation: str) -> ToolSpec | None:
         """Return the spec bound to ``endpoint_id``/``operation``."""

@@ -28,6 +28,7 @@ from doraforge.registry.egress import EgressPolicy
 from doraforge.registry.errors import Forbidden, ToolFailure
 from doraforge.registry.model import CallContext, Principal, ToolEntry
 from doraforge.registry.repair import Repair, repair
+from doraforge.wire.suggest import closest, did_you_mean
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +61,12 @@ def lookup(catalog: Catalog, name: str, version: int | None) -> RegisteredTool:
     """Resolve by canonical, provider or alias name and enforce the version pin."""
     tool = catalog.resolve(name)
     if tool is None:
-        raise Denied("TOOL_NOT_FOUND", f"no tool named {name!r}")
+        names = catalog.names()
+        raise Denied(
+            "TOOL_NOT_FOUND",
+            f"no tool named {name!r}{did_you_mean(name, names)}",
+            details={"suggestions": closest(name, names)},
+        )
     if version is not None and version != tool.entry.version:
         raise Denied(
             "TOOL_VERSION_MISMATCH",
