@@ -15,6 +15,7 @@ from doraforge.paos.errors import PaosError
 from doraforge.paos.home import PaosHome
 from doraforge.skill_runtime.errors import SkillError
 from doraforge.skill_runtime.manifest import NAME_PATTERN, SkillManifest, load_manifest
+from doraforge.wire.suggest import closest, did_you_mean
 
 _NAME = re.compile(NAME_PATTERN)
 
@@ -65,14 +66,14 @@ def not_installed[E: SkillError](
     kind: type[E] = SkillError,  # type: ignore[assignment]
 ) -> E:
     """``SKILL_NOT_INSTALLED`` (as ``kind``) for ``name``, naming the skills this home does
-    have (a typo is then one look away) and how to install one."""
+    have, the closest of them (a typo is then one look away) and how to install one."""
     names = [skill.name for skill in installed_skills(home)]
     have = f"installed: {', '.join(names)}" if names else "no skill is installed"
     return kind(
         "SKILL_NOT_INSTALLED",
-        f"skill {name!r} is not installed ({have}); "
+        f"skill {name!r} is not installed ({have}){did_you_mean(name, names)}; "
         "install one with `doraforge skill install ARCHIVE`",
-        details={"name": name, "installed": names},
+        details={"name": name, "installed": names, "suggestions": closest(name, names)},
     )
 
 

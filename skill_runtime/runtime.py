@@ -383,8 +383,13 @@ class RuntimeManager:
         if self._dataflow_running(previous):
             raise RuntimeStateError(
                 "SKILL_ALREADY_RUNNING",
-                f"{name!r} is already {previous.state}",
-                details={"runtime_instance_id": previous.runtime_instance_id},
+                f"{name!r} is already {previous.state} with its Gateway at "
+                f"{previous.gateway_url}; use it there, or stop it first with "
+                f"`doraforge skill stop {name}`",
+                details={
+                    "runtime_instance_id": previous.runtime_instance_id,
+                    "gateway_url": previous.gateway_url,
+                },
             )
         # A record left live by a crashed command: make sure nothing of it survives.
         self._stop_dataflow(previous)
@@ -655,7 +660,7 @@ class RuntimeManager:
         if found and not force:
             raise RuntimeStateError(
                 "SKILL_RUNTIME_IN_USE",
-                f"{state.name!r} has a bound task or live invocations; stop with force to override",
+                stop_guards.refusal(state.name, found),
                 details={"blockers": found},
             )
         if force:
