@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
-from doraforge.cli import tools_call
+from doraforge.cli import tools_call, tools_describe
 from doraforge.cli.context import Context
 from doraforge.cli.output import local_time
 
@@ -45,6 +44,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             command.add_argument("--args", default="{}", help="the Query arguments as JSON")
         command.set_defaults(handler=handler)
         commands_here.append(command)
+    commands_here.append(tools_describe.register(tsub))
     commands_here.append(tools_call.register(tsub))
     for command in commands_here:
         where = command.add_mutually_exclusive_group(required=True)
@@ -154,8 +154,10 @@ def gateway_client(ctx: Context, args: argparse.Namespace, call: Any) -> Any:
 
 def _tools_list(ctx: Context, args: argparse.Namespace) -> int:
     listing = gateway_client(ctx, args, lambda client: client.list_tools())
-    rows = [[t["tool_id"], t["semantics"], t["description"][:70]] for t in listing["tools"]]
-    ctx.out.table("tools", ["tool", "kind", "description"], rows, listing)
+    rows = [[t["tool_id"], t["semantics"], t["description"]] for t in listing["tools"]]
+    # Ids are copied into the next command and descriptions read whole: neither is cut.
+    columns = ["tool", "kind", "description"]
+    ctx.out.table("tools", columns, rows, listing, whole=columns[:2], wrapped=columns[2:])
     return 0
 
 
@@ -165,7 +167,11 @@ def _tools_context(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _tools_query(ctx: Context, args: argparse.Namespace) -> int:
-    arguments = json.loads(args.args)
+    try:
+        arguments = tools_call.parse_arguments(args.args)
+    except tools_call.ArgumentsRefused as exc:
+        ctx.out.fail(f"TOOLS_ARGS_INVALID: {exc}")
+        return tools_call.EXIT_USAGE
 
     async def call(client: Any) -> Any:
         spec, _ = await client.tool_spec(args.tool_id)

@@ -11,7 +11,13 @@ import pytest
 from doraforge.registry.errors import ToolFailure
 from doraforge.registry.model import Principal
 from doraforge.registry.service import RegistryService
-from tests.registry.test_core_support import AGENT, CountingAdapter, call, entry, service_with_search
+from tests.registry.test_core_support import (
+    AGENT,
+    CountingAdapter,
+    call,
+    entry,
+    service_with_search,
+)
 from tests.support.clock import FakeClock
 from tests.support.waiting import eventually_async, settle
 
