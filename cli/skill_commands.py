@@ -198,9 +198,16 @@ def _install(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _list(ctx: Context, args: argparse.Namespace) -> int:
-    installed = [_plain(skill) for skill in _installer(ctx).list()]
-    rows = [[s.get("name"), s.get("version"), s.get("path")] for s in installed]
-    ctx.out.table("installed skills", ["name", "version", "path"], rows, installed)
+    from doraforge.skill_runtime import installed_skills
+
+    # gateway: where a running skill's Gateway listens now (its runtime state), else null.
+    running = {skill.name: skill.running_gateway_url for skill in installed_skills(ctx.home)}
+    installed = [
+        {**_plain(skill), "gateway_url": running.get(skill.name)}
+        for skill in _installer(ctx).list()
+    ]
+    rows = [[s["name"], s["version"], s["gateway_url"], s["path"]] for s in installed]
+    ctx.out.table("installed skills", ["name", "version", "gateway", "path"], rows, installed)
     return 0
 
 

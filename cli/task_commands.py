@@ -69,10 +69,14 @@ def _with_service(ctx: Context, work: Any) -> Any:
 
 
 def _run(ctx: Context, args: argparse.Namespace) -> int:
-    from doraforge.cli.demos.agent import run_pick_place
+    from doraforge.cli.demos.agent import refuse_if_solved, run_pick_place
     from doraforge.cli.report import write_report
 
+    running = ctx.runtime().status(args.skill)
+
     async def work(service: Any) -> Any:
+        if running is not None and running.live:  # else the task says it is not running
+            await refuse_if_solved(service, args.skill, running.gateway_url)
         described = await run_pick_place(service, args.skill, say=ctx.out.say)
         return described, write_report(described, service.workspace, args.out)
 
