@@ -131,7 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--version", action="version", version=f"doraforge {distribution_version()}"
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    # Typed as the commands' register functions take it; each subparser is a Parser.
+    commands: argparse._SubParsersAction[argparse.ArgumentParser] = parser.add_subparsers(
+        dest="command", required=True
+    )  # type: ignore[assignment]
     run_command.register(commands)
     _register_demo(commands)
     skill_commands.register(commands)

@@ -58,4 +58,4 @@ def line(exc: BaseException, args: argparse.Namespace | None = None) -> str:
         extra = f"; {hint(args)}" if hint is not None and args is not None else ""
         return f"{exc.code}: {exc.message}{extra}"
     code = next(code for kind, code in FOREIGN_CODES if isinstance(exc, kind))
-    return f"{code}: {exc or type(exc).__name__}"
+    return f"{code}: {str(exc) or type(exc).__name__}"

@@ -54,10 +54,12 @@ def _located(error: ValidationError, instance: Any) -> tuple[list[Any], dict[str
         node: Any = instance
         for part in where:
             node = node[part]
-        missing = [name for name in error.validator_value if name not in node]
-        if missing:
-            properties = error.schema.get("properties", {})
-            return [*where, missing[0]], dict(properties.get(missing[0], {}))
+        required: list[str] = list(error.validator_value)  # type: ignore[arg-type]
+        missing = [name for name in required if name not in node]
+        schema: Any = error.schema
+        if missing and isinstance(schema, Mapping):
+            found = schema.get("properties", {}).get(missing[0], {})
+            return [*where, missing[0]], dict(found) if isinstance(found, Mapping) else {}
     schema = error.schema
     return where, dict(schema) if isinstance(schema, Mapping) else {}
 

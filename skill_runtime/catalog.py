@@ -97,7 +97,13 @@ def installed_skills(home: PaosHome) -> list[InstalledSkill]:
             continue
         state, running = _recorded(home, manifest.name)
         found.append(
-            InstalledSkill(manifest.name, manifest.version, manifest.gateway_url, None, state, running)
+            InstalledSkill(
+                manifest.name,
+                manifest.version,
+                manifest.gateway_url,
+                state=state,
+                running_gateway_url=running,
+            )
         )
     return found
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from doraforge.cli.demos import agent
 from doraforge.cli.demos.agent import AgentFailure, refuse_if_solved
+from doraforge.paos import agent_tools
 
 pytestmark = pytest.mark.anyio
 
@@ -22,7 +22,7 @@ def _scene(monkeypatch: pytest.MonkeyPatch, answer: dict[str, Any]) -> list[dict
         asked.append(arguments)
         return answer
 
-    monkeypatch.setitem(agent.TOOLS, "forge_tool_query", query)
+    monkeypatch.setitem(agent_tools.TOOLS, "forge_tool_query", query)
     return asked
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,7 +50,7 @@ def test_each_cell_names_only_its_own_task(store: AgentTaskStore) -> None:
 
 
 def test_a_refused_stop_names_the_task_and_the_commands_that_clear_it() -> None:
-    found = [
+    found: list[dict[str, Any]] = [
         {"kind": "task_binding", "task_id": "task_7"},
         {"kind": "invocation", "record_id": "r", "invocation_id": "i", "state": "running"},
         {"kind": "gateway_invocations", "tool_id": "arm.home", "active": 1},
