@@ -19,6 +19,7 @@ FOREIGN_CODES: tuple[tuple[type[BaseException], str], ...] = (
     (FileNotFoundError, "FILE_NOT_FOUND"),
     (PermissionError, "PERMISSION_DENIED"),
     (IsADirectoryError, "IS_A_DIRECTORY"),
+    (TimeoutError, "TIMEOUT"),
     (OSError, "OS_ERROR"),
     (ValueError, "INVALID_VALUE"),
 )
@@ -44,10 +45,18 @@ def _describe(args: argparse.Namespace) -> str:
     )
 
 
+def _unreachable(args: argparse.Namespace) -> str:
+    if getattr(args, "gateway", None):
+        return f"check that a Gateway runs at {args.gateway}"
+    return "check where the skills run with `doraforge skill status`"
+
+
 #: What to do next after a refusal with this code, when the message does not say it.
 HINTS: dict[str, Hint] = {
     "FORGE_TOOL_NOT_FOUND": _tools_list,
     "FORGE_TOOL_INVALID_ARGUMENTS": _describe,
+    "FORGE_CLIENT_TRANSPORT": _unreachable,
+    "FORGE_CLIENT_TIMEOUT": _unreachable,
 }
 
 

@@ -161,8 +161,13 @@ def bundle_directory(spec: str) -> Path:
         return given
     if spec in skills.names():
         return skills.source(spec)
+    from doraforge.wire.suggest import did_you_mean
+
     shipped = ", ".join(skills.names())
-    raise FileNotFoundError(f"skill folder {spec} does not exist (shipped skills: {shipped})")
+    raise FileNotFoundError(
+        f"skill folder {spec} does not exist{did_you_mean(spec, skills.names())}; give a "
+        f"bundle folder or a shipped skill by name (shipped skills: {shipped})"
+    )
 
 
 def _pack(ctx: Context, args: argparse.Namespace) -> int:

@@ -134,10 +134,20 @@ def _gateway(ctx: Context, args: argparse.Namespace) -> str:
         return str(args.gateway)
     from doraforge.skill_runtime import installed_manifest
 
-    manifest = installed_manifest(ctx.home, args.skill)
-    # Where the running instance listens (`skill start --port` may have moved it).
+    installed_manifest(ctx.home, args.skill)  # a name not installed fails, naming those that are
+    # Where the running instance listens (`skill start --port` may have moved it); never
+    # the manifest's default, where another skill's Gateway may answer.
     state = ctx.runtime().status(args.skill)
-    return str(state.gateway_url if state is not None and state.live else manifest.gateway_url)
+    if state is None or not state.live:
+        from doraforge.skill_runtime.errors import RuntimeStateError
+
+        now = "has never been started" if state is None else f"is {state.state}"
+        raise RuntimeStateError(
+            "SKILL_NOT_RUNNING",
+            f"skill {args.skill!r} {now}; start it with `doraforge skill start {args.skill}`, "
+            "or name a Gateway with --gateway URL",
+        )
+    return str(state.gateway_url)
 
 
 def gateway_client(ctx: Context, args: argparse.Namespace, call: Any) -> Any:

@@ -237,7 +237,11 @@ class RuntimeManager:
         with skill_lock(self.runtime_dir, name):
             state = read_state(self.runtime_dir, name)
             if state is None:
-                raise RuntimeStateError("SKILL_NOT_RUNNING", f"{name!r} has never been started")
+                raise RuntimeStateError(
+                    "SKILL_NOT_RUNNING",
+                    f"{name!r} has never been started, so there is nothing to stop; "
+                    "`doraforge skill status` lists the started skills",
+                )
             if not state.live and not self._dataflow_running(state):
                 self._down_if_idle()  # e.g. after a lost dataflow left the coordinator up
                 return self._forget_token(state)
