@@ -34,7 +34,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     commands_here = []
     for name, handler, text in (
         ("list", _tools_list, "list tools"),
-        ("context", _tools_context, "a tool's live context"),
+        ("context", _tools_context, "a tool's live context (its schema: tools describe)"),
         ("query", _tools_query, "run a diagnostic Query"),
     ):
         command = tsub.add_parser(name, help=text)
