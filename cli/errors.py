@@ -1,9 +1,6 @@
-"""The one place a failed command becomes its line: ``CODE: what happened; what to do``.
-
-A doraforge error keeps its code and message; a few codes get the next command added
-here, where the command line is known (a misspelled tool: `tools list`; arguments the
-schema refuses: `tools describe`). An OS or value error gets a code from its class.
-"""
+"""The one place a failed command becomes its line ``CODE: what happened; what to do``:
+a few codes get the next command added here, where the command line is known; an OS or
+value error gets a code from its class."""
 
 from __future__ import annotations
 

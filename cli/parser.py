@@ -1,10 +1,6 @@
-"""The ``doraforge`` argument parser class: a refused command line is one error line.
-
-Every parser and subparser of ``doraforge`` is a :class:`Parser` (argparse builds
-subparsers of the parent's class), so a missing option value, an unknown choice or a bad
-argument type prints ``doraforge: CLI_USAGE: <what>; run `<command> --help``` and exits 2,
-with no usage block.
-"""
+"""The ``doraforge`` parser class: a refused command line (missing value, unknown choice,
+bad type) is one ``CLI_USAGE: <what>; run `<command> --help``` line and exit 2, no usage
+block; argparse builds every subparser of the parent's class."""
 
 from __future__ import annotations
 

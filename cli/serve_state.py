@@ -1,10 +1,6 @@
-"""Where this home's ``doraforge serve`` listens: ``serve.json`` in the PAOS home.
-
-``serve`` writes its address, process id and start time once it listens and removes the
-file when it ends; the commands that talk to it (``approvals``, ``recipes``,
-``credentials``) read it, trusting it only while that process lives. A crashed serve
-leaves a file whose process is gone: it reads as nothing running.
-"""
+"""Where this home's ``doraforge serve`` listens: ``<home>/serve.json`` (address, pid, start),
+written once it listens and removed when it ends; read as running only while that process
+lives, so a crashed serve's leftover reads as nothing running."""
 
 from __future__ import annotations
 

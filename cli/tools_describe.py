@@ -1,10 +1,5 @@
-"""``doraforge tools describe TOOL``: a tool's description, input schema and an example call.
-
-The example arguments are built from the input schema (each required property: its
-``default``, first ``examples`` or ``enum`` value, else the lower bound or a typed
-placeholder), so the printed ``tools call`` line is one the schema accepts for simple
-schemas and a starting point for the rest.
-"""
+"""``doraforge tools describe TOOL``: a tool's description, input schema and an example
+``tools call`` line whose arguments are built from the schema (every required property)."""
 
 from __future__ import annotations
 
@@ -27,7 +22,9 @@ _PLACEHOLDERS: dict[str, Any] = {
 
 
 def example_value(schema: Mapping[str, Any]) -> Any:
-    """A value ``schema`` describes, for an example call."""
+    """A value ``schema`` describes, for an example call: its ``const``, ``default``, first
+    ``examples`` or ``enum`` value, else an object of its required properties, the lower
+    bound of a number, or a placeholder of its type."""
     for key in ("const", "default"):
         if key in schema:
             return schema[key]
