@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from forge_tool import ToolEndpointDescriptor, ToolOperationDescriptor
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, ValidationError
+from jsonschema.exceptions import SchemaError
 
 from doraforge.gateway.config import ToolSpecConfig
 from doraforge.gateway.errors import ConfigError, NotFound
 from doraforge.wire.canonical import canonical_bytes, sha256_hex
 from doraforge.wire.schema_fast import compile_schema
+from doraforge.wire.schema_words import expected_text, json_path, located
 from doraforge.wire.suggest import closest, did_you_mean
 
 
@@ -30,38 +30,6 @@ class SchemaViolation:
     def expected_text(self) -> str:
         """What belongs at :attr:`path`, in a few words (``number 0..3600``), or ``""``."""
         return expected_text(self.expected)
-
-
-def expected_text(schema: Mapping[str, Any]) -> str:
-    """A sub-schema in a few words: its type or enum, and its bounds."""
-    if "enum" in schema:
-        return "one of " + ", ".join(json.dumps(value) for value in schema["enum"])
-    kind = schema.get("type")
-    words = "/".join(kind) if isinstance(kind, list) else str(kind or "")
-    low, high = schema.get("minimum"), schema.get("maximum")
-    if low is not None or high is not None:
-        words += f" {'' if low is None else low}..{'' if high is None else high}"
-    if kind == "object" and schema.get("required"):
-        words += f" with {', '.join(schema['required'])}"
-    return words.strip()
-
-
-def _located(error: ValidationError, instance: Any) -> tuple[list[Any], dict[str, Any]]:
-    """The failing location and its sub-schema; a missing required property is located at
-    the property itself (``$.target``), not at the object that lacks it."""
-    where = list(error.path)
-    if error.validator == "required" and isinstance(instance, Mapping):
-        node: Any = instance
-        for part in where:
-            node = node[part]
-        required: list[str] = list(error.validator_value)  # type: ignore[arg-type]
-        missing = [name for name in required if name not in node]
-        schema: Any = error.schema
-        if missing and isinstance(schema, Mapping):
-            found = schema.get("properties", {}).get(missing[0], {})
-            return [*where, missing[0]], dict(found) if isinstance(found, Mapping) else {}
-    schema = error.schema
-    return where, dict(schema) if isinstance(schema, Mapping) else {}
 
 
 class CompiledSchema:
@@ -84,9 +52,8 @@ class CompiledSchema:
         if not errors:
             return None
         error = errors[0]
-        where, expected = _located(error, instance)
-        path = "$" + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in where)
-        return SchemaViolation(path=path, message=error.message, expected=expected)
+        where, expected = located(error, instance)
+        return SchemaViolation(path=json_path(where), message=error.message, expected=expected)
 
 
 class ToolSpec:

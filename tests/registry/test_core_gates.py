@@ -290,3 +290,14 @@ async def test_a_misspelled_tool_name_is_denied_offering_the_closest_name() -> N
     )
     assert answer["error"]["details"]["suggestions"] == ["brain.search"]
     assert adapter.calls == []
+
+
+async def test_a_missing_argument_is_denied_naming_its_path_and_expected_type() -> None:
+    service, adapter = service_with_search()
+    answer = await service.call(call("missing-arg", limit=3), AGENT)
+    assert answer["error"]["code"] == "TOOL_INVALID_ARGUMENTS"
+    assert answer["error"]["message"] == (
+        "arguments do not match brain.search's input schema: $.query: "
+        "'query' is a required property; expected string"
+    )
+    assert adapter.calls == []
