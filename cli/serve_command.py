@@ -1,4 +1,5 @@
-"""``doraforge serve``: the semantic tool registry (HTTP catalog and calls, MCP endpoint)."""
+"""``doraforge serve``: the semantic tool registry (HTTP catalog and calls, MCP endpoint);
+while it listens, ``serve.json`` in the home says where (:mod:`cli.serve_state`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import os
 from pathlib import Path
 
+from doraforge.cli import serve_state
 from doraforge.cli.context import Context
 from doraforge.registry.context.source import SCOPES
 
@@ -138,8 +140,17 @@ def _serve(ctx: Context, args: argparse.Namespace) -> int:
     )
     # The operator's console on the same server, under the same guard and token.
     mount(app, Console(ctx.home, robot, ctx.runtime, tokens))
-    serve(app, settings, say=ctx.out.say)
+    # serve.json tells `doraforge approvals` (and the other registry commands) of this
+    # home where to dial, for as long as this process serves.
+    try:
+        serve(app, settings, say=ctx.out.say, listening=lambda host, port: _record(ctx, host, port))
+    finally:
+        serve_state.remove(ctx.home)
     return 0
+
+
+def _record(ctx: Context, host: str, port: int) -> None:
+    serve_state.write(ctx.home, serve_state.dial_url(host, port))
 
 
 def _set_task_slots(ctx: Context, mode: str) -> None:

@@ -173,8 +173,13 @@ def bundle_directory(spec: str) -> Path:
         return given
     if spec in skills.names():
         return skills.source(spec)
+    from doraforge.wire.suggest import did_you_mean
+
     shipped = ", ".join(skills.names())
-    raise FileNotFoundError(f"skill folder {spec} does not exist (shipped skills: {shipped})")
+    raise FileNotFoundError(
+        f"skill folder {spec} does not exist{did_you_mean(spec, skills.names())}; give a "
+        f"bundle folder or a shipped skill by name (shipped skills: {shipped})"
+    )
 
 
 def _pack(ctx: Context, args: argparse.Namespace) -> int:
@@ -220,9 +225,16 @@ def _install(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _list(ctx: Context, args: argparse.Namespace) -> int:
-    installed = [_plain(skill) for skill in _installer(ctx).list()]
-    rows = [[s.get("name"), s.get("version"), s.get("path")] for s in installed]
-    ctx.out.table("installed skills", ["name", "version", "path"], rows, installed)
+    from doraforge.skill_runtime import installed_skills
+
+    # gateway: where a running skill's Gateway listens now (its runtime state), else null.
+    running = {skill.name: skill.running_gateway_url for skill in installed_skills(ctx.home)}
+    installed = [
+        {**_plain(skill), "gateway_url": running.get(skill.name)}
+        for skill in _installer(ctx).list()
+    ]
+    rows = [[s["name"], s["version"], s["gateway_url"], s["path"]] for s in installed]
+    ctx.out.table("installed skills", ["name", "version", "gateway", "path"], rows, installed)
     return 0
 
 

@@ -165,6 +165,10 @@ class Catalog:
         canonical = self._by_name.get(name)
         return None if canonical is None else self._tools[canonical]
 
+    def names(self) -> list[str]:
+        """Every tool's canonical name, sorted."""
+        return sorted(self._tools)
+
     def filter(self, *, scope: str | None = None, intent: str | None = None) -> list[ToolEntry]:
         """Entries in ``scope`` (``None`` or ``"all"``: every scope), narrowed by ``intent``.
 

@@ -288,7 +288,14 @@ def _installed(home: PaosHome) -> list[dict[str, Any]]:
             skills.append({"name": skill.name, "error": {"code": skill.error_code}})
         else:
             skills.append(
-                {"name": skill.name, "version": skill.version, "gateway_url": skill.gateway_url}
+                {
+                    "name": skill.name,
+                    "version": skill.version,
+                    "state": skill.state or "never started",
+                    # Where it runs now (runtime state), never the manifest's default.
+                    "gateway_url": skill.running_gateway_url,
+                    "manifest_gateway_url": skill.gateway_url,
+                }
             )
     return skills
 
@@ -300,7 +307,9 @@ def _context_entries(tools: RobotTools) -> list[tuple[dict[str, Any], Any]]:
             _entry(
                 "forge.skills.installed",
                 "forge_skills_installed",
-                "List the installed skills of this PAOS home: name, version, Gateway URL.",
+                "List the installed skills of this PAOS home: name, version, runtime state "
+                "and gateway_url, the Gateway a running skill listens on (null when it is "
+                "not running; manifest_gateway_url is its manifest's default).",
                 {**closed, "properties": {}},
                 "read",
                 "low",

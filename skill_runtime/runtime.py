@@ -248,7 +248,11 @@ class RuntimeManager:
         with skill_lock(self.runtime_dir, name):
             state = read_state(self.runtime_dir, name)
             if state is None:
-                raise RuntimeStateError("SKILL_NOT_RUNNING", f"{name!r} has never been started")
+                raise RuntimeStateError(
+                    "SKILL_NOT_RUNNING",
+                    f"{name!r} has never been started, so there is nothing to stop; "
+                    "`doraforge skill status` lists the started skills",
+                )
             if not state.live and not self._dataflow_running(state):
                 self._down_if_idle()  # e.g. after a lost dataflow left the coordinator up
                 return self._forget_token(state)
@@ -394,8 +398,13 @@ class RuntimeManager:
         if self._dataflow_running(previous):
             raise RuntimeStateError(
                 "SKILL_ALREADY_RUNNING",
-                f"{name!r} is already {previous.state}",
-                details={"runtime_instance_id": previous.runtime_instance_id},
+                f"{name!r} is already {previous.state} with its Gateway at "
+                f"{previous.gateway_url}; use it there, or stop it first with "
+                f"`doraforge skill stop {name}`",
+                details={
+                    "runtime_instance_id": previous.runtime_instance_id,
+                    "gateway_url": previous.gateway_url,
+                },
             )
         # A record left live by a crashed command: make sure nothing of it survives.
         self._stop_dataflow(previous)
@@ -708,7 +717,7 @@ class RuntimeManager:
         if found and not force:
             raise RuntimeStateError(
                 "SKILL_RUNTIME_IN_USE",
-                f"{state.name!r} has a bound task or live invocations; stop with force to override",
+                stop_guards.refusal(state.name, found),
                 details={"blockers": found},
             )
         if force:

@@ -74,6 +74,29 @@ def test_tools_list_for_a_skill_not_installed_lists_the_installed_ones(
     )
 
 
+def test_a_misspelled_skill_offers_the_closest_installed_name(
+    installed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, installed, "skill", "start", "pick-plac")
+    assert code == 1
+    assert one_line(err) == (
+        "doraforge: SKILL_NOT_INSTALLED: skill 'pick-plac' is not installed (installed: "
+        "pick-place); did you mean 'pick-place'?; install one with "
+        "`doraforge skill install ARCHIVE`"
+    )
+
+
+def test_tools_of_a_skill_never_started_are_refused_not_dialled_at_its_manifests_port(
+    installed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, installed, "tools", "list", "--skill", SKILL)
+    assert code == 1
+    assert one_line(err) == (
+        "doraforge: SKILL_NOT_RUNNING: skill 'pick-place' has never been started; start it "
+        "with `doraforge skill start pick-place`, or name a Gateway with --gateway URL"
+    )
+
+
 def test_a_skill_not_installed_in_an_empty_home_says_none_is(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

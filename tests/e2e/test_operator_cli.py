@@ -1,14 +1,17 @@
 """An operator's session on the real sim skill, through the ``doraforge`` command only.
 
 One installed skill started on Dora (its Gateway on a free port): ``task run`` twice (the
-second finds the cube already in the zone and must say why it failed), each report in its
-task's own folder with every frame; a run cancelled from another terminal ends in one line
-per outcome, no traceback; ``skill logs`` with ``--node``/``--lines``/``--follow`` and Dora's
+second finds the cube already in the zone and is refused at once, naming ``world.reset``),
+the report in its task's own folder with every frame; agents (through ``serve``) and a
+second start told the port it was started on; a misspelled tool answered with the closest
+and ``tools describe``; a run cancelled from another terminal ends in one line per
+outcome, no traceback; ``skill logs`` with ``--node``/``--lines``/``--follow`` and Dora's
 diagnostics hidden; ``skill status``; and ``task run`` once the skill is stopped.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -18,10 +21,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from doraforge.skill_runtime.dora_run import dora_environment, free_port
 from tests.paths import PROJECT_ROOT
+from tests.registry.server_support import call_body
+from tests.support.live_server import serve_process
 from tests.support.waiting import eventually
 
 # Two pick-and-places in one test take minutes on a loaded machine.
@@ -101,42 +107,80 @@ def report_of(stdout: str) -> Path:
     return Path(path)
 
 
-def test_a_second_run_says_which_criterion_failed_and_why(
+def test_a_second_run_on_the_solved_scene_is_refused_at_once_naming_world_reset(
     operator: Operator, tmp_path: Path
 ) -> None:
     first = operator.run("task", "run", SKILL, "--out", str(tmp_path))
     # The first run puts the cube in the zone (on a loaded machine its last step, going
     # home, may still time out: that fails the task but the cube is placed).
     assert " ✓ cube_in_zone " in first.stdout, first.stdout + first.stderr
+    tasks_before = operator.run("--json", "task", "list").stdout
     second = operator.run("task", "run", SKILL, "--out", str(tmp_path))
 
-    assert second.returncode == 1, second.stdout + second.stderr
-    assert second.stderr == ""
-    failing = [line for line in second.stdout.splitlines() if line.startswith(" ✗ ")]
-    assert failing, second.stdout
-    assert all(len(line.split(maxsplit=3)) == 4 for line in failing)  # each with a reason
-    if " failed: " not in second.stdout:  # every step completed, so only the verdict fails
-        assert "verdict: failure · task failed" in second.stdout
-        (vision,) = failing
-        assert "cube_seen_in_zone" in vision
-        assert "did not move" in vision  # the cube was in the zone before the task began
+    # Refused before any task is created or anything moves, naming the next command.
+    assert (second.returncode, second.stdout) == (1, ""), second.stdout + second.stderr
+    assert second.stderr.startswith("doraforge: TASK_GOAL_ALREADY_MET: ")
+    assert f"`doraforge tools call world.reset --skill {SKILL}`" in second.stderr
+    assert second.stderr.count("\n") == 1
+    assert operator.run("--json", "task", "list").stdout == tasks_before
     if " failed: " not in first.stdout:
         first_frames = (report_of(first.stdout).parent / "frames").glob("*.png")
         assert len(list(first_frames)) >= 10  # before, and after each of the nine steps
-    reports = [report_of(first.stdout), report_of(second.stdout)]
-    assert reports[0] != reports[1]
-    for report in reports:
-        assert report.parent.parent == tmp_path
-        assert report.parent.name.startswith("task_")
-        frames = sorted((report.parent / "frames").glob("*.png"))
-        assert len(frames) >= 2  # the frame before the task, and one after each step run
-        page = report.read_text(encoding="utf-8")
-        assert all(f"frames/{frame.name}" in page for frame in frames)
+    report = report_of(first.stdout)
+    assert report.parent.parent == tmp_path
+    assert report.parent.name.startswith("task_")
+    frames = sorted((report.parent / "frames").glob("*.png"))
+    assert len(frames) >= 2  # the frame before the task, and one after each step run
+    page = report.read_text(encoding="utf-8")
+    assert all(f"frames/{frame.name}" in page for frame in frames)
+
+
+def test_agents_are_told_the_port_the_skill_was_started_on(
+    operator: Operator, tmp_path: Path
+) -> None:
+    # `doraforge serve` on the same home, asked as an agent asks: forge.skills.installed.
+    with serve_process(operator.home.parent, "--grant", "robot.read", env=operator.env) as served:
+        body = call_body("forge.skills.installed", {})
+        answer = httpx.post(f"{served.base_url}/api/tools/call", json=body, timeout=30)
+    assert answer.status_code == 200, answer.text
+    (skill,) = answer.json()["result"]["skills"]
+    # The manifest names 9201; this session started it on a free port.
+    assert skill["gateway_url"] == f"http://127.0.0.1:{operator.port}"
+    assert skill["manifest_gateway_url"] != skill["gateway_url"]
+    assert skill["state"] == "running"
+
+
+def test_a_second_start_says_where_the_running_skill_listens(operator: Operator) -> None:
+    again = operator.run("skill", "start", SKILL, "--profile", "sim")
+    assert again.returncode == 1
+    assert again.stderr.startswith("doraforge: SKILL_ALREADY_RUNNING: ")
+    assert f"Gateway at http://127.0.0.1:{operator.port};" in again.stderr
+
+
+def test_a_misspelled_tool_offers_the_closest_and_describe_shows_the_schema(
+    operator: Operator,
+) -> None:
+    typo = operator.run("tools", "call", "arm.hom", "--skill", SKILL)
+    described = operator.run("--json", "tools", "describe", "arm.move_to_pose", "--skill", SKILL)
+    assert typo.returncode == 1
+    assert typo.stderr.startswith(
+        "doraforge: FORGE_TOOL_NOT_FOUND: no tool 'arm.hom'; did you mean 'arm.home'"
+    )
+    assert f"`doraforge tools list --skill {SKILL}`" in typo.stderr
+    assert described.returncode == 0, described.stderr
+    document = json.loads(described.stdout)
+    assert document["tool"]["input_schema"]["type"] == "object"
+    assert document["example_command"].startswith(
+        f"doraforge tools call arm.move_to_pose --skill {SKILL} --args "
+    )
 
 
 def test_a_run_cancelled_from_another_terminal_ends_in_lines_not_a_traceback(
     operator: Operator, tmp_path: Path
 ) -> None:
+    # A fresh scene: an earlier row may have left the cube in the zone (refused at once).
+    reset = operator.run("tools", "call", "world.reset", "--skill", SKILL)
+    assert reset.returncode == 0, reset.stderr
     # The with statement closes the pipes however the test ends (left open, they surface
     # as ResourceWarnings failing whichever test the collector next runs in).
     with operator.start("task", "run", SKILL, "--out", str(tmp_path)) as running:
