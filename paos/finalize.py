@@ -89,6 +89,14 @@ async def cancel_task(
     wait ends, or whose Gateway no longer answers, is recorded ``unknown`` (never
     ``failed``, never sent again) and named in the outcome's ``unknown_records``.
     """
+    await request_ends(service, task_id)
+    await _settle(service, task_id, settle_timeout_s)
+    return end_cancelled(service, task_id, reason=reason)
+
+
+async def request_ends(service: TaskService, task_id: str) -> None:
+    """Move the task to ``cancelling`` and ask the Gateway to cancel each live Action and
+    stop each task-owned Session (requests only: nothing here waits for them to end)."""
     service.store.transition(
         task_id, "cancelling", allowed_from={"executing", "awaiting_replan", "cancelling"}
     )
@@ -97,8 +105,6 @@ async def cancel_task(
     for record in service.store.records(task_id):
         if record.state in _LIVE and record.invocation_id is not None:
             await _request_end(service, task_id, record)
-    await _settle(service, task_id, settle_timeout_s)
-    return end_cancelled(service, task_id, reason=reason)
 
 
 def end_cancelled(service: TaskService, task_id: str, *, reason: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ diagnostics hidden; ``skill status``; and ``task run`` once the skill is stopped
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -167,6 +168,103 @@ def test_a_run_cancelled_from_another_terminal_ends_in_lines_not_a_traceback(
     assert "verdict: not verified · task cancelled" in out
     assert "cancelled before verification (operator_requested)" in out
     assert report_of(out).is_file()
+
+
+def started_run(operator: Operator, out: Path) -> subprocess.Popen[str]:
+    return operator.start("task", "run", SKILL, "--out", str(out))
+
+
+def task_of(running: subprocess.Popen[str]) -> str:
+    """The id of the task ``running`` opened (read from its output, bounded)."""
+    assert running.stdout is not None
+    stdout = running.stdout
+    bound = eventually(
+        lambda: re.search(r"task (task_[0-9a-f]+) bound to", stdout.readline()),
+        within=60,
+        what="the task to be created",
+        interval=0,
+    )
+    return bound.group(1)
+
+
+def until_descending(running: subprocess.Popen[str]) -> None:
+    """Read until the first step has ended: the "descend" Action is under way."""
+    assert running.stdout is not None
+    stdout = running.stdout
+    eventually(lambda: "cube at" in stdout.readline(), within=30, what="the plan", interval=0)
+    eventually(
+        lambda: "move above the cube" in stdout.readline(),
+        within=120,
+        what="the first step to end",
+        interval=0,
+    )
+
+
+def state_of(operator: Operator, task_id: str) -> str:
+    described = operator.run("--json", "task", "get", task_id, timeout_s=60)
+    assert described.returncode == 0, described.stderr
+    state: str = json.loads(described.stdout)["task"]["state"]
+    return state
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_mid_action_cancels_and_finalizes_the_task_and_the_next_run_starts(
+    operator: Operator, tmp_path: Path, signum: signal.Signals
+) -> None:
+    with started_run(operator, tmp_path) as running:
+        try:
+            task_id = task_of(running)
+            until_descending(running)
+            began = time.monotonic()
+            running.send_signal(signum)
+            out, err = running.communicate(timeout=60)
+            took = time.monotonic() - began
+        finally:
+            if running.poll() is None:
+                running.kill()
+    assert running.returncode == 128 + signum, out + err
+    assert took < 45  # the bounded cleanup (20 s) and the report, never a hang
+    assert "Traceback" not in out + err
+    assert f"task {task_id} cancelled (interrupted by {signum.name}); the running " in out
+    assert state_of(operator, task_id) == "cancelled"  # not executing: the slot is free
+    # The next run is accepted (not PAOS_TASK_ACTIVE); it is interrupted in turn.
+    with started_run(operator, tmp_path) as following:
+        try:
+            next_id = task_of(following)
+            following.send_signal(signal.SIGINT)
+            out, err = following.communicate(timeout=60)
+        finally:
+            if following.poll() is None:
+                following.kill()
+    assert next_id != task_id
+    assert following.returncode == 130, out + err
+    assert state_of(operator, next_id) == "cancelled"
+
+
+def test_a_second_ctrl_c_cuts_the_cleanup_short_and_still_ends_the_task(
+    operator: Operator, tmp_path: Path
+) -> None:
+    with started_run(operator, tmp_path) as running:
+        try:
+            task_id = task_of(running)
+            until_descending(running)
+            running.send_signal(signal.SIGINT)
+            assert running.stdout is not None
+            stdout = running.stdout
+            eventually(
+                lambda: f"cancelling task {task_id}" in stdout.readline(),
+                within=30,
+                what="the cleanup to begin",
+                interval=0,
+            )
+            running.send_signal(signal.SIGINT)
+            out, err = running.communicate(timeout=60)
+        finally:
+            if running.poll() is None:
+                running.kill()
+    assert running.returncode == 130, out + err
+    assert "Traceback" not in out + err
+    assert state_of(operator, task_id) == "cancelled"
 
 
 def test_logs_of_one_node_hide_doras_diagnostics_unless_all(operator: Operator) -> None:

@@ -108,7 +108,8 @@ async def test_a_task_idle_past_the_limit_is_cancelled_idle_timeout(
     assert notice["reason"] == "idle_timeout"
     task = service.store.task(task_id)
     assert task.state == "cancelled"
-    assert task.outcome is not None and task.outcome["reason"] == "idle_timeout"
+    assert task.outcome is not None
+    assert task.outcome["reason"] == "idle_timeout"
     assert service.store.active_tasks() == []
 
 
@@ -121,7 +122,8 @@ async def test_a_task_whose_owner_stopped_is_cancelled_owner_stopped(
 
     assert notice == {**notice, "task_id": task_id, "reason": "owner_stopped"}
     outcome = service.store.task(task_id).outcome
-    assert outcome is not None and outcome["reason"] == "owner_stopped"
+    assert outcome is not None
+    assert outcome["reason"] == "owner_stopped"
 
 
 async def test_a_live_recently_active_task_and_an_unowned_one_are_left_alone(
@@ -175,7 +177,8 @@ async def test_a_cancel_the_provider_never_confirms_ends_the_record_unknown(
     assert notice["unknown_records"] == [started["record_id"]]
     record = service.store.record(started["record_id"])
     assert record.state == "unknown"  # never "failed": nobody knows where the arm is
-    assert record.error is not None and record.error["code"] == "PAOS_CANCEL_UNCONFIRMED"
+    assert record.error is not None
+    assert record.error["code"] == "PAOS_CANCEL_UNCONFIRMED"
 
 
 def test_owner_locks_tell_a_running_owner_from_one_that_ended(tmp_path: Path) -> None:
