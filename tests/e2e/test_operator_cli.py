@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -187,8 +188,8 @@ def task_of(running: subprocess.Popen[str]) -> str:
     return bound.group(1)
 
 
-def until_descending(running: subprocess.Popen[str]) -> None:
-    """Read until the first step has ended: the "descend" Action is under way."""
+def until_descending(operator: Operator, running: subprocess.Popen[str], task_id: str) -> None:
+    """Wait until the second step, "descend", is an Action the Gateway runs."""
     assert running.stdout is not None
     stdout = running.stdout
     eventually(lambda: "cube at" in stdout.readline(), within=30, what="the plan", interval=0)
@@ -199,11 +200,22 @@ def until_descending(running: subprocess.Popen[str]) -> None:
         interval=0,
     )
 
+    def descending() -> bool:
+        records = described(operator, task_id)["records"]
+        return len(records) >= 2 and records[-1]["state"] in ("accepted", "running")
+
+    eventually(descending, within=60, what="the descend to be admitted", interval=0.1)
+
+
+def described(operator: Operator, task_id: str) -> dict[str, Any]:
+    answer = operator.run("--json", "task", "get", task_id, timeout_s=60)
+    assert answer.returncode == 0, answer.stderr
+    document: dict[str, Any] = json.loads(answer.stdout)
+    return document
+
 
 def state_of(operator: Operator, task_id: str) -> str:
-    described = operator.run("--json", "task", "get", task_id, timeout_s=60)
-    assert described.returncode == 0, described.stderr
-    state: str = json.loads(described.stdout)["task"]["state"]
+    state: str = described(operator, task_id)["task"]["state"]
     return state
 
 
@@ -214,7 +226,7 @@ def test_a_signal_mid_action_cancels_and_finalizes_the_task_and_the_next_run_sta
     with started_run(operator, tmp_path) as running:
         try:
             task_id = task_of(running)
-            until_descending(running)
+            until_descending(operator, running, task_id)
             began = time.monotonic()
             running.send_signal(signum)
             out, err = running.communicate(timeout=60)
@@ -226,6 +238,10 @@ def test_a_signal_mid_action_cancels_and_finalizes_the_task_and_the_next_run_sta
     assert took < 45  # the bounded cleanup (20 s) and the report, never a hang
     assert "Traceback" not in out + err
     assert f"task {task_id} cancelled (interrupted by {signum.name}); the running " in out
+    descend = described(operator, task_id)["records"][1]
+    assert descend["state"] in ("cancelled", "completed", "unknown")  # as the provider said
+    if descend["state"] != "completed":  # it had not reached the cube when the signal came
+        assert descend["cancel"] is not None  # the Gateway was asked to cancel it
     assert state_of(operator, task_id) == "cancelled"  # not executing: the slot is free
     # The next run is accepted (not PAOS_TASK_ACTIVE); it is interrupted in turn.
     with started_run(operator, tmp_path) as following:
@@ -247,7 +263,7 @@ def test_a_second_ctrl_c_cuts_the_cleanup_short_and_still_ends_the_task(
     with started_run(operator, tmp_path) as running:
         try:
             task_id = task_of(running)
-            until_descending(running)
+            until_descending(operator, running, task_id)
             running.send_signal(signal.SIGINT)
             assert running.stdout is not None
             stdout = running.stdout

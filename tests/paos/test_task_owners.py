@@ -9,48 +9,17 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from doraforge.gateway.core import Gateway
-from doraforge.gateway.http import create_app
-from doraforge.gateway.local import LocalCarrier, LocalProvider
+from doraforge.gateway.local import LocalProvider
 from doraforge.paos import owners
-from doraforge.paos.binding import BindingCandidate
-from doraforge.paos.client import ForgeToolClient
-from doraforge.paos.store import AgentTaskStore
 from doraforge.paos.tasks import TaskService
-from tests.gateway.harness import mock_config, mock_handler
-from tests.support.waiting import eventually_async
+from tests.gateway.harness import mock_handler
+from tests.paos.owner_support import OFF, Clock, Owners, candidate, mock_service
 
 pytestmark = pytest.mark.anyio
 
-URL = "http://127.0.0.1"
-OFF = {"mode": "off", "goal": "move the mock"}
 LIMIT_S = 600.0
-
-
-class Clock:
-    """The store's clock, moved by hand."""
-
-    def __init__(self) -> None:
-        self.ms = 1_800_000_000_000
-
-    def __call__(self) -> int:
-        return self.ms
-
-    def advance(self, seconds: float) -> None:
-        self.ms += int(seconds * 1000)
-
-
-class Owners:
-    """Owner liveness as a test sets it."""
-
-    def __init__(self) -> None:
-        self.running: set[str] = set()
-
-    def alive(self, owner_id: str) -> bool:
-        return owner_id in self.running
 
 
 @pytest.fixture
@@ -67,28 +36,12 @@ def provider() -> LocalProvider:
 async def service(
     tmp_path: Path, clock: Clock, provider: LocalProvider
 ) -> AsyncIterator[TaskService]:
-    carrier = LocalCarrier()
-    gateway = Gateway(mock_config(), send=carrier.send)
-    carrier.add(provider, gateway.on_message).register()
-    await eventually_async(
-        lambda: gateway.registry.current("mock") is not None, what="the mock registered"
-    )
-    transport = httpx.ASGITransport(app=create_app(gateway))
-    service = TaskService(
-        AgentTaskStore(tmp_path / "paos.db", clock_ms=clock),
-        lambda url: ForgeToolClient(url, transport=transport),
-        workspace=tmp_path / "workspace",
-    )
-    service.store.set_task_slots("per_runtime")
-    yield service
-    await service.aclose()
-    service.store.close()
+    async with mock_service(tmp_path, clock, provider) as service:
+        yield service
 
 
 async def agent_task(service: TaskService, owner_id: str, port: int = 1) -> str:
-    # Each task on its own (ad hoc) runtime, so several can be active at once.
-    candidate = BindingCandidate.adhoc(f"{URL}:{port}", ["mock.move"])
-    created = await service.create_task("move the mock", OFF, candidate)
+    created = await service.create_task("move the mock", OFF, candidate(port))
     task_id: str = created["task"]["task_id"]
     service.store.own_task(task_id, owner_id)
     return task_id
@@ -97,8 +50,7 @@ async def agent_task(service: TaskService, owner_id: str, port: int = 1) -> str:
 async def test_a_task_idle_past_the_limit_is_cancelled_idle_timeout(
     service: TaskService, clock: Clock
 ) -> None:
-    alive = Owners()
-    alive.running.add("owner_a")
+    alive = Owners("owner_a")
     task_id = await agent_task(service, "owner_a")
     clock.advance(LIMIT_S + 1)
 
@@ -129,16 +81,11 @@ async def test_a_task_whose_owner_stopped_is_cancelled_owner_stopped(
 async def test_a_live_recently_active_task_and_an_unowned_one_are_left_alone(
     service: TaskService, clock: Clock
 ) -> None:
-    alive = Owners()
-    alive.running.add("owner_a")
+    alive = Owners("owner_a")
     live = await agent_task(service, "owner_a", port=1)
     clock.advance(LIMIT_S - 1)
     service.store.touch_task(live)  # the agent called again: idle starts over
-    unowned = (
-        await service.create_task(
-            "operator's task", OFF, BindingCandidate.adhoc(f"{URL}:2", ["mock.move"])
-        )
-    )["task"]["task_id"]
+    unowned = (await service.create_task("operator's task", OFF, candidate(2)))["task"]["task_id"]
     clock.advance(LIMIT_S - 1)
 
     assert await owners.end_stale_tasks(service, alive, idle_timeout_s=LIMIT_S) == []
