@@ -154,7 +154,7 @@ async def _reconciled(service: TaskService, task_id: str) -> list[dict[str, Any]
     try:
         return await service.reconcile(task_id)
     except _UNREACHABLE as exc:
-        log.warning("task %s: the Gateway did not answer a reconcile (%s)", task_id, exc)
+        log.warning("task %s: could not reconcile its records (%s)", task_id, exc)
         return None
 
 

@@ -12,13 +12,17 @@ import pytest
 
 from doraforge.gateway.local import LocalProvider
 from doraforge.paos.agent_tools import TOOLS
+from doraforge.paos.home import PaosHome
 from doraforge.paos.owners import OwnerLocks
+from doraforge.paos.store import AgentTaskStore
 from doraforge.paos.tasks import TaskService
 from doraforge.registry.audit import AuditLog
-from doraforge.registry.settings import SettingsError, load_settings
+from doraforge.registry.robot_tools import RobotTools
+from doraforge.registry.server import build_app, new_service
+from doraforge.registry.settings import ServerSettings, SettingsError, load_settings
 from doraforge.registry.task_owner import TaskOwnership
 from tests.gateway.harness import mock_handler
-from tests.paos.owner_support import OFF, URL, Clock, mock_service
+from tests.paos.owner_support import OFF, URL, Clock, candidate, mock_service
 
 pytestmark = pytest.mark.anyio
 
@@ -143,3 +147,27 @@ def test_the_idle_timeout_is_a_setting_with_a_default_and_a_checked_value(
     assert load_settings(config=config, task_idle_timeout_s=5).task_idle_timeout_s == 5.0
     with pytest.raises(SettingsError, match="task_idle_timeout_s"):
         load_settings(task_idle_timeout_s=0)
+
+
+async def test_the_servers_lifespan_ends_stale_tasks_at_start_and_its_own_at_stop(
+    tmp_path: Path, service: TaskService, locks: OwnerLocks
+) -> None:
+    left = (await service.create_task("left open", OFF, candidate(1)))["task"]["task_id"]
+    service.store.own_task(left, "owner_1_gone")  # a serve that was killed
+    ownership = TaskOwnership(locks, LIMIT_S)
+    robot = RobotTools(PaosHome(tmp_path / "home"), lambda: service, ownership=ownership)
+    settings = ServerSettings()
+    app = build_app(new_service(settings), settings, robot=robot)
+
+    async with app.router.lifespan_context(app):
+        assert service.store.task(left).state == "cancelled"  # ended at start
+        answer = await opened(ownership, service)
+        mine = answer["data"]["task"]["task_id"]
+        assert service.store.task(mine).state == "executing"
+
+    # The stop closed the service's store; another connection reads what it left.
+    store = AgentTaskStore(tmp_path / "paos.db")
+    outcome = store.task(mine).outcome  # ended by the orderly stop
+    store.close()
+    assert outcome is not None
+    assert outcome["reason"] == "owner_stopped"
