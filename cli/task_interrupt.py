@@ -78,46 +78,53 @@ async def _ended(
         return Interrupted(signum)
     running = [r.tool_id for r in service.store.records(task_id) if r.state in LIVE_RECORD_STATES]
     stopped = Interrupted(signum, task_id, running=running)
-    what = f"the running {', '.join(running)} to stop" if running else "the task to end"
-    say(
-        f"cancelling task {task_id}: waiting up to {CLEANUP_S:.0f} s for {what} "
-        "(Ctrl-C again to stop waiting)"
-    )
+    if not service.store.task(task_id).terminal:  # else it ended as the signal came
+        what = f"the running {', '.join(running)} to stop" if running else "the task to end"
+        say(
+            f"cancelling task {task_id}: waiting up to {CLEANUP_S:.0f} s for {what} "
+            "(Ctrl-C again to stop waiting)"
+        )
+        try:
+            stopped.forced = await _cancelled(service, task_id, signals)
+        except PaosError as exc:
+            stopped.problem = exc.message
+    if service.store.task(task_id).terminal:  # however it came to end
+        stopped.described = service.describe(task_id)
+    return stopped
+
+
+async def _cancelled(service: TaskService, task_id: str, signals: Interrupts) -> bool:
+    """Cancel the task, bounded; on a second signal end it at once. Whether it was forced."""
     cleanup = asyncio.ensure_future(
         cancel_task(service, task_id, settle_timeout_s=CLEANUP_S, reason=REASON)
     )
     second = asyncio.ensure_future(signals.abandoned.wait())
     await asyncio.wait({cleanup, second}, return_when=asyncio.FIRST_COMPLETED)
     second.cancel()
-    if not cleanup.done():
-        cleanup.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await cleanup
-        stopped.forced = True
-    try:
-        if stopped.forced:
-            stopped.described = await _at_once(service, task_id)
-        else:
-            stopped.described = cleanup.result()
-    except (PaosError, asyncio.CancelledError) as exc:
-        stopped.problem = getattr(exc, "message", None) or type(exc).__name__
-    return stopped
+    if cleanup.done():
+        cleanup.result()  # its error, if it failed
+        return False
+    cleanup.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await cleanup
+    await _at_once(service, task_id)
+    return True
 
 
-async def _at_once(service: TaskService, task_id: str) -> dict[str, Any]:
+async def _at_once(service: TaskService, task_id: str) -> None:
     """End the task now (a second signal): the cancels are still sent (bounded by
     :data:`REQUEST_S`), nothing more is awaited, and what still runs is ``unknown``."""
     if service.store.task(task_id).terminal:
-        return service.describe(task_id)
+        return
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(REQUEST_S):
             await request_ends(service, task_id)
-    return end_cancelled(service, task_id, reason=REASON)
+    end_cancelled(service, task_id, reason=REASON)
 
 
 def lines(stopped: Interrupted, skill: str) -> list[str]:
     """What the operator is told: how the task ended, what it was doing, what next."""
-    name = "SIGINT" if stopped.signum == 2 else "SIGTERM" if stopped.signum == 15 else "a signal"
+    name = signal.Signals(stopped.signum).name
     if stopped.task_id is None:
         return [f"interrupted by {name} before a task was opened; nothing was started"]
     if stopped.described is None:

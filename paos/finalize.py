@@ -117,7 +117,7 @@ def end_cancelled(service: TaskService, task_id: str, *, reason: str) -> dict[st
         task_id,
         "cancelled",
         allowed_from={"executing", "awaiting_replan", "cancelling"},
-        outcome={"cancelled": True, "reason": reason, "unknown_records": unknown},
+        outcome={"cancelled": True, "reason": reason, **_named("unknown_records", unknown)},
     )
     _remember(service, task_id)
     return service.describe(task_id)
@@ -129,6 +129,12 @@ _UNCONFIRMED = {
     "its physical outcome is unknown: check the cell before moving it again",
 }
 _UNREACHABLE = (ForgeHttpError, ForgeTimeout, ForgeTransportError, BindingError)
+
+
+def _named(key: str, ids: list[str]) -> dict[str, list[str]]:
+    """``{key: ids}``, or nothing when there are none (a clean cancel's outcome stays as
+    it always was)."""
+    return {key: ids} if ids else {}
 
 
 def _recorded_unknown(service: TaskService, record_id: str) -> bool:

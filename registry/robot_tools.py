@@ -28,6 +28,7 @@ every ``forge.*`` call's audit records and approval name the cell it concerns
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -54,6 +55,8 @@ from doraforge.registry.task_owner import TaskOwnership
 
 if TYPE_CHECKING:
     from doraforge.registry.service import RegistryService
+
+log = logging.getLogger(__name__)
 
 READ = "robot.read"
 WRITE = "robot.write"
@@ -159,8 +162,14 @@ class RobotTools:
     async def start(self) -> None:
         """Take ownership of the tasks agents open here, ending the stale ones earlier
         registries left (:mod:`registry.task_owner`); nothing without ``ownership``."""
-        if self.ownership is not None:
-            await self.ownership.start(self.task_service())
+        if self.ownership is None:
+            return
+        try:
+            service = self.task_service()
+        except PaosError:  # the store did not open: each call reports it, as before
+            log.exception("the task store did not open; stale agent tasks were not checked")
+            return
+        await self.ownership.start(service)
 
     async def aclose(self) -> None:
         """End the tasks this registry owns (bounded), then close the TaskService."""
