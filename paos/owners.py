@@ -1,11 +1,6 @@
 """Tasks end with their owner: an agent task whose owner stopped, or that sat idle past a
-limit, is cancelled with that reason (``owner_stopped`` / ``idle_timeout``) instead of
-holding its slot until someone cancels it by hand.
-
-An owner (one ``doraforge serve``) holds an exclusive ``flock`` on its own file under the
-home's ``owners/`` folder for as long as it runs; the kernel drops the lock when the
-process ends however it ends, so "is this owner still running?" is a non-blocking lock try.
-"""
+limit, is cancelled ``owner_stopped`` / ``idle_timeout`` instead of holding its slot. An
+owner runs while it holds the ``flock`` on its file (the kernel drops it however it ends)."""
 
 from __future__ import annotations
 

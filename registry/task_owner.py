@@ -1,9 +1,5 @@
-"""The agent tasks one registry opens: owned by it, kept active by each call, ended with it.
-
-At start, and whenever an agent opens a task, tasks whose owner stopped or that sat idle
-past ``task_idle_timeout_s`` are cancelled and finalized (:mod:`paos.owners`), audited,
-and named in the answer; an orderly stop ends the tasks this registry owns.
-"""
+"""The agent tasks one registry opens: owned by it, kept active by each call, ended with
+it; stale ones are ended (and audited, and named) at start and on each task_create."""
 
 from __future__ import annotations
 
