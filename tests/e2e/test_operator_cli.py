@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from doraforge.paos.home import PaosHome
+from doraforge.paos.store import AgentTaskStore
 from doraforge.skill_runtime.dora_run import dora_environment, free_port
 from tests.paths import PROJECT_ROOT
 from tests.support.waiting import eventually
@@ -188,8 +190,8 @@ def task_of(running: subprocess.Popen[str]) -> str:
     return bound.group(1)
 
 
-def until_descending(operator: Operator, running: subprocess.Popen[str], task_id: str) -> None:
-    """Wait until the second step, "descend", is an Action the Gateway runs."""
+def until_descending(operator: Operator, running: subprocess.Popen[str], task_id: str) -> str:
+    """Wait until the second step, "descend", is an Action the Gateway runs; its record."""
     assert running.stdout is not None
     stdout = running.stdout
     eventually(lambda: "cube at" in stdout.readline(), within=30, what="the plan", interval=0)
@@ -200,11 +202,23 @@ def until_descending(operator: Operator, running: subprocess.Popen[str], task_id
         interval=0,
     )
 
-    def descending() -> bool:
-        records = described(operator, task_id)["records"]
-        return len(records) >= 2 and records[-1]["state"] in ("accepted", "running")
+    # Read from the store directly: a `task get` process would answer too late to catch
+    # a descend of a second or two still running.
+    store = AgentTaskStore(PaosHome(operator.home).store_path)
+    try:
 
-    eventually(descending, within=60, what="the descend to be admitted", interval=0.1)
+        def descending() -> str | None:
+            # The scene Query, the move above the cube (completed), then the descend.
+            records = store.records(task_id)
+            live = len(records) >= 3 and records[-1].state in ("accepted", "running")
+            return records[-1].record_id if live else None
+
+        record_id: str = eventually(
+            descending, within=60, what="the descend to be admitted", interval=0.01
+        )
+    finally:
+        store.close()
+    return record_id
 
 
 def described(operator: Operator, task_id: str) -> dict[str, Any]:
@@ -226,7 +240,7 @@ def test_a_signal_mid_action_cancels_and_finalizes_the_task_and_the_next_run_sta
     with started_run(operator, tmp_path) as running:
         try:
             task_id = task_of(running)
-            until_descending(operator, running, task_id)
+            record_id = until_descending(operator, running, task_id)
             began = time.monotonic()
             running.send_signal(signum)
             out, err = running.communicate(timeout=60)
@@ -238,7 +252,7 @@ def test_a_signal_mid_action_cancels_and_finalizes_the_task_and_the_next_run_sta
     assert took < 45  # the bounded cleanup (20 s) and the report, never a hang
     assert "Traceback" not in out + err
     assert f"task {task_id} cancelled (interrupted by {signum.name}); the running " in out
-    descend = described(operator, task_id)["records"][1]
+    (descend,) = [r for r in described(operator, task_id)["records"] if r["record_id"] == record_id]
     assert descend["state"] in ("cancelled", "completed", "unknown")  # as the provider said
     if descend["state"] != "completed":  # it had not reached the cube when the signal came
         assert descend["cancel"] is not None  # the Gateway was asked to cancel it
