@@ -155,8 +155,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``doraforge`` console script.
 
     SIGTERM unwinds like Ctrl-C (``KeyboardInterrupt``), so an interrupted ``skill start``
-    or demo still stops what it started; ``run`` and ``tools call`` handle both signals
-    themselves."""
+    or demo still stops what it started; ``run``, ``tools call`` and ``task run`` handle
+    both signals themselves."""
     args = build_parser().parse_args(argv)
     ctx = Context.from_args(args)
     previous = signal.getsignal(signal.SIGTERM)

@@ -64,6 +64,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "home's default) or per_runtime (one per running skill, for a fleet of cells); "
         "config key task_slots; unset keeps the home's",
     )
+    serve.add_argument(
+        "--task-idle-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="an agent's task with no call for this long is cancelled (idle_timeout) at the "
+        "next start or task_create; config key task_idle_timeout_s (default 600)",
+    )
     serve.add_argument("--config", type=Path, default=None, help="a YAML or JSON config file")
     serve.add_argument(
         "--token-env", default=None, metavar="VAR", help="environment variable with the token"
@@ -95,9 +103,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def _serve(ctx: Context, args: argparse.Namespace) -> int:
     from doraforge.console import Console, mount
+    from doraforge.paos.owners import OwnerLocks
     from doraforge.registry.robot_tools import RobotTools
     from doraforge.registry.server import build_app, new_service, serve
     from doraforge.registry.settings import load_settings
+    from doraforge.registry.task_owner import TaskOwnership
 
     settings = load_settings(
         config=args.config,
@@ -116,14 +126,19 @@ def _serve(ctx: Context, args: argparse.Namespace) -> int:
         context_profile=args.context_profile,
         context_scopes=args.context_scope,
         task_slots=args.task_slots,
+        task_idle_timeout_s=args.task_idle_timeout,
     )
     if settings.task_slots is not None:
         _set_task_slots(ctx, settings.task_slots)
     # The registry reaches only running skills' Gateways: their runtime tokens, never the
     # operator's ad-hoc one.
     tokens = ctx.gateway_tokens(operator=False)
-    robot = RobotTools(ctx.home, lambda: ctx.service(tokens), ctx.runtime)
     service = new_service(settings)
+    # The tasks agents open here are this server's: ended with it, or when left idle.
+    ownership = TaskOwnership(
+        OwnerLocks(ctx.home.root / "owners"), settings.task_idle_timeout_s, service.audit
+    )
+    robot = RobotTools(ctx.home, lambda: ctx.service(tokens), ctx.runtime, ownership)
     # Operators can answer this server (`doraforge approvals`, the console): a high-risk
     # call without a standing --approve rule waits for their decision, bounded.
     service.ask_operators(settings.approval_timeout_s)

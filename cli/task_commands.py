@@ -69,20 +69,34 @@ def _with_service(ctx: Context, work: Any) -> Any:
 
 
 def _run(ctx: Context, args: argparse.Namespace) -> int:
+    """Run the scripted agent; Ctrl-C or SIGTERM cancels and finalizes its task
+    (:mod:`cli.task_interrupt`) and exits 130 / 143."""
     from doraforge.cli.demos.agent import refuse_if_solved, run_pick_place
-    from doraforge.cli.report import write_report
+    from doraforge.cli.report import verdict_lines, write_report
+    from doraforge.cli.task_interrupt import Interrupted, lines, run_interruptible
 
     running = ctx.runtime().status(args.skill)
 
     async def work(service: Any) -> Any:
         if running is not None and running.live:  # else the task says it is not running
             await refuse_if_solved(service, args.skill, running.gateway_url)
-        described = await run_pick_place(service, args.skill, say=ctx.out.say)
+        try:
+            described = await run_interruptible(
+                service,
+                lambda opened: run_pick_place(service, args.skill, say=ctx.out.say, opened=opened),
+                ctx.out.say,
+            )
+        except Interrupted as stopped:
+            return stopped, _report_of(stopped.described, service, args.out)
         return described, write_report(described, service.workspace, args.out)
 
-    from doraforge.cli.report import verdict_lines
-
     described, report = _with_service(ctx, work)
+    if isinstance(described, Interrupted):
+        for line in lines(described, args.skill):
+            ctx.out.say(line)
+        if report is not None:
+            ctx.out.say(f"report: {report}")
+        return described.exit_code
     task = described["task"]
     for line in verdict_lines(described):
         ctx.out.say(line)
@@ -91,6 +105,19 @@ def _run(ctx: Context, args: argparse.Namespace) -> int:
     if ctx.out.as_json:
         ctx.out.data({"task": task, "report": str(report)})
     return 0 if task["state"] == "succeeded" else 1
+
+
+def _report_of(described: dict[str, Any] | None, service: Any, out: Path) -> Path | None:
+    """The report of an interrupted run's task (``None`` without one, or when it cannot
+    be written: the line saying how the task ended matters more)."""
+    from doraforge.cli.report import write_report
+
+    if described is None:
+        return None
+    try:
+        return write_report(described, service.workspace, out)
+    except OSError:
+        return None
 
 
 def _list(ctx: Context, args: argparse.Namespace) -> int:

@@ -160,6 +160,21 @@ class AuditLog:
             entry["cell"] = dict(cell)
         return self._append(entry)
 
+    def record_task_ended(self, notice: Mapping[str, Any]) -> AuditRecord:
+        """Append that an agent task was ended for its owner (``owner_stopped``,
+        ``idle_timeout``: :mod:`paos.owners`) and return it."""
+        entry = {
+            "at": time.time(),
+            "kind": "task",
+            "event": "ended",
+            "taskId": notice["task_id"],
+            "reason": notice["reason"],
+            "owner": notice["owner_id"],
+            "state": notice["state"],
+            "idleS": notice["idle_s"],
+        }
+        return self._append(entry)
+
     def _append(self, entry: AuditRecord) -> AuditRecord:
         self._records.append(entry)
         if self._path is not None:

@@ -168,11 +168,14 @@ def _operator_writes(route: BaseRoute) -> BaseRoute:
 
 
 def _closing(robot: RobotTools | None) -> Callable[[FastAPI], Any]:
-    """The app's lifespan: on shutdown the cancelled waiting calls answer first, then the
-    robot tools (when given) close."""
+    """The app's lifespan: the robot tools (when given) start first (ending stale agent
+    tasks); on shutdown the cancelled waiting calls answer first, then the robot tools
+    close (ending the tasks this registry owns)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if robot is not None:
+            await robot.start()
         for start in app.state.on_start:
             await start()
         try:

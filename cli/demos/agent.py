@@ -70,10 +70,20 @@ async def refuse_if_solved(service: TaskService, skill: str, gateway_url: str) -
         )
 
 
-async def run_pick_place(service: TaskService, skill: str, *, say: Say = print) -> dict[str, Any]:
-    """Create the task for ``skill``, pick and place, finalize; return the finalized task."""
+async def run_pick_place(
+    service: TaskService,
+    skill: str,
+    *,
+    say: Say = print,
+    opened: Callable[[str], None] = lambda task_id: None,
+) -> dict[str, Any]:
+    """Create the task for ``skill``, pick and place, finalize; return the finalized task.
+
+    ``opened`` is told the task's id the moment it exists (whoever stops this run early
+    must end that task)."""
     created = await call(service, "forge_task_create", {"skill": skill})
     task_id = created["task"]["task_id"]
+    opened(task_id)
     say(f"   task {task_id} bound to {skill} {created['binding']['version']}")
     scene = await call(
         service, "forge_tool_query", {"task_id": task_id, "tool_id": "world.scene_state"}

@@ -31,6 +31,7 @@ from doraforge.paos.store.models import (
     NewRecord,
     RecordRow,
     RevisionRow,
+    TaskOwner,
     TaskRow,
 )
 from doraforge.paos.store.written import WrittenRows
@@ -467,6 +468,42 @@ class AgentTaskStore:
         except sqlite3.IntegrityError as exc:
             raise StoreError("PAOS_TASK_TERMINAL", f"task {task_id} is terminal") from exc
         return self.task(task_id)
+
+    # ------------------------------------------------------------------ owners
+
+    def now_ms(self) -> int:
+        """This store's clock (milliseconds since the epoch; a test's fake one)."""
+        return self._now()
+
+    def own_task(self, task_id: str, owner_id: str) -> None:
+        """Record ``owner_id`` as the holder of ``task_id``, active as of now."""
+        with self._write() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO task_owners VALUES (?, ?, ?)",
+                (task_id, owner_id, self._now()),
+            )
+
+    def touch_task(self, task_id: str) -> None:
+        """Its owner acted on ``task_id`` now (a task nobody owns is left alone)."""
+        with self._write() as db:
+            db.execute(
+                "UPDATE task_owners SET last_activity_ms = ? WHERE task_id = ?",
+                (self._now(), task_id),
+            )
+
+    def owned_active_tasks(self) -> list[TaskOwner]:
+        """The owners of every non-terminal task that has one, oldest task first."""
+        rows = self._rows(
+            "SELECT o.* FROM task_owners o JOIN tasks t ON t.task_id = o.task_id"
+            " WHERE t.state NOT IN ('succeeded', 'failed', 'cancelled')"
+            " ORDER BY t.created_at_ms, t.rowid"
+        )
+        return [TaskOwner(row[0], row[1], row[2]) for row in rows]
+
+    def task_owner(self, task_id: str) -> TaskOwner | None:
+        """Who holds ``task_id``, if anyone recorded it."""
+        row = self._first("SELECT * FROM task_owners WHERE task_id = ?", task_id)
+        return None if row is None else TaskOwner(row[0], row[1], row[2])
 
     # ------------------------------------------------------------------ revisions
 

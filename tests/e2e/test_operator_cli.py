@@ -20,10 +20,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from doraforge.paos.home import PaosHome
+from doraforge.paos.store import AgentTaskStore
 from doraforge.skill_runtime.dora_run import dora_environment, free_port
 from tests.paths import PROJECT_ROOT
 from tests.registry.server_support import call_body
@@ -211,6 +214,130 @@ def test_a_run_cancelled_from_another_terminal_ends_in_lines_not_a_traceback(
     assert "verdict: not verified · task cancelled" in out
     assert "cancelled before verification (operator_requested)" in out
     assert report_of(out).is_file()
+
+
+def started_run(operator: Operator, out: Path) -> subprocess.Popen[str]:
+    return operator.start("task", "run", SKILL, "--out", str(out))
+
+
+def task_of(running: subprocess.Popen[str]) -> str:
+    """The id of the task ``running`` opened (read from its output, bounded)."""
+    assert running.stdout is not None
+    stdout = running.stdout
+    bound = eventually(
+        lambda: re.search(r"task (task_[0-9a-f]+) bound to", stdout.readline()),
+        within=60,
+        what="the task to be created",
+        interval=0,
+    )
+    return bound.group(1)
+
+
+def until_descending(operator: Operator, running: subprocess.Popen[str], task_id: str) -> str:
+    """Wait until the second step, "descend", is an Action the Gateway runs; its record."""
+    assert running.stdout is not None
+    stdout = running.stdout
+    eventually(lambda: "cube at" in stdout.readline(), within=30, what="the plan", interval=0)
+    eventually(
+        lambda: "move above the cube" in stdout.readline(),
+        within=120,
+        what="the first step to end",
+        interval=0,
+    )
+
+    # Read from the store directly: a `task get` process would answer too late to catch
+    # a descend of a second or two still running.
+    store = AgentTaskStore(PaosHome(operator.home).store_path)
+    try:
+
+        def descending() -> str | None:
+            # The scene Query, the move above the cube (completed), then the descend.
+            records = store.records(task_id)
+            live = len(records) >= 3 and records[-1].state in ("accepted", "running")
+            return records[-1].record_id if live else None
+
+        record_id: str = eventually(
+            descending, within=60, what="the descend to be admitted", interval=0.01
+        )
+    finally:
+        store.close()
+    return record_id
+
+
+def described(operator: Operator, task_id: str) -> dict[str, Any]:
+    answer = operator.run("--json", "task", "get", task_id, timeout_s=60)
+    assert answer.returncode == 0, answer.stderr
+    document: dict[str, Any] = json.loads(answer.stdout)
+    return document
+
+
+def state_of(operator: Operator, task_id: str) -> str:
+    state: str = described(operator, task_id)["task"]["state"]
+    return state
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_mid_action_cancels_and_finalizes_the_task_and_the_next_run_starts(
+    operator: Operator, tmp_path: Path, signum: signal.Signals
+) -> None:
+    with started_run(operator, tmp_path) as running:
+        try:
+            task_id = task_of(running)
+            record_id = until_descending(operator, running, task_id)
+            began = time.monotonic()
+            running.send_signal(signum)
+            out, err = running.communicate(timeout=60)
+            took = time.monotonic() - began
+        finally:
+            if running.poll() is None:
+                running.kill()
+    assert running.returncode == 128 + signum, out + err
+    assert took < 45  # the bounded cleanup (20 s) and the report, never a hang
+    assert "Traceback" not in out + err
+    assert f"task {task_id} cancelled (interrupted by {signum.name}); the running " in out
+    (descend,) = [r for r in described(operator, task_id)["records"] if r["record_id"] == record_id]
+    assert descend["state"] in ("cancelled", "completed", "unknown")  # as the provider said
+    if descend["state"] != "completed":  # it had not reached the cube when the signal came
+        assert descend["cancel"] is not None  # the Gateway was asked to cancel it
+    assert state_of(operator, task_id) == "cancelled"  # not executing: the slot is free
+    # The next run is accepted (not PAOS_TASK_ACTIVE); it is interrupted in turn.
+    with started_run(operator, tmp_path) as following:
+        try:
+            next_id = task_of(following)
+            following.send_signal(signal.SIGINT)
+            out, err = following.communicate(timeout=60)
+        finally:
+            if following.poll() is None:
+                following.kill()
+    assert next_id != task_id
+    assert following.returncode == 130, out + err
+    assert state_of(operator, next_id) == "cancelled"
+
+
+def test_a_second_ctrl_c_cuts_the_cleanup_short_and_still_ends_the_task(
+    operator: Operator, tmp_path: Path
+) -> None:
+    with started_run(operator, tmp_path) as running:
+        try:
+            task_id = task_of(running)
+            until_descending(operator, running, task_id)
+            running.send_signal(signal.SIGINT)
+            assert running.stdout is not None
+            stdout = running.stdout
+            eventually(
+                lambda: f"cancelling task {task_id}" in stdout.readline(),
+                within=30,
+                what="the cleanup to begin",
+                interval=0,
+            )
+            running.send_signal(signal.SIGINT)
+            out, err = running.communicate(timeout=60)
+        finally:
+            if running.poll() is None:
+                running.kill()
+    assert running.returncode == 130, out + err
+    assert "Traceback" not in out + err
+    assert state_of(operator, task_id) == "cancelled"
 
 
 def test_logs_of_one_node_hide_doras_diagnostics_unless_all(operator: Operator) -> None:
