@@ -85,7 +85,9 @@ def test_a_declared_doraforge_variable_is_refused_before_launch(tmp_path: Path) 
 
 
 @BOTH
-def test_the_launcher_sets_every_limit_and_runs_the_server_in_its_sessions_group(tier: int, tmp_path: Path) -> None:
+def test_the_launcher_sets_every_limit_and_runs_the_server_in_its_sessions_group(
+    tier: int, tmp_path: Path
+) -> None:
     limits = Limits(memory_mb=300, cpu_s=7, open_files=40, processes=50)
 
     report = run_script(tier, spec_for(tmp_path, limits=limits), ENV_DUMP).report()
