@@ -1,5 +1,6 @@
 """A server's whole process tree ends with it: killing the launched process group stops its
-children, and a registry that dies without stopping its servers leaves no orphan."""
+children, a ``setsid`` double fork ends with the server however the server is stopped, and
+a registry that dies without stopping its servers leaves no orphan."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,6 +29,25 @@ subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", sys.argv
 print("ready", os.getpid(), flush=True)
 import time
 time.sleep(600)
+"""
+
+# The server double-forks a grandchild into a session of its own (so no group kill reaches
+# it), says "ready", and serves until its stdin closes.
+DAEMONIZING = """
+import os, sys
+SLEEP = "import time; time.sleep(600)"
+child = os.fork()
+if child == 0:
+    os.setsid()
+    if os.fork() == 0:
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.execv(sys.executable, [sys.executable, "-c", SLEEP, "orphan-of", sys.argv[1]])
+    os._exit(0)
+os.waitpid(child, 0)
+print("ready", os.getpid(), flush=True)
+sys.stdin.read()
 """
 
 # A stand-in registry: starts the launch, reports the server is ready, then dies abruptly.
@@ -62,11 +83,49 @@ def _reap(token: str) -> None:
             continue
 
 
-def _launch(tier: int, tmp_path: Path, token: str) -> Launch:
+def _launch(tier: int, tmp_path: Path, token: str, source: str = FAMILY) -> Launch:
     spec = with_args(spec_for(tmp_path), SCRIPT, token)
     launch = TIERS[tier].launch(spec)
-    (spec.workdir / SCRIPT).write_text(FAMILY, encoding="utf-8")
+    (spec.workdir / SCRIPT).write_text(source, encoding="utf-8")
     return launch
+
+
+def _stop_by_eof(server: subprocess.Popen[bytes]) -> None:
+    assert server.stdin is not None
+    server.stdin.close()
+
+
+def _stop_by_sigterm(server: subprocess.Popen[bytes]) -> None:
+    os.killpg(server.pid, signal.SIGTERM)
+
+
+@pytest.mark.parametrize("stop", [_stop_by_eof, _stop_by_sigterm], ids=["stdin-closed", "sigterm"])
+@pytest.mark.parametrize("tier", [1, 2], ids=["subprocess", "sandbox"])
+def test_a_setsid_double_fork_ends_with_the_server(tier: int, stop: Any, tmp_path: Path) -> None:
+    token = f"doraforge-tier-test-{secrets.token_hex(6)}"
+    launch = _launch(tier, tmp_path, token, DAEMONIZING)
+    try:
+        with subprocess.Popen(
+            [launch.command, *launch.args],
+            env=launch.env,
+            cwd=launch.cwd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            start_new_session=True,  # as the MCP SDK spawns it
+        ) as server:
+            assert server.stdout is not None
+            assert server.stdout.readline().startswith(b"ready")
+            orphan = eventually(
+                lambda: _alive_with(f"orphan-of\0{token}"), within=WAIT_S, what="the orphan"
+            )
+            assert os.getsid(orphan[0]) != server.pid  # out of reach of a group kill
+
+            stop(server)
+            server.wait(WAIT_S)
+
+        eventually(lambda: not _alive_with(token), within=WAIT_S, what="the orphan to end")
+    finally:
+        _reap(token)
 
 
 @pytest.mark.parametrize("tier", [1, 2], ids=["subprocess", "sandbox"])
@@ -94,10 +153,10 @@ def test_killing_the_launched_group_ends_the_servers_children(tier: int, tmp_pat
         _reap(token)
 
 
-def _orphaned(tier: int, tmp_path: Path, token: str) -> int:
+def _orphaned(tier: int, tmp_path: Path, token: str, source: str = FAMILY) -> int:
     """Run the family under a parent that dies at once; the server's pid (tier 1's is a host
     pid, tier 2's one inside the sandbox's namespace)."""
-    launch = _launch(tier, tmp_path, token)
+    launch = _launch(tier, tmp_path, token, source)
     payload = {"command": launch.command, "args": launch.args, "env": launch.env}
     payload["cwd"] = str(launch.cwd)
     parent = subprocess.run(
@@ -129,5 +188,17 @@ def test_a_registry_that_dies_takes_the_whole_tier_2_sandbox_with_it(tmp_path: P
         _orphaned(2, tmp_path, token)
 
         eventually(lambda: not _alive_with(token), within=WAIT_S, what="the sandbox to end")
+    finally:
+        _reap(token)
+
+
+def test_a_registry_that_dies_takes_a_tier_1_servers_setsid_orphan_with_it(
+    tmp_path: Path,
+) -> None:
+    token = f"doraforge-tier-test-{secrets.token_hex(6)}"
+    try:
+        _orphaned(1, tmp_path, token, DAEMONIZING)
+
+        eventually(lambda: not _alive_with(token), within=WAIT_S, what="the whole family")
     finally:
         _reap(token)
