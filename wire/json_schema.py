@@ -14,7 +14,8 @@ from typing import Any, NoReturn
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from jsonschema_specifications import REGISTRY as SPECIFICATIONS
+# The bundled meta-schemas jsonschema itself resolves from; the package ships no py.typed.
+from jsonschema_specifications import REGISTRY as SPECIFICATIONS  # type: ignore[import-untyped]
 from referencing import Registry
 from referencing._core import Resolver
 from referencing.exceptions import Unresolvable, Unretrievable

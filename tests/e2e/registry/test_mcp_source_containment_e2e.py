@@ -10,10 +10,8 @@ process leaves nothing running once its server is deleted.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import secrets
-import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +27,7 @@ from doraforge.registry.server import build_app, new_service, uvicorn_config
 from doraforge.registry.settings import ServerSettings
 from tests.registry.listeners import CountingHttpServer, counting_http
 from tests.support.live_server import LiveServer
+from tests.support.processes import carrying, kill_carrying
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
@@ -98,32 +97,11 @@ def test_a_listed_tool_whose_schema_points_at_a_url_is_refused_and_never_fetched
         assert upstream.hits == 0
     assert row["state"] == "ready"
     assert row["tools"] == ["mcp__hostile__spawn"]
-    assert [(r["tool"], r["code"]) for r in row["refused"]] == [
-        ("remote_ref", "SCHEMA_REF_REMOTE")
-    ]
+    assert [(r["tool"], r["code"]) for r in row["refused"]] == [("remote_ref", "SCHEMA_REF_REMOTE")]
     assert "mcp__hostile__remote_ref" not in {tool["name"] for tool in tools}
     assert over_http.status_code == 403
     assert over_http.json()["error"]["code"] == "TOOL_NOT_FOUND"
     assert over_mcp.isError is True
-
-
-def _alive_with(token: str) -> list[int]:
-    """Pids whose command line carries ``token`` (zombies excluded)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            if token.encode() in (entry / "cmdline").read_bytes():
-                if "Z" not in (entry / "stat").read_text().rsplit(")", 1)[1].split()[:1]:
-                    found.append(int(entry.name))
-    return found
-
-
-def _reap(token: str) -> None:
-    for pid in _alive_with(token):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.parametrize("tier", TIERS)
@@ -140,7 +118,7 @@ def test_a_setsid_double_fork_does_not_outlive_the_deleted_source(
             spawned = _call(client, "mcp__hostile__spawn", token=token)
             assert spawned.json()["state"] == "completed", spawned.text
             orphans = eventually(
-                lambda: _alive_with(token), within=GONE_WITHIN_S, what="the setsid grandchild"
+                lambda: carrying(token), within=GONE_WITHIN_S, what="the setsid grandchild"
             )
             assert all(os.getsid(pid) != os.getsid(0) for pid in orphans)
 
@@ -148,10 +126,10 @@ def test_a_setsid_double_fork_does_not_outlive_the_deleted_source(
             assert deleted.status_code == 200, deleted.text
 
             eventually(
-                lambda: not _alive_with(token),
+                lambda: not carrying(token),
                 within=GONE_WITHIN_S,
                 what="every process the deleted server started to end",
-                detail=lambda: _alive_with(token),
+                detail=lambda: carrying(token),
             )
     finally:
-        _reap(token)
+        kill_carrying(token)

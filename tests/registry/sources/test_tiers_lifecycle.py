@@ -17,6 +17,7 @@ import pytest
 
 from doraforge.registry.sources.tiers import TIERS, Launch
 from tests.registry.sources.tier_runs import SCRIPT, spec_for, with_args
+from tests.support.processes import carrying, kill_carrying
 from tests.support.waiting import eventually
 
 WAIT_S = 15.0
@@ -62,27 +63,6 @@ os._exit(0)
 """
 
 
-def _alive_with(token: str) -> list[int]:
-    """Host pids whose command line carries ``token``."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if token.encode() in (entry / "cmdline").read_bytes():
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
-
-
-def _reap(token: str) -> None:
-    for pid in _alive_with(token):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            continue
-
-
 def _launch(tier: int, tmp_path: Path, token: str, source: str = FAMILY) -> Launch:
     spec = with_args(spec_for(tmp_path), SCRIPT, token)
     launch = TIERS[tier].launch(spec)
@@ -116,16 +96,16 @@ def test_a_setsid_double_fork_ends_with_the_server(tier: int, stop: Any, tmp_pat
             assert server.stdout is not None
             assert server.stdout.readline().startswith(b"ready")
             orphan = eventually(
-                lambda: _alive_with(f"orphan-of\0{token}"), within=WAIT_S, what="the orphan"
+                lambda: carrying(f"orphan-of\0{token}"), within=WAIT_S, what="the orphan"
             )
             assert os.getsid(orphan[0]) != server.pid  # out of reach of a group kill
 
             stop(server)
             server.wait(WAIT_S)
 
-        eventually(lambda: not _alive_with(token), within=WAIT_S, what="the orphan to end")
+        eventually(lambda: not carrying(token), within=WAIT_S, what="the orphan to end")
     finally:
-        _reap(token)
+        kill_carrying(token)
 
 
 @pytest.mark.parametrize("tier", [1, 2], ids=["subprocess", "sandbox"])
@@ -143,14 +123,14 @@ def test_killing_the_launched_group_ends_the_servers_children(tier: int, tmp_pat
         ) as server:
             assert server.stdout is not None
             assert server.stdout.readline().startswith(b"ready")
-            eventually(lambda: len(_alive_with(token)) >= 2, within=WAIT_S, what="the family")
+            eventually(lambda: len(carrying(token)) >= 2, within=WAIT_S, what="the family")
 
             os.killpg(server.pid, signal.SIGKILL)
             server.wait(WAIT_S)
 
-        eventually(lambda: not _alive_with(token), within=WAIT_S, what="the grandchild to end")
+        eventually(lambda: not carrying(token), within=WAIT_S, what="the grandchild to end")
     finally:
-        _reap(token)
+        kill_carrying(token)
 
 
 def _orphaned(tier: int, tmp_path: Path, token: str, source: str = FAMILY) -> int:
@@ -177,9 +157,9 @@ def test_a_registry_that_dies_leaves_no_orphan_tier_1_server(tmp_path: Path) -> 
 
         # The server itself dies with its parent; its own children are the manager's to end
         # (the group kill above): tier 1 has no pid namespace to take them down with it.
-        eventually(lambda: server not in _alive_with(token), within=WAIT_S, what="the server")
+        eventually(lambda: server not in carrying(token), within=WAIT_S, what="the server")
     finally:
-        _reap(token)
+        kill_carrying(token)
 
 
 def test_a_registry_that_dies_takes_the_whole_tier_2_sandbox_with_it(tmp_path: Path) -> None:
@@ -187,9 +167,9 @@ def test_a_registry_that_dies_takes_the_whole_tier_2_sandbox_with_it(tmp_path: P
     try:
         _orphaned(2, tmp_path, token)
 
-        eventually(lambda: not _alive_with(token), within=WAIT_S, what="the sandbox to end")
+        eventually(lambda: not carrying(token), within=WAIT_S, what="the sandbox to end")
     finally:
-        _reap(token)
+        kill_carrying(token)
 
 
 def test_a_registry_that_dies_takes_a_tier_1_servers_setsid_orphan_with_it(
@@ -199,6 +179,6 @@ def test_a_registry_that_dies_takes_a_tier_1_servers_setsid_orphan_with_it(
     try:
         _orphaned(1, tmp_path, token, DAEMONIZING)
 
-        eventually(lambda: not _alive_with(token), within=WAIT_S, what="the whole family")
+        eventually(lambda: not carrying(token), within=WAIT_S, what="the whole family")
     finally:
-        _reap(token)
+        kill_carrying(token)
