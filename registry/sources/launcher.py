@@ -39,6 +39,8 @@ EXIT_NOT_EXECUTABLE = 126
 CPU_GRACE_S = 1
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
+#: How a shell reports "killed by signal N": the launcher's exit when it cannot re-raise N.
+SHELL_SIGNAL_BASE = 128
 #: The signals that stop the supervisor (after it has ended everything below it).
 STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 EXIT_ORPHANED = 125
@@ -423,9 +425,6 @@ def end_like(status: int) -> int:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
     os.kill(os.getpid(), signum)
     return SHELL_SIGNAL_BASE + signum  # only when the signal does not end a process
-
-
-SHELL_SIGNAL_BASE = 128
 
 
 def main(argv: Sequence[str] | None = None) -> int:

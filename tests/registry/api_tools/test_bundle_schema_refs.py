@@ -7,6 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from doraforge.registry.api_tools.bundle import parse_bundle
+from doraforge.registry.api_tools.store import BundleStore
 from tests.registry.listeners import counting_http
 
 from .test_lifecycle import _app
@@ -58,3 +62,20 @@ def test_a_bundle_with_plain_parameter_schemas_still_saves(tmp_path: Path) -> No
 
     assert saved.status_code == 201
     assert service.resolve("api__shop__get_item") is not None
+
+
+def test_a_stored_bundle_whose_schema_is_now_refused_stays_off_and_the_registry_starts(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with counting_http() as upstream:
+        stored = parse_bundle(_with_param_schema({"$ref": upstream.url("/redir")}))
+        BundleStore(tmp_path / "api-tools").save(stored)  # as an older registry saved it
+
+        client, service, api_tools, _ = _app(tmp_path)
+
+        assert upstream.hits == 0
+    assert "shop" not in api_tools.bundles
+    assert service.resolve("api__shop__get_item") is None
+    assert (tmp_path / "api-tools" / "shop.json").exists()
+    assert "SCHEMA_REF_REMOTE" in caplog.text
+    assert client.get("/api/api-tools/shop").status_code == 404
