@@ -10,18 +10,21 @@ closed instead of fetching a URL.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
+
 # The bundled meta-schemas jsonschema itself resolves from; the package ships no py.typed.
 from jsonschema_specifications import REGISTRY as SPECIFICATIONS  # type: ignore[import-untyped]
 from referencing import Registry
-from referencing._core import Resolver
 from referencing.exceptions import Unresolvable, Unretrievable
 from referencing.jsonschema import DRAFT202012
 
 from doraforge.wire.errors import StructuredError
+
+if TYPE_CHECKING:  # referencing names its resolver type only in a private module
+    from referencing._core import Resolved, Resolver
 
 #: The keywords a Draft 2020-12 validator follows to another schema.
 REFERENCE_KEYWORDS = ("$ref", "$dynamicRef")
@@ -113,7 +116,7 @@ def _walk(schema: Any, resolver: Resolver[Any], seen: set[int], chain: tuple[int
         _walk(sub, inner, seen, here if id(sub) in in_place else ())
 
 
-def _lookup(resolver: Resolver[Any], ref: str) -> Any:
+def _lookup(resolver: Resolver[Any], ref: str) -> Resolved[Any]:
     try:
         return resolver.lookup(ref)
     except Unresolvable as exc:
