@@ -1,11 +1,6 @@
-"""Every JSON Schema from outside is compiled here, and never dials anything.
-
-:func:`local_validator` checks a schema against Draft 2020-12, walks every ``$ref`` and
-``$dynamicRef`` the validator could follow, and refuses (:class:`SchemaRefused`) one that
-points outside the schema and the bundled meta-schemas; the validator it returns resolves
-through a registry whose retrieval is refused, so even a reference the walk missed fails
-closed instead of fetching a URL.
-"""
+"""Every JSON Schema from outside compiles here, against local references only: a remote,
+dangling or looping ``$ref`` is refused with a code at compile time, and the validator's own
+reference registry refuses retrieval, so no schema ever makes doraforge dial."""
 
 from __future__ import annotations
 
@@ -32,11 +27,12 @@ MAX_MESSAGE_CHARS = 200
 
 
 class SchemaRefused(StructuredError, ValueError):
-    """A schema that cannot be compiled here. ``code`` says why: ``SCHEMA_INVALID`` (not a
-    Draft 2020-12 schema), ``SCHEMA_REF_REMOTE`` (a reference to a document outside it;
-    ``details["ref"]`` names it) or ``SCHEMA_REF_UNRESOLVABLE`` (a local reference to
-    nothing) or ``SCHEMA_REF_CYCLE`` (references that loop without a step into the
-    instance)."""
+    """A schema that cannot be compiled here; ``code`` says why:
+
+    - ``SCHEMA_INVALID``: not a Draft 2020-12 schema;
+    - ``SCHEMA_REF_REMOTE``: a reference to a document outside it (``details["ref"]``);
+    - ``SCHEMA_REF_UNRESOLVABLE``: a local reference to nothing;
+    - ``SCHEMA_REF_CYCLE``: references that loop without a step into the instance."""
 
 
 class _RetrievalRefused(Exception):
