@@ -7,12 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from forge_tool import ToolEndpointDescriptor, ToolOperationDescriptor
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 
 from doraforge.gateway.config import ToolSpecConfig
 from doraforge.gateway.errors import ConfigError, NotFound
 from doraforge.wire.canonical import canonical_bytes, sha256_hex
+from doraforge.wire.json_schema import SchemaRefused, local_validator
 from doraforge.wire.schema_fast import compile_schema
 from doraforge.wire.schema_words import expected_text, json_path, located
 from doraforge.wire.suggest import closest, did_you_mean
@@ -33,14 +32,14 @@ class SchemaViolation:
 
 
 class CompiledSchema:
-    """A JSON Schema checked once at load time and reused for every call."""
+    """A JSON Schema checked once at load time and reused for every call; its references
+    resolve inside it only (``doraforge.wire.json_schema``), so no check ever dials."""
 
     def __init__(self, schema: Mapping[str, Any], where: str) -> None:
         try:
-            Draft202012Validator.check_schema(schema)
-        except SchemaError as exc:
-            raise ConfigError(f"{where}: invalid JSON Schema: {exc.message}") from exc
-        self._validator = Draft202012Validator(dict(schema))
+            self._validator = local_validator(dict(schema))
+        except SchemaRefused as exc:
+            raise ConfigError(f"{where}: invalid JSON Schema: {exc.code}: {exc.message}") from exc
         # Exact for the keywords it compiles; ``None`` leaves every check to jsonschema.
         self._conforms = compile_schema(schema)
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from jsonschema import Draft202012Validator
@@ -41,6 +41,7 @@ from doraforge.paos.phyagentos_shapes import (
     skill_document,
 )
 from doraforge.paos.tasks import TaskService
+from doraforge.wire.json_schema import local_validator
 
 log = logging.getLogger(__name__)
 
@@ -108,9 +109,15 @@ class AgentTool:
     #: ``activate_skill`` answers without a ``data`` envelope).
     lifted: tuple[str, ...] = ()
 
+    validator: Draft202012Validator = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Compiled once, local references only (doraforge.wire.json_schema).
+        object.__setattr__(self, "validator", local_validator(self.input_schema))
+
     async def __call__(self, service: TaskService, arguments: Any) -> dict[str, Any]:
         errors = sorted(
-            Draft202012Validator(self.input_schema).iter_errors(arguments),
+            self.validator.iter_errors(arguments),
             key=lambda e: list(e.path),
         )
         if errors:

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from pydantic import ValidationError
 
 from doraforge.registry.errors import Conflict, InvalidRequest, NotFound
 from doraforge.registry.model import Adapter, Admit, CallContext, ContextAdapter, ToolEntry
+from doraforge.wire.json_schema import SchemaRefused, local_validator
 from doraforge.wire.schema_fast import compile_schema
 
 MAX_INTENT_CHARS = 500
@@ -61,15 +61,19 @@ class RegisteredTool:
 
 
 def _compile(schema: dict[str, Any], field: str, name: str) -> Draft202012Validator:
+    """The schema's local-only validator; an invalid schema is ``TOOL_REGISTRATION_INVALID``,
+    a remote or dangling ``$ref`` keeps its own code (``SCHEMA_REF_REMOTE`` ...)."""
     try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
+        return local_validator(schema)
+    except SchemaRefused as exc:
+        invalid = exc.code == "SCHEMA_INVALID"
         raise InvalidRequest(
-            "TOOL_REGISTRATION_INVALID",
-            f"{name}: {field} is not a valid JSON Schema: {exc.message}",
-            details={"field": field},
+            "TOOL_REGISTRATION_INVALID" if invalid else exc.code,
+            f"{name}: {field} is not a valid JSON Schema: {exc.message}"
+            if invalid
+            else f"{name}: {field}: {exc.message}",
+            details={"field": field, **exc.details},
         ) from exc
-    return Draft202012Validator(schema)
 
 
 def _as_entry(entry: ToolEntry | Mapping[str, Any]) -> ToolEntry:

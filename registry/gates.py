@@ -163,7 +163,8 @@ def normalise(
 ) -> tuple[dict[str, Any], list[Repair], bool]:
     """Arguments after schema-driven repair, the repairs made, and whether they are valid.
 
-    Computed before the gates so the idempotency fingerprint covers the normalised call.
+    Computed before the gates (only for a caller the grant gates admit: the service checks
+    them first) so the idempotency fingerprint covers the normalised call.
     """
     if tool.arguments_valid(arguments):
         return arguments, [], True

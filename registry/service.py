@@ -219,9 +219,7 @@ class RegistryService:
         try:
             call = parse_call(body, idempotency_key)
             tool = self._catalog.resolve(call.name)
-            arguments, repairs, valid = (
-                gates.normalise(tool, call.arguments) if tool else (call.arguments, [], False)
-            )
+            arguments, repairs, valid = self._normalised(tool, call.arguments, principal)
             canonical = tool.entry.name if tool else call.name
             begin = self._store.begin(
                 call.requestId, fingerprint(canonical, arguments, principal.scope)
@@ -251,6 +249,23 @@ class RegistryService:
         duplicate = {**result, "duplicate": True}
         self._record(duplicate, principal, call.arguments, started)
         return duplicate
+
+    def _normalised(
+        self, tool: RegisteredTool | None, arguments: dict[str, Any], principal: Principal
+    ) -> tuple[dict[str, Any], list[Repair], bool]:
+        """``gates.normalise`` for a caller the grant gates admit; a caller they refuse
+        gets its arguments back untouched (the gate denies the call), so no work on a
+        tool's own schema is ever done for a caller who may not call it."""
+        if tool is None:
+            return arguments, [], False
+        try:
+            gates.capabilities(
+                tool.entry, principal, require_auth_for_writes=self._require_auth_for_writes
+            )
+            gates.permissions(tool.entry, principal)
+        except gates.Denied:
+            return arguments, [], False
+        return gates.normalise(tool, arguments)
 
     async def _attend(self, request_id: str, pending: asyncio.Future[ToolResult]) -> ToolResult:
         """Await an in-flight call as one of its callers (the first, or a retry with the

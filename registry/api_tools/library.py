@@ -9,6 +9,7 @@ tombstones the file, unregisters the tools and retracts the hosts, so the next c
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,16 +17,23 @@ from typing import TYPE_CHECKING
 
 from doraforge.registry.api_tools.bundle import SECRET_SLOT, Bundle
 from doraforge.registry.api_tools.client import ApiClient
-from doraforge.registry.api_tools.errors import Conflict, NotFound
+from doraforge.registry.api_tools.errors import Conflict, NotFound, Unprocessable
 from doraforge.registry.api_tools.outbound import OutboundPolicy, Resolver
 from doraforge.registry.api_tools.store import BundleStore
-from doraforge.registry.api_tools.tools import build_tools, check_saveable, tool_name
+from doraforge.registry.api_tools.tools import (
+    build_tools,
+    check_saveable,
+    check_schemas,
+    tool_name,
+)
 from doraforge.registry.credentials import SecretView
 
 if TYPE_CHECKING:
     from doraforge.registry.service import RegistryService
 
 _NAME = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
+
+logger = logging.getLogger(__name__)
 
 
 def check_service_name(name: str) -> None:
@@ -86,7 +94,7 @@ class ApiTools:
         self.client = ApiClient(policy, resolver=resolver)
         self.bundles: dict[str, Bundle] = {}
         for bundle in self.store.load_all():
-            self.install(bundle)
+            self._install_stored(bundle)
 
     def get(self, name: str) -> Bundle:
         """The bundle named ``name``; :class:`NotFound` API_BUNDLE_NOT_FOUND otherwise."""
@@ -115,6 +123,16 @@ class ApiTools:
         check_saveable(bundle, self.policy)
         check_credentials(bundle, self.secrets)
         self.check_free(bundle)
+
+    def _install_stored(self, bundle: Bundle) -> None:
+        """Install a bundle saved earlier, unless its schemas are now refused (a remote
+        ``$ref`` saved before such references were refused): it stays on disk, not live."""
+        try:
+            check_schemas(bundle)
+        except Unprocessable as exc:
+            logger.warning("API service %s not installed: %s", bundle.name, exc)
+            return
+        self.install(bundle)
 
     def install(self, bundle: Bundle) -> None:
         """Register ``bundle``'s tools, replacing those of a bundle of the same name."""

@@ -19,6 +19,7 @@ from doraforge.registry.api_tools.outbound import (
 )
 from doraforge.registry.api_tools.render import render
 from doraforge.registry.api_tools.response import RawResponse, interpret
+from doraforge.wire.json_schema import SchemaRefused, local_validator
 
 Adapter = Callable[[dict[str, Any]], Awaitable[Any]]
 
@@ -105,10 +106,27 @@ def build_tools(
     return [(entry(bundle, tool), _adapter(bundle, tool, secrets, client)) for tool in bundle.tools]
 
 
+def check_schemas(bundle: Bundle) -> None:
+    """Refuse (:class:`Unprocessable` with the schema's code: ``SCHEMA_INVALID``,
+    ``SCHEMA_REF_REMOTE``, ``SCHEMA_REF_UNRESOLVABLE``) a tool whose parameter schemas do
+    not compile locally; nothing they reference is ever fetched."""
+    for tool in bundle.tools:
+        try:
+            local_validator(input_schema(tool))
+        except SchemaRefused as exc:
+            raise Unprocessable(
+                exc.code,
+                f"tool {tool.name!r}: a parameter schema is refused: {exc.message}",
+                details={"tool": tool.name, **exc.details},
+            ) from exc
+
+
 def check_saveable(bundle: Bundle, policy: OutboundPolicy) -> None:
     """Refuse (:class:`Conflict` ``API_TOOL_HOST_NOT_ALLOWED``) a bundle whose host and port
     can never be dialed under ``policy``: a link-local or metadata target in every mode, and
-    under ``deny`` a host and port no rule names."""
+    under ``deny`` a host and port no rule names; and one whose schemas are refused
+    (:func:`check_schemas`)."""
+    check_schemas(bundle)
     try:
         parsed = parse_host(bundle.host)
     except OutboundDenied as exc:

@@ -15,9 +15,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-
 from doraforge.registry.errors import Unprocessable
 from doraforge.registry.model import ToolEntry
 from doraforge.registry.recipes.definition import (
@@ -30,6 +27,7 @@ from doraforge.registry.recipes.definition import (
     invalid,
 )
 from doraforge.wire.canonical import sha256_hex
+from doraforge.wire.json_schema import SchemaRefused, local_validator
 
 if TYPE_CHECKING:
     from doraforge.registry.service import RegistryService
@@ -78,13 +76,13 @@ REFERENCES = frozenset({"$ref", "$dynamicRef", "$recursiveRef", "$id", "$anchor"
 
 
 def _check_input_schema(schema: dict[str, Any]) -> None:
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        raise invalid(f"input_schema is not a valid JSON Schema: {exc.message[:200]}") from exc
     used = sorted(_references(schema))
     if used:
         raise invalid(f"input_schema may not use {used[0]}: write the schema out in full")
+    try:
+        local_validator(schema)
+    except SchemaRefused as exc:
+        raise invalid(f"input_schema is not a valid JSON Schema: {exc.message}") from exc
 
 
 def _references(value: Any) -> set[str]:
@@ -190,7 +188,10 @@ def _check_arguments(definition: Definition, step: Step, number: int, entry: Too
     inputs = definition.input_schema.get("properties", {})
     unchecked: list[ArgPath] = []
     instance = _with_placeholders(step.arguments, inputs, number, (), unchecked)
-    validator = Draft202012Validator(entry.input_schema)
+    try:
+        validator = local_validator(entry.input_schema)
+    except SchemaRefused as exc:  # a registered tool's schema passed this at registration
+        raise _refuse(exc.code, f"step {number}: {exc.message}", number, entry.name) from exc
     errors = [
         error
         for error in validator.iter_errors(instance)

@@ -176,11 +176,13 @@ class McpSources:
     def _install(self, source: McpSource, tools: list[types.Tool]) -> None:
         """(Re)register ``source``'s listed tools; unchanged lists change nothing."""
         entries: dict[str, tuple[dict[str, Any], str]] = {}
+        refused: dict[str, dict[str, str]] = {}
         for tool in tools:
             try:
                 entry = tool_entry(source.name, source.config, tool)
             except ValueError as exc:
                 logger.warning("MCP server %s: tool %r skipped: %s", source.name, tool.name, exc)
+                refused[tool.name] = {"code": "MCP_TOOL_SCHEMA_INVALID", "message": str(exc)}
                 continue
             if entry["name"] in entries:
                 logger.warning("MCP server %s: duplicate tool name %r", source.name, tool.name)
@@ -193,11 +195,19 @@ class McpSources:
             self._unregister(canonical)
         source.tools.clear()
         for canonical, (entry, remote) in sorted(entries.items()):
-            if self._register(source, entry, remote):
+            problem = self._register(source, entry, remote)
+            if problem is None:
                 source.tools[canonical] = remote
+            else:
+                refused[remote] = problem
+        source.refused = refused
         self._listed[source.name] = listed
 
-    def _register(self, source: McpSource, entry: dict[str, Any], remote: str) -> bool:
+    def _register(
+        self, source: McpSource, entry: dict[str, Any], remote: str
+    ) -> dict[str, str] | None:
+        """Register one listed tool; ``None``, or why it is not offered (a schema with a
+        remote ``$ref`` is refused here, its URL never fetched)."""
         write = entry["policy"]["sideEffect"] == "write"
 
         async def adapter(arguments: dict[str, Any]) -> Any:
@@ -207,8 +217,8 @@ class McpSources:
             self.service.register(entry, adapter, admit=source.admit, source=source_id(source.name))
         except RegistryError as exc:
             logger.warning("MCP server %s: tool %r not registered: %s", source.name, remote, exc)
-            return False
-        return True
+            return {"code": exc.code, "message": exc.message[:300]}
+        return None
 
     def _unregister(self, canonical: str) -> None:
         if self.service.resolve(canonical) is not None:

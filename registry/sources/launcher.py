@@ -3,13 +3,18 @@
 ``python -I -m doraforge.registry.sources.launcher --memory-mb M --cpu-s S --files F
 --procs P [--run-as UID:GID] [--reveal PATH ...] [--cwd DIR] [--env-names A,B] -- command
 [args...]`` sets the resource limits, keeps only the named environment variables, makes
-itself a session leader (so the manager can kill the server's whole process group), when it
-starts as root drops to ``--run-as`` (a server never runs as root: RLIMIT_NPROC does not bind
-root, and root reads every file), asks to die with its parent (a crashed registry leaves no
-orphan) and replaces itself with the command (``os.execvpe``, environment as given), so the
-exit status the manager sees is the server's own: a memory limit shows as ``MemoryError``
-(exit 1) or ``SIGKILL``/``SIGSEGV``, the CPU limit as ``SIGXCPU`` (then ``SIGKILL`` a second
-later).
+itself a session leader (so the manager can kill the server's whole process group) and a
+child subreaper, and forks the server: the child drops to ``--run-as`` when the launcher
+starts as root (a server never runs as root: RLIMIT_NPROC does not bind root, and root
+reads every file), asks to die with the launcher and execs the command (environment as
+given). The launcher stays as the server's supervisor: every process the server leaves
+behind, ``setsid`` and double-forked or not, is re-parented to it, and when the server
+exits, or the launcher is told to stop (SIGTERM, SIGINT, SIGHUP, or the registry's death),
+it SIGKILLs everything below it before it exits, with the server's own exit status (a
+signal that killed the server kills the launcher too): a memory limit shows as
+``MemoryError`` (exit 1) or ``SIGKILL``/``SIGSEGV``, the CPU limit as ``SIGXCPU`` (then
+``SIGKILL`` a second later). Run as root, the supervisor stays root, so a server (never
+root) cannot signal it.
 
 Only the standard library is imported: inside the tier-2 sandbox this file is bound alone,
 read-only, and run as a script, because doraforge's own tree is not visible there.
@@ -33,6 +38,11 @@ EXIT_NOT_EXECUTABLE = 126
 # (SIGKILL, which it cannot).
 CPU_GRACE_S = 1
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+#: How a shell reports "killed by signal N": the launcher's exit when it cannot re-raise N.
+SHELL_SIGNAL_BASE = 128
+#: The signals that stop the supervisor (after it has ended everything below it).
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 EXIT_ORPHANED = 125
 MAX_REVEAL_ROUNDS = 4
 MS_NOSUID = 2
@@ -107,19 +117,76 @@ def new_session() -> None:
     os.setsid()
 
 
-def die_with_parent() -> None:
-    """Ask the kernel to SIGKILL this process (and so the server it becomes: the setting
-    survives exec) when its parent dies, so a crashed registry leaves no orphan servers.
-    Linux only; elsewhere the manager's stop is the only reaper."""
-    if not sys.platform.startswith("linux"):
-        return
+def _prctl(option: int, value: int) -> None:
     import ctypes  # only here: the call is Linux-specific
 
-    parent = os.getppid()
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if libc.prctl(option, value, 0, 0, 0) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"prctl({option}): {os.strerror(errno)}")
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """Ask the kernel to send ``sig`` to this process (the setting survives exec) when its
+    parent dies: the server gets SIGKILL when its supervisor dies, the supervisor SIGTERM
+    (it then ends everything below it) when the registry dies, so a crashed registry
+    leaves no orphan. Linux only; elsewhere the manager's stop is the only reaper."""
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    _prctl(PR_SET_PDEATHSIG, sig)
     if os.getppid() != parent:  # the parent died before the request took effect
         os._exit(EXIT_ORPHANED)
+
+
+def become_subreaper() -> None:
+    """Make every orphan below this process (a ``setsid`` double fork included) its child,
+    never init's, so the supervisor can find and end it. Linux only."""
+    if sys.platform.startswith("linux"):
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def _parents() -> dict[int, list[int]]:
+    """Each live process's children, by parent pid, read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat_file:
+                fields = stat_file.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # it ended while we looked
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    return children
+
+
+def descendants(root: int) -> list[int]:
+    """Every process below ``root``, parents before their children."""
+    children = _parents()
+    found: list[int] = []
+    pending = list(children.get(root, []))
+    while pending:
+        pid = pending.pop()
+        found.append(pid)
+        pending += children.get(pid, [])
+    return found
+
+
+def end_descendants() -> None:
+    """SIGKILL everything below this process, round after round, until it has no child
+    left. A subreaper adopts each orphan, so no child means nothing below it survives;
+    a process cannot fork once SIGKILL is pending, and each round reaps one child."""
+    while True:
+        for pid in descendants(os.getpid()):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
 
 
 def keep_only(names: str | None) -> None:
@@ -249,17 +316,18 @@ def drop_privileges(uid: int, gid: int) -> None:
     raise OSError("the process could regain uid 0 after dropping it")
 
 
-def _switch_user(run_as: str | None, reveals: Sequence[str]) -> None:
-    """As root, make the reveal paths reachable and drop to ``run_as``; as any other user
-    (which cannot switch) nothing: the limits bind that user already."""
+def _reveal_for(run_as: str | None, reveals: Sequence[str]) -> tuple[int, int] | None:
+    """As root: the ``run_as`` ids, with the reveal paths made reachable for them (in this
+    process's own mount namespace, which the server inherits); as any other user, which
+    cannot switch, ``None``: the limits bind that user already."""
     if run_as is None or os.geteuid() != 0:
-        return
+        return None
     uid, gid = parse_run_as(run_as)
     if reveals:
         cwd = os.getcwd()
         reveal(reveals, uid, gid)
         os.chdir(cwd)  # the path may now be a bind of the same directory
-    drop_privileges(uid, gid)
+    return uid, gid
 
 
 def _fail(code: str, message: str, status: int) -> int:
@@ -267,25 +335,27 @@ def _fail(code: str, message: str, status: int) -> int:
     return status
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Apply the limits and exec the command; returns only when that is impossible."""
-    args = _parser().parse_args(argv)
-    command = list(args.command)
-    if command[:1] == ["--"]:
-        command = command[1:]
-    if not command:
-        return _fail("LAUNCHER_NO_COMMAND", "give the server command after --", EXIT_BAD_USAGE)
-    new_session()
-    keep_only(args.env_names)
-    try:
-        apply_limits(args.memory_mb, args.cpu_s, args.files, args.procs)
-    except (ValueError, OSError) as exc:
-        return _fail("LAUNCHER_LIMIT_REFUSED", f"cannot set the limits ({exc})", EXIT_BAD_USAGE)
-    try:
-        _switch_user(args.run_as, args.reveal)
-    except (ValueError, OSError) as exc:
-        message = f"cannot run as {args.run_as} ({exc}); fix limits.run_as or run the registry"
-        return _fail("LAUNCHER_RUN_AS_FAILED", message + " as that user", EXIT_BAD_USAGE)
+class _Stop(Exception):
+    """Raised in the supervisor by a stop signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stop(signum: int, _frame: object) -> None:
+    raise _Stop(signum)
+
+
+def _run_server(args: argparse.Namespace, command: list[str], ids: tuple[int, int] | None) -> int:
+    """In the forked child: become ``run_as``, die with the supervisor, exec the command;
+    returns (an exit status) only when one of them fails."""
+    if ids is not None:
+        try:
+            drop_privileges(*ids)
+        except OSError as exc:
+            message = f"cannot run as {args.run_as} ({exc}); fix limits.run_as or run the registry"
+            return _fail("LAUNCHER_RUN_AS_FAILED", message + " as that user", EXIT_BAD_USAGE)
     die_with_parent()  # after the switch: changing credentials clears the death signal
     if args.cwd is not None:
         try:
@@ -301,6 +371,87 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         message = f"cannot run {command[0]!r} ({exc.strerror}); check its mode and interpreter"
         return _fail("LAUNCHER_COMMAND_NOT_EXECUTABLE", message, EXIT_NOT_EXECUTABLE)
+
+
+def _fork_server(args: argparse.Namespace, command: list[str], ids: tuple[int, int] | None) -> int:
+    """Fork the server with the stop signals blocked, so a stop in between reaches the
+    supervisor's handler, never the child's copy of it; the child gets them back as
+    defaults before it execs."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _raise_stop)
+    pid = os.fork()
+    if pid == 0:
+        status = EXIT_BAD_USAGE
+        try:
+            for signum in STOP_SIGNALS:
+                signal.signal(signum, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+            status = _run_server(args, command, ids)
+        finally:
+            os._exit(status)
+    # The supervisor keeps none of the server's stdio: its end of a pipe would hold the
+    # manager's read open after the server closed it.
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+    return pid
+
+
+def supervise(child: int) -> int:
+    """Wait for the server ``child`` (reaping adopted orphans meanwhile) or a stop signal,
+    then end everything below this process; the wait status to end with."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    try:
+        while True:
+            pid, status = os.waitpid(-1, 0)
+            if pid == child:
+                return status
+    except _Stop as stop:
+        return stop.signum  # a wait status for "killed by signum"
+    finally:
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        end_descendants()
+
+
+def end_like(status: int) -> int:
+    """Exit as the server did: its exit code, or killed by the same signal."""
+    code = os.waitstatus_to_exitcode(status)
+    if code >= 0:
+        return code
+    signum = -code
+    signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
+    os.kill(os.getpid(), signum)
+    return SHELL_SIGNAL_BASE + signum  # only when the signal does not end a process
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Apply the limits, fork the command and supervise it; the server's exit status."""
+    args = _parser().parse_args(argv)
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        return _fail("LAUNCHER_NO_COMMAND", "give the server command after --", EXIT_BAD_USAGE)
+    new_session()
+    keep_only(args.env_names)
+    try:
+        apply_limits(args.memory_mb, args.cpu_s, args.files, args.procs)
+    except (ValueError, OSError) as exc:
+        return _fail("LAUNCHER_LIMIT_REFUSED", f"cannot set the limits ({exc})", EXIT_BAD_USAGE)
+    try:
+        become_subreaper()
+    except OSError as exc:
+        return _fail("LAUNCHER_SUBREAPER_REFUSED", f"cannot supervise ({exc})", EXIT_BAD_USAGE)
+    try:
+        ids = _reveal_for(args.run_as, args.reveal)
+    except (ValueError, OSError) as exc:
+        message = f"cannot run as {args.run_as} ({exc}); fix limits.run_as or run the registry"
+        return _fail("LAUNCHER_RUN_AS_FAILED", message + " as that user", EXIT_BAD_USAGE)
+    die_with_parent(signal.SIGTERM)  # the supervisor ends the tree when the registry dies
+    return end_like(supervise(_fork_server(args, command, ids)))
 
 
 if __name__ == "__main__":

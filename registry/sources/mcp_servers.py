@@ -161,6 +161,8 @@ class McpSource:
         self.reason = "not started"
         self.restarts = 0
         self.tools: dict[str, str] = {}  # canonical name -> the server's own tool name
+        #: The server's tools the registry would not offer, by their own name: why (code, message).
+        self.refused: dict[str, dict[str, str]] = {}
         self._session: ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
@@ -183,6 +185,7 @@ class McpSource:
             "tier": self.config.tier,
             "restarts": self.restarts,
             "tools": sorted(self.tools),
+            "refused": [{"tool": name, **self.refused[name]} for name in sorted(self.refused)],
             "grants": self.config.required_grants(self.name),
             "egressHosts": list(self.config.egressHosts),
             "log": str(self.log_path),

@@ -5,7 +5,8 @@ A tier turns a :class:`LaunchSpec` (what the operator declared) into a :class:`L
 one more adapter here, nothing else changes.
 
 * Tier 1, :class:`SubprocessTier`: the server runs under :mod:`.launcher` (resource limits,
-  a new session, exec) with a clean environment and its working directory as cwd.
+  a new session, a subreaper supervisor that ends every process the server leaves behind)
+  with a clean environment and its working directory as cwd.
 * Tier 2, :class:`SandboxTier`: the same launcher inside bubblewrap: a read-only view of the
   system and the interpreter, the workdir read-only, only the scratch directory writable,
   every namespace unshared, all capabilities dropped, and no network unless the egress policy

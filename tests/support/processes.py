@@ -103,3 +103,27 @@ def processes_of(pids: Iterable[int]) -> list[psutil.Process]:
         with contextlib.suppress(psutil.NoSuchProcess):
             found.append(psutil.Process(pid))
     return found
+
+
+def carrying(token: str) -> list[int]:
+    """Pids of the live processes (zombies left out) whose command line carries ``token``:
+    what a test started, found however it was re-parented or re-sessioned."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            carries = token.encode() in (entry / "cmdline").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # it ended while we looked
+        if carries and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def kill_carrying(token: str) -> None:
+    """SIGKILL every process :func:`carrying` ``token`` (a test's cleanup)."""
+    for pid in carrying(token):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

@@ -33,6 +33,7 @@ from doraforge.registry.context.eval.schema import (
     Via,
 )
 from doraforge.registry.context.source import Scope
+from doraforge.wire.json_schema import SchemaRefused, local_validator
 
 type Outcome = Literal["pass", "fail", "error", "skip"]
 
@@ -115,9 +116,11 @@ class _CaseRun:
         tool = next((t for t in tools if t.get("name") == self.case.request.tool), None)
         if listed.kind != "result" or tool is None or "outputSchema" not in tool:
             return f"has no advertised output schema for {self.case.request.tool}"
-        problem = jsonschema.exceptions.best_match(
-            jsonschema.Draft202012Validator(tool["outputSchema"]).iter_errors(result)
-        )
+        try:
+            validator = local_validator(tool["outputSchema"])
+        except SchemaRefused as refused:
+            return f"advertises an output schema it cannot be checked against: {refused}"
+        problem = jsonschema.exceptions.best_match(validator.iter_errors(result))
         if problem is None:
             return None
         where = "/" + "/".join(str(part) for part in problem.absolute_path)
