@@ -1,4 +1,5 @@
-// The console shell: the login form, the hash router and the one status line.
+// The console shell: the login form, the hash router and the one status line, which
+// belongs to the page shown: cleared on navigation, and deaf to a page already left.
 
 import { ApiError, getJson, setToken, token } from "./api.js";
 import { clear, errorText } from "./dom.js";
@@ -25,6 +26,7 @@ const PAGES = {
 const $ = (id) => document.getElementById(id);
 let cleanup = () => {};
 let badgeTimer = null;
+let shown = 0; // which page render owns the status line
 
 export function say(text, isError = false) {
   const line = $("status");
@@ -32,7 +34,17 @@ export function say(text, isError = false) {
   line.className = isError ? "error" : "";
 }
 
+// The status line for render number ``owner``: a late answer of a page already left
+// (an Action admitted, a start finished) does not write over the page shown now.
+function sayFor(owner) {
+  return (text, isError = false) => {
+    if (owner === shown) say(text, isError);
+  };
+}
+
 function showLogin(message = "") {
+  shown += 1;
+  say("");
   cleanup();
   cleanup = () => {};
   clearInterval(badgeTimer);
@@ -87,15 +99,18 @@ async function show() {
   }
   const root = clear($("page"));
   root.dataset.page = page;
+  shown += 1;
+  say("");
+  const pageSay = sayFor(shown);
   try {
-    cleanup = (await PAGES[page].render(root, { args, say })) || (() => {});
+    cleanup = (await PAGES[page].render(root, { args, say: pageSay })) || (() => {});
   } catch (error) {
     if (refused(error)) {
       setToken(null);
       showLogin(REFUSED);
       return;
     }
-    say(errorText(error), true);
+    pageSay(errorText(error), true);
   }
 }
 

@@ -47,9 +47,22 @@ function frame(taskId, artifact) {
   return h("figure", { className: "frame" }, img, caption);
 }
 
-function verdictView(revisions) {
+// A task that ended before any verification (cancelled, or failed on the way) has that
+// ending as its verdict; only a task still running is "not decided yet".
+function unverified(task) {
+  const outcome = task.outcome || {};
+  if (task.state === "cancelled") {
+    return { status: "cancelled", detail: `cancelled before verification (${outcome.reason || "requested"})` };
+  }
+  if (task.state === "failed") {
+    return { status: task.state, detail: "ended before verification" };
+  }
+  return null;
+}
+
+function verdictView(revisions, task) {
   const last = revisions[revisions.length - 1];
-  const verdict = last && last.verdict;
+  const verdict = (last && last.verdict) || unverified(task);
   if (!verdict) return h("section", { id: "verdict" }, h("h2", {}, "Verdict"), h("p", {}, "not decided yet"));
   const rows = (verdict.results || []).map((r) =>
     h("tr", {}, h("td", {}, r.criterion_id), h("td", {}, stateBadge(r.status)), h("td", { className: "reason" }, r.detail || "")),
@@ -59,7 +72,7 @@ function verdictView(revisions) {
     { id: "verdict" },
     h("h2", {}, "Verdict ", stateBadge(verdict.status)),
     verdict.detail ? h("p", {}, verdict.detail) : null,
-    table(["criterion", "result", "reason"], rows, { id: "criteria" }),
+    rows.length ? table(["criterion", "result", "reason"], rows, { id: "criteria" }) : null,
   );
 }
 
@@ -106,7 +119,7 @@ async function detail(root, taskId, say) {
     h("h1", {}, "Task ", h("code", { className: "copyable" }, task.task_id), " ", stateBadge(task.state)),
     h("p", {}, task.goal),
     h("div", { className: "toolbar" }, bundleButton),
-    verdictView(described.revisions),
+    verdictView(described.revisions, task),
     h("h2", {}, `Evidence (${described.evidence.length} frames, in capture order)`),
     h("div", { className: "filmstrip", id: "filmstrip" }, described.evidence.map((a) => frame(taskId, a))),
     h("h2", {}, "Revisions"),
