@@ -2,7 +2,7 @@
 // belongs to the page shown: cleared on navigation, and deaf to a page already left.
 
 import { ApiError, getJson, setToken, token } from "./api.js";
-import { clear, errorText } from "./dom.js";
+import { errorText, h } from "./dom.js";
 import * as apiTools from "./pages/api_tools.js";
 import * as approvals from "./pages/approvals.js";
 import * as audit from "./pages/audit.js";
@@ -97,8 +97,11 @@ async function show() {
   for (const link of $("nav").querySelectorAll("a")) {
     link.classList.toggle("active", link.getAttribute("href") === `#/${page}`);
   }
-  const root = clear($("page"));
-  root.dataset.page = page;
+  // Each render draws into a container of its own: a page left while it still loads
+  // (the Cell page waiting for its skills) then draws into a detached one, not this page.
+  const root = h("div", { className: "page-root" });
+  $("page").replaceChildren(root);
+  $("page").dataset.page = page;
   shown += 1;
   say("");
   const pageSay = sayFor(shown);
