@@ -66,7 +66,7 @@ async def skills(request: Request) -> JSONResponse:
 def _port(body: dict[str, Any]) -> int | None:
     """The ``port`` a start asks for: a TCP port, ``"auto"`` (a free one) or none (the
     manifest's), as ``doraforge skill start --port`` takes it."""
-    from doraforge.skill_runtime.runtime import AUTO_PORT
+    from doraforge.skill_runtime import AUTO_PORT
 
     port = body.get("port")
     if port is None or port == "auto":

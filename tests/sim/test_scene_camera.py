@@ -6,7 +6,6 @@ pick-and-place."""
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
 
 import cv2
 import numpy as np
@@ -31,17 +30,17 @@ SHIPPED_SIM_ROBOTS = ("sim_arm", "openarm")
 
 
 @pytest.fixture(scope="module", params=SHIPPED_SIM_ROBOTS)
-def cell(request: pytest.FixtureRequest) -> Iterator[tuple[RobotProfile, World]]:
+def cell(request: pytest.FixtureRequest) -> tuple[RobotProfile, World]:
     profile = load_profile(profile_path(request.param))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # MuJoCo's empty-prefix note
         world = build_world(profile)
     world.reset()
-    yield profile, world
+    return profile, world
 
 
 def _joints(profile: RobotProfile) -> list[str]:
-    arms = [profile, *profile.arms.values()]
+    arms = [profile.for_arm(name) for name in profile.arm_names]
     return [j.name for arm in arms for j in arm.arm_joints] + [
         name for arm in arms for name in arm.gripper.joints
     ]
@@ -117,8 +116,6 @@ def test_the_vision_verifier_passes_the_scene_frames_of_a_pick_and_place(robot: 
             cell.run(tool_id, arguments)
         cell.world.step(round(REST_S / cell.world.timestep))
         after = frame()
-    criterion = VisionCriterion(
-        kind="vision", id="seen", object_color="red", target_color="green"
-    )
+    criterion = VisionCriterion(kind="vision", id="seen", object_color="red", target_color="green")
     status, why = judge(before, after, criterion, VisionConfig())
     assert status == "pass", why
