@@ -362,13 +362,10 @@ def _start(method: str) -> Handler:
 
     async def handler(service: TaskService, a: dict[str, Any]) -> Any:
         options = {"ownership": a["ownership"]} if method == "start_session" else {}
+        if "step" in a:
+            options["step"] = a["step"]
         record = await getattr(service, method)(
-            a["task_id"],
-            a["tool_id"],
-            a["arguments"],
-            timeout_ms=a.get("timeout_ms"),
-            step=a.get("step"),
-            **options,
+            a["task_id"], a["tool_id"], a["arguments"], timeout_ms=a.get("timeout_ms"), **options
         )
         reading = None
         if record.get("invocation_id") is not None:
