@@ -2,6 +2,8 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
+CREATED := $(VENV)/.created
+RUNTIME := $(VENV)/.runtime
 STAMP := $(VENV)/.installed
 
 # Python >= 3.12: 3.12 first (what doraforge is tested on), from PATH or straight from
@@ -12,13 +14,23 @@ PYTHON ?= $(shell for c in python3.12 $$(ls -d $$HOME/.pyenv/versions/3.12*/bin/
 
 .PHONY: test test-fast check demo bench lint format clean browser eval node sandbox peers bytecode
 
-$(STAMP): pyproject.toml
+# Two install stamps: `make demo` needs only doraforge itself ($(RUNTIME)); `make test` adds
+# the test extras ($(STAMP)). Each step prints one progress line and pip stays quiet.
+$(CREATED):
 	@if [ -z "$(PYTHON)" ]; then echo "doraforge needs Python >= 3.12 (none found on PATH or in ~/.pyenv)"; exit 1; fi
 	@echo "==> creating $(VENV) with $$($(PYTHON) --version)"
 	@$(PYTHON) -m venv $(VENV)
-	@$(PY) -m pip install --progress-bar on -q --upgrade pip
-	@echo "==> installing doraforge and its test extras"
-	@$(PY) -m pip install --progress-bar on -e '.[test]'
+	@$(PY) -m pip install -q --upgrade pip
+	@touch $(CREATED)
+
+$(RUNTIME): pyproject.toml $(CREATED)
+	@echo "==> installing doraforge into $(VENV) (the first time takes a minute or two)"
+	@$(PY) -m pip install -q -e .
+	@touch $(RUNTIME)
+
+$(STAMP): pyproject.toml $(RUNTIME)
+	@echo "==> installing the test extras into $(VENV)"
+	@$(PY) -m pip install -q -e '.[test]'
 	@touch $(STAMP)
 
 # The checkout's own modules as bytecode. An editable install is never byte-compiled, and
@@ -26,7 +38,7 @@ $(STAMP): pyproject.toml
 # Gateway and CLI process would compile doraforge's sources again at each start (~0.1 s
 # of CPU per `doraforge` command). A source edited since is compiled afresh in memory
 # (Python compares its time stamp and size); -q prints only errors.
-bytecode: $(STAMP)
+bytecode: $(RUNTIME)
 	@$(PY) -m compileall -q -j 0 -x '/skills/' $$(find doraforge -maxdepth 1 -type l) doraforge
 
 # Style, the import contracts of ARCHITECTURE.md ([tool.importlinter]) and the type
@@ -43,7 +55,7 @@ lint: $(STAMP)
 # module fixtures): ~17 min here instead of ~26 serially. TEST_ARGS= runs serially.
 TEST_ARGS ?= -n 2 --dist loadscope
 
-test: lint browser node sandbox eval peers bytecode
+test: $(STAMP) lint browser node sandbox eval peers bytecode
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/pytest $(TEST_ARGS)
 
 eval: $(STAMP)
@@ -88,13 +100,13 @@ browser:
 # tiers only (no real dataflows, no long physics runs).
 check: lint
 
-test-fast: bytecode
+test-fast: $(STAMP) bytecode
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/pytest -m "not e2e and not slow"
 
 demo: bytecode
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/doraforge demo
 
-bench: bytecode
+bench: $(STAMP) bytecode
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) bench/gateway_query.py
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) bench/sim.py
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) bench/paos_store.py

@@ -3,8 +3,9 @@
 Every task has its own folder, ``<out>/<task_id>/``, holding ``report.html`` and a copy of
 every evidence frame (``frames/``), so the next run never overwrites this one and the
 report outlives the PAOS home it came from (the demo's home is temporary). The report
-shows every frame in capture order as a filmstrip, each labelled with the step it was
-taken around, then each criterion with its reason, the verdict and the timeline.
+names the robot that ran, shows every frame in capture order as a filmstrip, each
+captioned with the step it was taken around (the name its caller gave, e.g. "descend",
+else the tool), then each criterion with its reason, the verdict and the timeline.
 """
 
 from __future__ import annotations
@@ -43,13 +44,31 @@ def final_verdict(described: dict[str, Any]) -> dict[str, Any]:
     return dict(verdict)
 
 
+def robot_name(described: dict[str, Any]) -> str:
+    """The robot the task ran on, as its bound tools name it (``sim_arm``, ``openarm``)."""
+    binding = described["binding"]
+    robots = binding.get("robots") or []
+    if robots:
+        return ", ".join(str(robot) for robot in robots)
+    return f"not named by its tools (skill profile {binding.get('profile', 'unknown')})"
+
+
+def shown_verdict(described: dict[str, Any]) -> str:
+    """The verdict as shown: the last revision's, else how the task ended without one
+    (``cancelled``), else ``not verified``."""
+    status = final_verdict(described).get("status")
+    if status:
+        return str(status)
+    return "cancelled" if described["task"]["state"] == "cancelled" else "not verified"
+
+
 def verdict_lines(described: dict[str, Any]) -> list[str]:
     """The verdict for a terminal: one line for the outcome, one per criterion with its
     status and reason (a failing one marked ``✗``), and why nothing was verified when
     the task ended before verification (cancelled, failed execution)."""
     task, verdict = described["task"], final_verdict(described)
     status = verdict.get("status") or "not verified"
-    lines = [f"verdict: {status} · task {task['state']}"]
+    lines = [f"verdict: {status} · task {task['state']} · robot {robot_name(described)}"]
     for result in verdict.get("results", []):
         mark = "✓" if result["status"] == "pass" else "✗"
         reason = " ".join(str(result.get("detail", "")).split())
@@ -89,11 +108,12 @@ def write_report(described: dict[str, Any], workspace: Path, out_dir: Path) -> P
 def copy_frames(described: dict[str, Any], workspace: Path, folder: Path) -> list[Frame]:
     """Every evidence artifact in capture order, each frame copied to ``folder/frames``
     as ``NN-<phase>-<source>.png``; a missing capture or file is kept with ``file=None``."""
-    tools = {record["record_id"]: record["tool_id"] for record in described["records"]}
+    steps = {record["record_id"]: _step(record) for record in described["records"]}
     ordered = sorted(described["evidence"], key=lambda a: a.get("captured_at_ns") or 0)
     frames = []
     for index, artifact in enumerate(ordered, start=1):
-        step = tools.get(artifact.get("record_id") or "", "task start")
+        record_step = steps.get(artifact.get("record_id") or "", "task start")
+        step = artifact.get("step") or record_step
         source = workspace / artifact["path"] if artifact.get("path") else None
         file = None
         if artifact.get("error") is None and source is not None and source.is_file():
@@ -101,6 +121,11 @@ def copy_frames(described: dict[str, Any], workspace: Path, folder: Path) -> lis
             shutil.copyfile(source, folder / file)
         frames.append(Frame(artifact, step, file))
     return frames
+
+
+def _step(record: dict[str, Any]) -> str:
+    """A record's step as its caller named it, else its tool."""
+    return str(record.get("step") or record["tool_id"])
 
 
 def _figure(index: int, frame: Frame) -> str:
@@ -130,6 +155,7 @@ def _criteria(verdict: dict[str, Any]) -> str:
 def _timeline(described: dict[str, Any]) -> str:
     return "".join(
         f"<tr><td>{_time(r['created_at_ms'])}</td><td>{_time(r['terminal_at_ms'])}</td>"
+        f"<td>{html.escape(str(r.get('step') or ''))}</td>"
         f"<td>{html.escape(r['tool_id'])}</td><td>{r['semantics']}</td>"
         f"<td class='{r['state']}'>{r['state']}</td></tr>"
         for r in described["records"]
@@ -141,7 +167,8 @@ def _page(described: dict[str, Any], frames: list[Frame]) -> str:
     binding = described["binding"]
     skill = html.escape(f"{binding['skill']} {binding['version']}")
     strip = "".join(_figure(index, frame) for index, frame in enumerate(frames, start=1))
-    status = html.escape(str(verdict.get("status", "not verified")))
+    status = html.escape(shown_verdict(described))
+    robot = html.escape(robot_name(described))
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>doraforge task {task["task_id"]}</title>
 <style>
@@ -157,14 +184,15 @@ td, th {{ border: 1px solid #ddd; padding: .3rem .6rem; font-size: .9rem; text-a
 </style></head><body>
 <h1>{html.escape(task["goal"])}</h1>
 <p>task <code>{task["task_id"]}</code> · state <b class="{task["state"]}">{task["state"]}</b>
- · verdict <b class="{status}">{status}</b> · skill {skill}
+ · verdict <b class="{status}">{status}</b> · robot <b class="robot">{robot}</b>
+ · skill {skill}
  · created {_time(task.get("created_at_ms"))}</p>
 <h2>Evidence ({len(frames)} frames, in capture order)</h2>
 <div class="filmstrip">{strip or "<p>no evidence was captured</p>"}</div>
 <h2>Criteria</h2><table><tr><th>criterion</th><th>status</th><th>reason</th></tr>
 {_criteria(verdict)}</table>
 <h2>Timeline</h2>
-<table><tr><th>started</th><th>ended</th><th>tool</th><th>kind</th><th>state</th></tr>
+<table><tr><th>started</th><th>ended</th><th>step</th><th>tool</th><th>kind</th><th>state</th></tr>
 {_timeline(described)}</table>
 </body></html>
 """

@@ -5,20 +5,24 @@ Before ``dora run`` starts, the dataflow's Gateway port (``--port``, else
 ``$DORAFORGE_GATEWAY_PORT``, else its config's ``port``) is checked: a busy one is one line
 (``GATEWAY_PORT_BUSY``) instead of a Gateway that Dora restarts on ``address already in
 use``. Every run gets a directory of its own (:func:`new_run_directory`) that holds the
-Gateway journal and, for a shipped dataflow, the private copy and its logs.
+Gateway journal and, for a shipped dataflow, the private copy and its logs. Dora's own
+output (``dora run`` and every node's) goes to ``dora.log`` there unless ``--verbose``;
+the terminal gets one ``ready`` line once every Gateway answers.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import shlex
 import signal
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from doraforge import dataflows
 from doraforge.cli.argtypes import coordinator_address, tcp_port
@@ -44,11 +48,16 @@ from doraforge.skill_runtime.dora_run import (
     refuse_busy_port,
 )
 from doraforge.skill_runtime.errors import RuntimeStateError
+from doraforge.skill_runtime.gateway_probe import gateway_answers
 from doraforge.skill_runtime.launch import GATEWAY_MODULE
 from doraforge.wire import strict_yaml
 
 PORT_ENV = "DORAFORGE_GATEWAY_PORT"
 JOURNAL_ENV = "DORAFORGE_GATEWAY_JOURNAL"
+DORA_LOG = "dora.log"
+#: How many of the log's last lines a failed quiet run shows.
+TAIL_LINES = 20
+READY_POLL_S = 0.2
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -63,7 +72,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "Gateway journal and, for a shipped dataflow, the private copy it runs with its "
         "logs. Ctrl-C or SIGTERM stops it within 5 s (nodes still running after "
         f"{STOP_GRACE_S:g} s are killed); a second one "
-        "kills it at once. Exit 0 after a clean stop, 1 when it had to be killed.",
+        "kills it at once. Exit 0 after a clean stop, 1 when it had to be killed. Dora's "
+        "and the nodes' output go to dora.log in the run directory (--verbose: here); the "
+        "terminal gets one `ready` line once the Gateway answers.",
     )
     run.add_argument(
         "dataflow",
@@ -80,6 +91,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "nodes, with their own environment) instead of on this host; without it a dataflow "
         "whose nodes name machines (deploy: {machine: ID}) gets a coordinator and one "
         "loopback daemon per machine id here",
+    )
+    run.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print Dora's and the nodes' output here instead of into the run's dora.log",
     )
     run.set_defaults(handler=_run)
 
@@ -214,14 +230,12 @@ def _refuse_other_generation(ctx: Context, path: Path) -> None:
     require_node_library(installed, env["UV_PYTHON"], env)
 
 
-def _runnable(ctx: Context, source: Path, run_dir: Path) -> Path:
+def _runnable(source: Path, run_dir: Path) -> Path:
     # A shipped dataflow may sit in a read-only site-packages, and `dora run` writes its
     # out/ logs next to the file: run a private copy. The user's own files run in place.
     if not dataflows.is_shipped(source):
         return source
-    copy = private_copy(source, run_dir)
-    ctx.out.say(f"the shipped dataflow {source.stem} runs from {copy.parent} (logs in its out/)")
-    return copy
+    return private_copy(source, run_dir)
 
 
 def _run(ctx: Context, args: argparse.Namespace) -> int:
@@ -233,37 +247,50 @@ def _run(ctx: Context, args: argparse.Namespace) -> int:
     for host, port in ports:
         refuse_busy_port(port, host)
     run_dir = new_run_directory(ctx.environ, source.stem)
-    path = _runnable(ctx, source, run_dir)
+    path = _runnable(source, run_dir)
     overrides = {JOURNAL_ENV: ctx.environ.get(JOURNAL_ENV) or str(run_dir / "gateway.journal")}
     if args.port is not None:
         overrides[PORT_ENV] = str(args.port)
     machines = machine_ids(path)
-    with dataflow_auth(ctx.environ) as auth:
+    with dataflow_auth(ctx.environ) as auth, _dora_log(args.verbose, run_dir) as log:
         env = dora_environment(auth.environment(ctx.environ), **overrides)
-        dataflow = _local_dataflow(ctx, path, env, machines, run_dir)
-        ctx.out.say(f"running {dataflow.path} (Ctrl-C stops it)")
-        for host, port in ports:
-            ctx.out.say(f"Gateway on http://{host}:{port}")
-        ctx.out.say(f"run directory {run_dir} (the Gateway journal, unless its config names one)")
+        dataflow = _local_dataflow(ctx, path, env, machines, run_dir, log)
+        ctx.out.say(f"running {dataflow.path}; run directory {run_dir}")
         ctx.out.say(f"Gateway authentication: {auth.mode}")
-        return _foreground(ctx, dataflow)
+        urls = [f"http://{host}:{port}" for host, port in ports]
+        return _foreground(ctx, dataflow, urls, run_dir / DORA_LOG if log else None)
+
+
+@contextlib.contextmanager
+def _dora_log(verbose: bool, run_dir: Path) -> Iterator[IO[bytes] | None]:
+    """``dora.log`` in the run directory, or ``None`` (the terminal) with ``--verbose``."""
+    if verbose:
+        yield None
+        return
+    with (run_dir / DORA_LOG).open("ab") as log:
+        yield log
 
 
 def _local_dataflow(
-    ctx: Context, path: Path, env: Mapping[str, str], machines: list[str], run_dir: Path
+    ctx: Context,
+    path: Path,
+    env: Mapping[str, str],
+    machines: list[str],
+    run_dir: Path,
+    log: IO[bytes] | None,
 ) -> Dataflow:
     """``dora run`` for a one-machine dataflow; for one whose nodes name machines, a
     coordinator and one loopback daemon per machine id on this host (:class:`LocalCluster`)
     with the nodes pinned to the dataflow's folder."""
     if not machines:
-        return Dataflow(path, env)
+        return Dataflow(path, env, log)
     pinned = with_working_dirs(path, run_dir / f"{path.stem}.cluster.yml")
     cluster = LocalCluster(machines, env, run_dir / "cluster")
     ctx.out.say(
         f"machines {', '.join(machines)}: one Dora daemon each on this host, coordinator "
         f"{cluster.address} (logs in {cluster.work_dir})"
     )
-    return ClusterDataflow(pinned, env, cluster=cluster)
+    return ClusterDataflow(pinned, env, log, cluster=cluster)
 
 
 def _run_on_coordinator(ctx: Context, source: Path, args: argparse.Namespace) -> int:
@@ -278,18 +305,27 @@ def _run_on_coordinator(ctx: Context, source: Path, args: argparse.Namespace) ->
             "Gateway config or DORAFORGE_GATEWAY_PORT in that daemon's environment",
         )
     env = dora_environment(ctx.environ)
-    dataflow = ClusterDataflow(source, env, address=args.coordinator)
-    ctx.out.say(f"running {dataflow.path} on coordinator {args.coordinator} (Ctrl-C stops it)")
-    ctx.out.say("its nodes run with the environment of the daemons of their machines")
-    return _foreground(ctx, dataflow)
+    run_dir = new_run_directory(ctx.environ, source.stem)
+    with _dora_log(args.verbose, run_dir) as log:
+        dataflow = ClusterDataflow(source, env, log, address=args.coordinator)
+        ctx.out.say(f"running {dataflow.path} on coordinator {args.coordinator}")
+        ctx.out.say("its nodes run with the environment of the daemons of their machines")
+        return _foreground(ctx, dataflow, [], run_dir / DORA_LOG if log else None)
 
 
-def _foreground(ctx: Context, dataflow: Dataflow) -> int:
-    """Run ``dataflow`` until it ends or a signal stops it; the exit status of the run."""
+def _foreground(ctx: Context, dataflow: Dataflow, urls: list[str], log: Path | None) -> int:
+    """Run ``dataflow`` until it ends or a signal stops it; the exit status of the run.
+
+    Once every Gateway in ``urls`` answers (at once without any) one ``ready`` line says
+    where; a run that ends on its own with an error shows the last lines of ``log``."""
     stopper = _SignalStop(ctx, dataflow)
     stopper.install()
     try:
         dataflow.start()
+        announcer = threading.Thread(
+            target=_announce_ready, args=(ctx, dataflow, urls, log), name="ready", daemon=True
+        )
+        announcer.start()
         # The token file (for a $DORAFORGE_GATEWAY_TOKEN value) lives until Dora exits.
         status = dataflow.wait()
     finally:
@@ -297,5 +333,32 @@ def _foreground(ctx: Context, dataflow: Dataflow) -> int:
     if stopper.killed:
         ctx.out.fail(f"RUN_KILLED: nodes still ran {STOP_GRACE_S:g} s after the stop; killed")
         return 1
+    if status != 0 and not stopper.stopping and log is not None:
+        _show_tail(ctx, log)
     # Killed by settle once its nodes were done, dora run's own status says nothing.
     return 0 if stopper.stopping and status == -signal.SIGKILL else status
+
+
+def _announce_ready(ctx: Context, dataflow: Dataflow, urls: list[str], log: Path | None) -> None:
+    """Say ``ready`` once every Gateway of ``urls`` answers HTTP; nothing if Dora ends first."""
+    waiting = list(urls)
+    while waiting and dataflow.running():
+        if gateway_answers(waiting[0], timeout_s=1.0):
+            waiting.pop(0)
+        else:
+            time.sleep(READY_POLL_S)
+    if waiting or not dataflow.running():
+        return
+    where = f"Gateway on {', '.join(urls)}" if urls else "dataflow started"
+    output = f"; Dora's output in {log}" if log is not None else ""
+    ctx.out.say(f"ready: {where} (Ctrl-C stops it{output})")
+
+
+def _show_tail(ctx: Context, log: Path) -> None:
+    try:
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return
+    ctx.out.say(f"dora run failed; the last lines of {log}:")
+    for line in lines[-TAIL_LINES:]:
+        ctx.out.say(f"  {line}")

@@ -1,4 +1,5 @@
-"""The Skills routes: installed skills, their runtime state and reason, start, stop, logs.
+"""The Skills routes: installed skills, their runtime state and reason, start (profile and
+port), stop, logs (the nodes' own lines, not Dora's diagnostics).
 
 Start and stop go through the home's ``RuntimeManager`` exactly as ``doraforge skill
 start|stop`` do, so the same guards answer: a stop while a task is bound or an invocation
@@ -73,11 +74,31 @@ async def skills(request: Request) -> JSONResponse:
     return JSONResponse({"ok": True, "skills": rows})
 
 
+def _port(body: dict[str, Any]) -> int | None:
+    """The ``port`` a start asks for: a TCP port, ``"auto"`` (a free one) or none (the
+    manifest's), as ``doraforge skill start --port`` takes it."""
+    from doraforge.skill_runtime import AUTO_PORT
+
+    port = body.get("port")
+    if port is None or port == "auto":
+        return None if port is None else AUTO_PORT
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise InvalidRequest(
+            "CONSOLE_INVALID_BODY",
+            "port must be a TCP port (1-65535) or auto",
+            details={"field": "port"},
+        )
+    return port
+
+
 async def start(name: str, request: Request) -> JSONResponse:
-    profile = body_object(request, ("profile",)).get("profile")
+    """Start ``name`` with the chosen profile, its Gateway on the chosen port."""
+    body = body_object(request, ("profile", "port"))
+    profile = body.get("profile")
     if profile is not None and not isinstance(profile, str):
         raise InvalidRequest("CONSOLE_INVALID_BODY", "profile must be a string")
-    state = await _blocking(console_of(request).runtime().start, name, profile)
+    port = _port(body)
+    state = await _blocking(console_of(request).runtime().start, name, profile, port=port)
     return JSONResponse({"ok": True, "runtime": state.model_dump(mode="json")})
 
 
@@ -90,7 +111,9 @@ async def stop(name: str, request: Request) -> JSONResponse:
 
 
 async def logs(name: str, request: Request) -> JSONResponse:
+    """The skill's recent node and runtime logs; Dora's own diagnostics left out, as
+    ``doraforge skill logs`` leaves them out without ``--all``."""
     only_params(request, ("lines",))
     lines = query_int(request, "lines", 200, 1, MAX_LOG_LINES)
-    text = await _blocking(console_of(request).runtime().logs, name, lines)
+    text = await _blocking(console_of(request).runtime().logs, name, lines, keep_dora=False)
     return JSONResponse({"ok": True, "name": name, "text": text})

@@ -52,6 +52,14 @@ type Risk = Literal["low", "medium", "high", "critical"]
 _ID = {"type": "string", "minLength": 1, "maxLength": 200}
 _ARGS = {"type": "object"}
 _TIMEOUT = {"type": "integer", "minimum": 1, "maximum": 86_400_000}
+#: The step an Action or Session performs ("descend", "lift"): it captions its evidence.
+_STEP = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 80,
+    "description": "the step this call performs (e.g. 'descend'); it captions the task's "
+    "evidence frames and reports",
+}
 _URL = {"type": "string", "pattern": "^https?://", "maxLength": 2048}
 _TEXT = {"type": "string", "minLength": 1}
 #: A skill name as the Skill Runtime spells it (PhyAgentOS's kebab-case names included).
@@ -361,6 +369,8 @@ def _start(method: str) -> Handler:
 
     async def handler(service: TaskService, a: dict[str, Any]) -> Any:
         options = {"ownership": a["ownership"]} if method == "start_session" else {}
+        if "step" in a:
+            options["step"] = a["step"]
         record = await getattr(service, method)(
             a["task_id"], a["tool_id"], a["arguments"], timeout_ms=a.get("timeout_ms"), **options
         )
@@ -482,6 +492,7 @@ _register(
         tool_id=_ID,
         arguments=_ARGS,
         timeout_ms=_TIMEOUT,
+        step=_STEP,
     ),
     _start("start_action"),
     side_effect="write",
@@ -521,6 +532,7 @@ _register(
         arguments=_ARGS,
         ownership={"enum": ["task", "shared", "runtime"]},
         timeout_ms=_TIMEOUT,
+        step=_STEP,
     ),
     _start("start_session"),
     side_effect="write",

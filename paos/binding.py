@@ -95,6 +95,8 @@ class BindingPreview(BaseModel):
     gateway_identity: dict[str, Any]  # the Gateway's identity document (identity_document)
     tools: dict[str, PreviewTool]
     problems: list[BindingProblem]
+    #: The robots the required tools act on (their ``robot_frame_profile.robot_id``).
+    robots: tuple[str, ...] = ()
 
 
 class FrozenBinding(BaseModel):
@@ -114,6 +116,9 @@ class FrozenBinding(BaseModel):
     gateway_url: str
     gateway_identity: dict[str, Any]  # the Gateway's identity document (identity_document)
     tools: dict[str, BoundTool]
+    #: The robots the bound tools act on, as their ToolSpecs name them (``robot_id`` of
+    #: ``robot_frame_profile``); empty when none does, and in bindings stored before.
+    robots: tuple[str, ...] = ()
 
     def document(self) -> dict[str, Any]:
         """The JSON document that is stored and hashed."""
@@ -162,11 +167,13 @@ async def preview(api: ToolApi, candidate: BindingCandidate) -> BindingPreview:
     known = {tool["tool_id"] for tool in listing["tools"]}
     tools: dict[str, Any] = {}
     problems: list[BindingProblem] = []
+    robots: list[str] = []
     for tool_id in candidate.required_tools:
         if tool_id not in known:
             problems.append({"code": "PAOS_TOOL_MISSING", "tool_id": tool_id})
             continue
         spec, sha256 = await api.tool_spec(tool_id)
+        robots.extend(r for r in [_robot_of(spec)] if r and r not in robots)
         context = await api.context(tool_id)
         if not context["ready"]:
             problems.append({"code": "PAOS_TOOL_NOT_READY", "tool_id": tool_id})
@@ -185,6 +192,7 @@ async def preview(api: ToolApi, candidate: BindingCandidate) -> BindingPreview:
             gateway_identity=identity_document(listing),
             tools=tools,
             problems=problems,
+            robots=tuple(robots),
         )
     except ValidationError as exc:
         raise BindingError(
@@ -192,6 +200,13 @@ async def preview(api: ToolApi, candidate: BindingCandidate) -> BindingPreview:
             "the Gateway's catalog does not describe the required tools",
             details={"errors": exc.errors(include_url=False, include_input=False)},
         ) from exc
+
+
+def _robot_of(spec: Mapping[str, Any]) -> str | None:
+    """The robot a ToolSpec says it acts on (``robot_frame_profile.robot_id``), if any."""
+    profile = spec.get("robot_frame_profile")
+    robot = profile.get("robot_id") if isinstance(profile, Mapping) else None
+    return robot if isinstance(robot, str) and robot else None
 
 
 async def freeze(api: ToolApi, candidate: BindingCandidate) -> tuple[str, str, FrozenBinding]:
@@ -216,6 +231,7 @@ async def freeze(api: ToolApi, candidate: BindingCandidate) -> tuple[str, str, F
         node_artifacts=candidate.node_artifacts,
         gateway_url=candidate.gateway_url,
         gateway_identity=live.gateway_identity,
+        robots=live.robots,
         tools={
             tool_id: BoundTool.model_validate(tool.model_dump(exclude={"ready"}))
             for tool_id, tool in live.tools.items()

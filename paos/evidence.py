@@ -50,7 +50,8 @@ class EvidenceArtifact:
     the bytes and ``gateway_received_at_ns`` when the Gateway received the frame (all Unix
     ns). ``path`` is workspace-relative POSIX. A failed capture has ``error`` set
     (``{code, message, details}``) and no byte fields; frame fields stay set when a frame
-    was seen but refused (e.g. too old).
+    was seen but refused (e.g. too old). ``step`` is the step the frame was taken around
+    (the Action's, as its caller named it: "descend"), ``None`` when none was named.
     """
 
     artifact_id: str
@@ -70,6 +71,7 @@ class EvidenceArtifact:
     path: str | None = None
     error: dict[str, Any] | None = None
     gateway_received_at_ns: int | None = None
+    step: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -162,6 +164,7 @@ async def capture(
     timeout_s: float = 5.0,
     fmt: ImageFormat = "png",
     artifact_id: str | None = None,
+    step: str | None = None,
 ) -> EvidenceArtifact:
     """Capture the newest frame of ``source`` as evidence; never raises for a failed capture.
 
@@ -181,7 +184,7 @@ async def capture(
     artifact_id = artifact_id or f"ev-{uuid.uuid4().hex}"
     _safe_component(task_id, "task_id")
     _safe_component(artifact_id, "artifact_id")
-    base = EvidenceArtifact(artifact_id, task_id, revision_id, record_id, source, phase)
+    base = EvidenceArtifact(artifact_id, task_id, revision_id, record_id, source, phase, step=step)
     fetched = await _fetch_fresh(client, source, fmt, not_before_ns, timeout_s)
     if isinstance(fetched, _Refused):
         return _failed(base, fetched.image, fetched.error)

@@ -143,10 +143,15 @@ class TaskService:
             "task": task.public(),
             "binding": self.store.binding(task.binding_id),
             "revisions": [r.public() for r in self.store.revisions(task_id)],
-            "records": [r.public() for r in self.store.records(task_id)],
+            "records": self._records_with_steps(task_id),
             "evidence": self.store.evidence(task_id),
             "verifications": self.store.verifications(task_id),
         }
+
+    def _records_with_steps(self, task_id: str) -> list[dict[str, Any]]:
+        """The task's records, each with the ``step`` its caller named (or ``None``)."""
+        steps = self.store.steps(task_id)
+        return [{**r.public(), "step": steps.get(r.record_id)} for r in self.store.records(task_id)]
 
     def _task(self, task_id: str, *, states: frozenset[str] = frozenset({"executing"})) -> TaskRow:
         task = self.store.task(task_id)
@@ -234,9 +239,11 @@ class TaskService:
         arguments: dict[str, Any],
         *,
         timeout_ms: int | None = None,
+        step: str | None = None,
     ) -> dict[str, Any]:
-        """Admit a bound Action: before-evidence, intent, POST, ids kept."""
-        return await self._start(task_id, tool_id, arguments, "action", None, timeout_ms)
+        """Admit a bound Action: before-evidence, intent, POST, ids kept. ``step`` names
+        what it does ("descend"): the record and its evidence frames carry it."""
+        return await self._start(task_id, tool_id, arguments, "action", None, timeout_ms, step)
 
     async def start_session(
         self,
@@ -246,11 +253,14 @@ class TaskService:
         *,
         ownership: str = "task",
         timeout_ms: int | None = None,
+        step: str | None = None,
     ) -> dict[str, Any]:
         """Admit a bound Session owned by the ``task``, ``shared`` or the ``runtime``."""
         if ownership not in _OWNERSHIPS:
             raise TaskError("PAOS_INVALID_OWNERSHIP", f"ownership is one of {sorted(_OWNERSHIPS)}")
-        return await self._start(task_id, tool_id, arguments, "session", ownership, timeout_ms)
+        return await self._start(
+            task_id, tool_id, arguments, "session", ownership, timeout_ms, step
+        )
 
     async def _start(
         self,
@@ -260,13 +270,14 @@ class TaskService:
         semantics: str,
         ownership: str | None,
         timeout_ms: int | None,
+        step: str | None = None,
     ) -> dict[str, Any]:
         task = self._task(task_id)
         binding, client = self._bound(task)
         await bindings.recheck(client, binding, tool_id, semantics)
         if semantics == "action":
-            await self._before_evidence(task, client)
-        record = self._intent(task, binding, tool_id, semantics, arguments, ownership)
+            await self._before_evidence(task, client, step)
+        record = self._intent(task, binding, tool_id, semantics, arguments, ownership, step)
         answer: dict[str, Any] = {}
         with self._after_intent(record, answer):
             try:
@@ -289,7 +300,7 @@ class TaskService:
             )
             if admitted["phase"] in TERMINAL_RECORD_STATES:
                 record = await self._settle(task, record, client)
-        return record.public()
+        return {**record.public(), "step": step}
 
     @contextmanager
     def _after_intent(
@@ -482,7 +493,9 @@ class TaskService:
         policy = task.contract.get("evidence_policy") or {}
         return list(policy.get("required_sources") or [])
 
-    async def _before_evidence(self, task: TaskRow, client: ForgeToolClient) -> None:
+    async def _before_evidence(
+        self, task: TaskRow, client: ForgeToolClient, step: str | None = None
+    ) -> None:
         revision = self.store.current_revision(task.task_id)
         taken = {
             (a["source"], a["phase"])
@@ -492,16 +505,24 @@ class TaskService:
         for source in self._sources(task):
             if (source, "before") not in taken:
                 await self._capture(
-                    task, client, revision.revision_id, None, source, "before", None
+                    task, client, revision.revision_id, None, source, "before", None, step
                 )
 
     async def _after_evidence(
         self, task: TaskRow, record: RecordRow, client: ForgeToolClient
     ) -> None:
         not_before_ns = (record.terminal_at_ms or _now_ms()) * 1_000_000
+        step = self.store.step_of(record.record_id)
         for source in self._sources(task):
             await self._capture(
-                task, client, record.revision_id, record.record_id, source, "after", not_before_ns
+                task,
+                client,
+                record.revision_id,
+                record.record_id,
+                source,
+                "after",
+                not_before_ns,
+                step,
             )
 
     async def _capture(
@@ -513,6 +534,7 @@ class TaskService:
         source: str,
         phase: Phase,
         not_before_ns: int | None,
+        step: str | None = None,
     ) -> None:
         artifact = await capture(
             client,
@@ -524,6 +546,7 @@ class TaskService:
             phase=phase,
             not_before_ns=not_before_ns,
             timeout_s=self._evidence_timeout_s,
+            step=step,
         )
         self.store.add_evidence(artifact.to_dict())
 
@@ -554,6 +577,7 @@ class TaskService:
         semantics: str,
         arguments: dict[str, Any],
         ownership: str | None = None,
+        step: str | None = None,
     ) -> RecordRow:
         try:
             arguments_sha256 = sha256_hex(arguments)
@@ -573,6 +597,7 @@ class TaskService:
                 arguments_sha256=arguments_sha256,
                 spec_sha256=binding.tools[tool_id].spec_sha256,
                 ownership=ownership,
+                step=step,
             )
         )
 

@@ -19,6 +19,7 @@ _EXPORTS = {
     "SkillManifest": "manifest",
     "load_manifest": "manifest",
     "Installer": "installer",
+    "AUTO_PORT": "runtime",
     "RuntimeManager": "runtime",
     "RuntimeState": "runtime_state",
     "all_states": "runtime_state",
@@ -38,10 +39,11 @@ if TYPE_CHECKING:
     from doraforge.skill_runtime.installer import Installer
     from doraforge.skill_runtime.manifest import SkillManifest, load_manifest
     from doraforge.skill_runtime.packing import pack
-    from doraforge.skill_runtime.runtime import RuntimeManager
+    from doraforge.skill_runtime.runtime import AUTO_PORT, RuntimeManager
     from doraforge.skill_runtime.runtime_state import RuntimeState, all_states
 
 __all__ = [
+    "AUTO_PORT",
     "InstalledSkill",
     "Installer",
     "RuntimeManager",

@@ -380,7 +380,10 @@ class RuntimeManager:
             local=local,
         )
         shown, hidden = node_logs.select(raw.splitlines(), keep_dora=False, last=lines)
-        note = f"({hidden} lines of Dora's own diagnostics hidden; --all shows them)\n"
+        note = (
+            f"({hidden} lines of Dora's own diagnostics hidden; "
+            f"`doraforge skill logs {state.name} --all` shows them)\n"
+        )
         return "".join(f"{line}\n" for line in shown) + (note if hidden else "")
 
     # ------------------------------------------------------------------ start, step by step

@@ -91,7 +91,7 @@ async def run_pick_place(
     for label, tool_id, arguments in plan_steps(scene["response"]["result"]["outputs"], say=say):
         began = time.monotonic()
         try:
-            record = await _run_action(service, task_id, tool_id, arguments)
+            record = await _run_action(service, task_id, tool_id, arguments, label)
         except AgentFailure as exc:
             if exc.code != "PAOS_TASK_STATE":
                 raise
@@ -131,12 +131,12 @@ def _why(record: dict[str, Any]) -> str:
 
 
 async def _run_action(
-    service: TaskService, task_id: str, tool_id: str, arguments: dict[str, Any]
+    service: TaskService, task_id: str, tool_id: str, arguments: dict[str, Any], step: str
 ) -> dict[str, Any]:
     started = await call(
         service,
         "forge_tool_start_action",
-        {"task_id": task_id, "tool_id": tool_id, "arguments": arguments},
+        {"task_id": task_id, "tool_id": tool_id, "arguments": arguments, "step": step},
     )
     query = {"task_id": task_id, "record_id": started["record_id"]}
     async with asyncio.timeout(STEP_TIMEOUT_S):

@@ -3,12 +3,16 @@
 Query the scene, move above the cube, descend, grasp, lift, carry over the target zone,
 lower, release, retreat and go home; camera frames before and after are saved as PNG.
 Everything goes through ``/tools`` and ``/observations``: the script cannot tell a
-simulated cell from a real one.
+simulated cell from a real one. ``python -m doraforge.cli.demos.pick_place URL`` runs it
+on the Gateway at URL (``doraforge run sim`` prints it).
 """
 
 from __future__ import annotations
 
+import argparse
 import math
+import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from doraforge.paos.gateway_auth import http_client, operator_token
+from doraforge.wire.tokens import TokenError
 
 APPROACH_M = 0.10  # above the cube before descending, clear of its top face
 CARRY_M = 0.15  # carry height above the table
@@ -200,3 +207,38 @@ def _fresh_frame(api: ToolApi, source: str, path: Path, timeout_s: float = 10.0)
     while api.latest_frame_seq(source) <= seen and time.monotonic() < deadline:
         time.sleep(0.05)
     return api.save_frame(source, path)
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m doraforge.cli.demos.pick_place",
+        description="Pick and place the cube through a running cell's Gateway (e.g. the one "
+        "`doraforge run sim` prints), over plain HTTP; the bearer token, when the Gateway "
+        "needs one, comes from $DORAFORGE_GATEWAY_TOKEN or $DORAFORGE_GATEWAY_TOKEN_FILE. "
+        "Exit 0 when the cube rests in the target zone.",
+    )
+    parser.add_argument("url", help="the Gateway's base URL, e.g. http://127.0.0.1:9001")
+    parser.add_argument("--out", type=Path, default=Path("out") / "pick_place")
+    parser.add_argument("--source", default="scene", help="the camera of the PNG evidence")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the pick-and-place on the Gateway the command line names; the exit status."""
+    args = _arguments(argv)
+    try:
+        token = operator_token(os.environ)
+        with http_client(args.url, token, timeout_s=STEP_TIMEOUT_S) as client:
+            report = pick_and_place(client, args.out, source=args.source)
+    except (PickPlaceError, TokenError, httpx.HTTPError) as exc:
+        print(f"pick_place: {exc}", file=sys.stderr)
+        return 1
+    print(
+        f"{'success' if report.success else 'failure'} in {report.seconds:.1f} s; "
+        f"frames {report.before_png} and {report.after_png}"
+    )
+    return 0 if report.success else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

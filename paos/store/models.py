@@ -135,6 +135,8 @@ class NewRecord:
     arguments_sha256: str
     spec_sha256: str
     ownership: str | None = None
+    #: What the caller called this step ("descend"); kept in ``record_steps``.
+    step: str | None = None
 
 
 @dataclass(frozen=True)

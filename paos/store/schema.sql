@@ -59,6 +59,14 @@ BEGIN SELECT RAISE(ABORT, 'PAOS_REVISION_IMMUTABLE'); END;
 
 -- The records table, its index and triggers: records.sql (versioned, paos/store/records.py).
 
+-- The step a caller named when it started an Action or Session ("descend", "lift"): it
+-- captions the record's evidence. A table of its own, so an older store gains it on open
+-- (no foreign key: the records table is rebuilt by renaming when an old store upgrades).
+CREATE TABLE IF NOT EXISTS record_steps (
+    record_id  TEXT PRIMARY KEY,
+    step       TEXT NOT NULL
+);
+
 CREATE TABLE IF NOT EXISTS evidence (
     artifact_id    TEXT PRIMARY KEY,
     task_id        TEXT NOT NULL REFERENCES tasks(task_id),

@@ -587,6 +587,11 @@ class AgentTaskStore:
                     now,
                 ),
             )
+            if record.step is not None:
+                self._statement.execute(
+                    "INSERT INTO record_steps (record_id, step) VALUES (?, ?)",
+                    (record.record_id, record.step),
+                )
 
     def record_admitted(
         self, record_id: str, invocation_id: str, attempt_id: str, phase: str
@@ -682,6 +687,20 @@ class AgentTaskStore:
             args = (task_id, revision_id)
         rows = self._rows(sql + " ORDER BY created_at_ms, rowid", *args)
         return [RecordRow.of(row) for row in rows]
+
+    def steps(self, task_id: str) -> dict[str, str]:
+        """The step named for each of the task's records that has one."""
+        rows = self._rows(
+            "SELECT s.record_id, s.step FROM record_steps s JOIN records r"
+            " ON r.record_id = s.record_id WHERE r.task_id = ?",
+            task_id,
+        )
+        return {row[0]: row[1] for row in rows}
+
+    def step_of(self, record_id: str) -> str | None:
+        """The step named for ``record_id``, or ``None``."""
+        rows = self._rows("SELECT step FROM record_steps WHERE record_id = ?", record_id)
+        return rows[0][0] if rows else None
 
     # ------------------------------------------------------------------ evidence, verdicts
 

@@ -64,7 +64,12 @@ def described(task_id: str, workspace: Path, *, verdict: dict[str, Any] | None) 
             "created_at_ms": 1_000,
             "outcome": {"execution_ok": True},
         },
-        "binding": {"skill": "pick-place", "version": "1.0.0"},
+        "binding": {
+            "skill": "pick-place",
+            "version": "1.0.0",
+            "profile": "sim-openarm",
+            "robots": ["openarm"],
+        },
         "revisions": [{"verdict": verdict}],
         "records": records,
         "evidence": evidence,
@@ -124,7 +129,7 @@ def test_the_report_has_each_criterion_with_its_reason_and_escapes_text(tmp_path
 
 def test_verdict_lines_give_each_criterion_its_status_and_reason(tmp_path: Path) -> None:
     lines = verdict_lines(described("task_a", tmp_path, verdict=FAILED))
-    assert lines[0] == "verdict: failure · task failed"
+    assert lines[0] == "verdict: failure · task failed · robot openarm"
     assert lines[1].startswith(" ✓ cube_in_zone")
     assert lines[2].startswith(" ✗ cube_seen_in_zone")
     assert lines[2].endswith("object inside the target but it did not move: moved 1.9 px")
@@ -136,7 +141,7 @@ def test_a_task_cancelled_before_verification_says_so(tmp_path: Path) -> None:
         state="cancelled", outcome={"cancelled": True, "reason": "operator_requested"}
     )
     assert verdict_lines(task) == [
-        "verdict: not verified · task cancelled",
+        "verdict: not verified · task cancelled · robot openarm",
         "   cancelled before verification (operator_requested)",
     ]
 
@@ -146,7 +151,45 @@ def test_a_verified_task_whose_step_failed_says_why_it_failed(tmp_path: Path) ->
     task = described("task_a", tmp_path, verdict=passed)
     task["task"]["outcome"] = {"execution_ok": False, "verdict": "success"}
     assert verdict_lines(task) == [
-        "verdict: success · task failed",
+        "verdict: success · task failed · robot openarm",
         " ✓ cube_in_zone         pass     inside the box",
         "   a step did not complete (its error is above): the task failed",
     ]
+
+
+def test_the_report_names_the_robot_that_ran(tmp_path: Path) -> None:
+    workspace = tmp_path / "home"
+    page = write_report(described("task_a", workspace, verdict=FAILED), workspace, tmp_path)
+    assert 'robot <b class="robot">openarm</b>' in page.read_text(encoding="utf-8")
+
+
+def test_a_binding_without_robots_says_the_tools_name_none(tmp_path: Path) -> None:
+    task = described("task_a", tmp_path, verdict=FAILED)
+    del task["binding"]["robots"]
+    assert verdict_lines(task)[0].endswith(
+        "robot not named by its tools (skill profile sim-openarm)"
+    )
+
+
+def test_frames_are_captioned_with_the_step_names_the_agent_gave(tmp_path: Path) -> None:
+    workspace = tmp_path / "home"
+    task = described("task_a", workspace, verdict=FAILED)
+    task["records"][0]["step"] = "grasp"
+    task["records"][1]["step"] = "release"
+    task["evidence"][0]["step"] = "release"
+    task["evidence"][1]["step"] = "move above the cube"
+    page = write_report(task, workspace, tmp_path).read_text(encoding="utf-8")
+    assert "1. before move above the cube" in page
+    assert "2. after grasp" in page
+    assert "3. after release" in page
+    assert "<td>grasp</td><td>gripper.grasp</td>" in page
+
+
+def test_a_task_cancelled_before_verification_has_cancelled_as_its_verdict(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "home"
+    task = described("task_a", workspace, verdict=None)
+    task["task"].update(state="cancelled", outcome={"cancelled": True})
+    page = write_report(task, workspace, tmp_path).read_text(encoding="utf-8")
+    assert 'verdict <b class="cancelled">cancelled</b>' in page

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import socket
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -272,3 +273,48 @@ def test_the_audit_lists_calls_newest_first_without_argument_values(base: httpx.
     assert records[0]["requestId"] == "r-audit-1"
     assert records[0]["state"] == "completed"
     assert set(records[0]) >= {"argumentKeys", "durationMs", "principal"}
+
+
+def test_a_start_on_a_port_already_held_is_refused_naming_that_port(base: httpx.Client) -> None:
+    # The port reaches the runtime, which refuses a held one before anything starts.
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        body = {"profile": "sim", "port": port}
+        answer = base.post(f"/console/api/skills/{SKILL}/start", json=body, headers=AUTH)
+    assert answer.status_code == 409, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == "SKILL_GATEWAY_IN_USE"
+    assert str(port) in error["message"]
+
+
+@pytest.mark.parametrize("port", [0, 70000, "9001", True, 1.5])
+def test_a_start_port_that_is_no_port_is_refused_as_the_port_field(
+    base: httpx.Client, port: object
+) -> None:
+    answer = base.post(f"/console/api/skills/{SKILL}/start", json={"port": port}, headers=AUTH)
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert (error["code"], error["details"]) == ("CONSOLE_INVALID_BODY", {"field": "port"})
+
+
+class _LogsRuntime:
+    """Answers ``logs`` as the RuntimeManager does, remembering how it was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[dict[str, object]] = []
+
+    def logs(self, name: str, lines: int = 200, **options: object) -> str:
+        self.asked.append({"name": name, "lines": lines, **options})
+        return "world: ready\n"
+
+
+def test_the_logs_panel_leaves_doras_own_diagnostics_out(tmp_path: Path) -> None:
+    home = PaosHome(tmp_path / "home")
+    runtime = _LogsRuntime()
+    settings = ServerSettings(token=TOKEN)
+    with serving_console(home, settings, runtime) as url:  # type: ignore[arg-type]
+        answer = httpx.get(f"{url}/console/api/skills/{SKILL}/logs?lines=50", headers=AUTH)
+    assert answer.json()["text"] == "world: ready\n"
+    assert runtime.asked == [{"name": SKILL, "lines": 50, "keep_dora": False}]

@@ -45,10 +45,14 @@ def test_the_demo_verifies_a_pick_and_place_and_writes_its_report(tmp_path: Path
     out = tmp_path / "demo"
     env = dora_environment({"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     stdout = run_demo(env, "--out", str(out), timeout_s=300)
-    assert "verdict: success · task succeeded" in stdout
+    assert "verdict: success · task succeeded · robot sim_arm" in stdout
     (folder,) = out.glob("task_*")  # the report lives in the task's own folder
     report = (folder / "report.html").read_text(encoding="utf-8")
     assert "cube_in_zone" in report
+    assert 'robot <b class="robot">sim_arm</b>' in report
+    # Each frame is captioned with the step the agent named, not only its tool.
+    for caption in ("before move above the cube", "after descend", "after lift", "after home"):
+        assert caption in report
     frames = sorted((folder / "frames").glob("*.png"))
     assert len(frames) >= 10  # the before frame and one after each of the nine steps
     assert all(f"frames/{frame.name}" in report for frame in frames)

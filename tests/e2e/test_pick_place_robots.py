@@ -38,7 +38,7 @@ def test_the_demo_on_openarm_verifies_its_pick_and_place(tmp_path: Path) -> None
     env = dora_environment({"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     stdout = run_demo(env, "--robot", "openarm", "--seed", "2", "--out", str(out), timeout_s=400)
     assert "(sim-openarm profile, robot openarm)" in stdout
-    assert "verdict: success · task succeeded" in stdout
+    assert "verdict: success · task succeeded · robot openarm" in stdout
 
 
 @pytest.fixture(scope="module")

@@ -58,3 +58,56 @@ def test_run_hands_the_operators_token_to_the_gateway_through_a_private_file(
     assert "Gateway authentication: bearer token from $DORAFORGE_GATEWAY_TOKEN" in text
     assert TOKEN not in text
     assert list(tmp_path.glob("doraforge-token-*")) == []
+
+
+def _quiet_run(tmp_path: Path, dataflow: str, *flags: str) -> tuple[str, Path]:
+    """``doraforge run DATAFLOW`` until its ready line (bounded), then Ctrl-C; its whole
+    output once the process ended, and its run directory."""
+    state = tmp_path / "state"
+    env = dora_environment(
+        {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_STATE_HOME": str(state)}
+    )
+    command = [sys.executable, "-m", "doraforge.cli", "run", dataflow, "--port", str(free_port())]
+    log = tmp_path / "run.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [*command, *flags], cwd=PROJECT_ROOT, env=env, stdout=output, stderr=subprocess.STDOUT
+        )
+    try:
+        eventually(
+            lambda: "ready: Gateway on http://" in log.read_text(errors="replace"),
+            within=120.0,
+            what="the ready line",
+            detail=lambda: log.read_text(errors="replace")[-2000:],
+        )
+    finally:
+        stop_run(process, timeout_s=60.0)
+    [run_dir] = (state / "doraforge" / "runs").iterdir()
+    return log.read_text(errors="replace"), run_dir
+
+
+def _dora_lines(text: str) -> list[str]:
+    # Dora's own lines: its node build/spawn log ("world: DEBUG building node"), its
+    # crates' targets and its daemon's INFO lines.
+    markers = ("DEBUG", " INFO ", "dora_", "zenoh", "building node", "spawned")
+    return [line for line in text.splitlines() if any(m in line for m in markers)]
+
+
+def test_run_sim_prints_one_ready_line_and_keeps_doras_diagnostics_in_its_log(
+    tmp_path: Path,
+) -> None:
+    text, run_dir = _quiet_run(tmp_path, "sim")
+    lines = text.splitlines()
+    assert [line for line in lines if line.startswith("ready:")] == [
+        next(line for line in lines if line.startswith("ready:"))
+    ]
+    assert _dora_lines(text) == []
+    assert len(lines) <= 6, text
+    assert _dora_lines((run_dir / "dora.log").read_text(errors="replace"))
+
+
+def test_run_verbose_prints_doras_diagnostics_too(tmp_path: Path) -> None:
+    text, run_dir = _quiet_run(tmp_path, "mock", "--verbose")
+    assert _dora_lines(text)
+    assert sum(line.startswith("ready:") for line in text.splitlines()) == 1
+    assert not (run_dir / "dora.log").exists()

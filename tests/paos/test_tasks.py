@@ -127,6 +127,11 @@ async def test_a_bound_action_is_an_intent_then_ids_then_a_terminal_fact(cell: C
     assert cell.invokes("move") == 1
 
 
+async def test_a_binding_names_the_robot_its_tools_act_on(cell: Cell) -> None:
+    task_id = await new_task(cell)
+    assert cell.service.describe(task_id)["binding"]["robots"] == ["mock-arm"]
+
+
 async def test_a_diagnostic_query_needs_no_task_and_leaves_no_record(cell: Cell) -> None:
     data = await cell.service.query("mock.echo", {"message": "hi"}, gateway_url=URL)
     assert data["response"]["result"]["outputs"] == {"message": "hi"}
@@ -437,6 +442,25 @@ async def test_before_and_after_evidence_is_captured_and_hashed_on_disk(camera_c
     described = await finishing.finalize(camera_cell.service, task_id)
     assert described["task"]["state"] == "succeeded"
     assert described["verifications"][0]["bundle"]["ok"] is True
+
+
+async def test_the_step_an_agent_names_captions_its_record_and_evidence_frames(
+    camera_cell: Cell,
+) -> None:
+    task_id = await new_task(camera_cell, WITH_EVIDENCE)
+    answer = await TOOLS["forge_tool_start_action"](
+        camera_cell.service,
+        {"task_id": task_id, "tool_id": "mock.move", "arguments": QUICK, "step": "descend"},
+    )
+    assert answer["ok"] is True, answer
+    await until_terminal(camera_cell, task_id, answer["data"]["record_id"])
+    evidence = camera_cell.service.store.evidence(task_id)
+    assert [(a["phase"], a["step"]) for a in evidence] == [
+        ("before", "descend"),
+        ("after", "descend"),
+    ]
+    [record] = camera_cell.service.describe(task_id)["records"]
+    assert record["step"] == "descend"
 
 
 async def test_evidence_altered_on_disk_makes_verification_refuse_the_bundle(

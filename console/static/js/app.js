@@ -1,7 +1,8 @@
-// The console shell: the login form, the hash router and the one status line.
+// The console shell: the login form, the hash router and the one status line, which
+// belongs to the page shown: cleared on navigation, and deaf to a page already left.
 
 import { ApiError, getJson, setToken, token } from "./api.js";
-import { clear, errorText } from "./dom.js";
+import { errorText, h } from "./dom.js";
 import * as apiTools from "./pages/api_tools.js";
 import * as approvals from "./pages/approvals.js";
 import * as audit from "./pages/audit.js";
@@ -25,6 +26,7 @@ const PAGES = {
 const $ = (id) => document.getElementById(id);
 let cleanup = () => {};
 let badgeTimer = null;
+let shown = 0; // which page render owns the status line
 
 export function say(text, isError = false) {
   const line = $("status");
@@ -32,7 +34,17 @@ export function say(text, isError = false) {
   line.className = isError ? "error" : "";
 }
 
+// The status line for render number ``owner``: a late answer of a page already left
+// (an Action admitted, a start finished) does not write over the page shown now.
+function sayFor(owner) {
+  return (text, isError = false) => {
+    if (owner === shown) say(text, isError);
+  };
+}
+
 function showLogin(message = "") {
+  shown += 1;
+  say("");
   cleanup();
   cleanup = () => {};
   clearInterval(badgeTimer);
@@ -85,17 +97,23 @@ async function show() {
   for (const link of $("nav").querySelectorAll("a")) {
     link.classList.toggle("active", link.getAttribute("href") === `#/${page}`);
   }
-  const root = clear($("page"));
-  root.dataset.page = page;
+  // Each render draws into a container of its own: a page left while it still loads
+  // (the Cell page waiting for its skills) then draws into a detached one, not this page.
+  const root = h("div", { className: "page-root" });
+  $("page").replaceChildren(root);
+  $("page").dataset.page = page;
+  shown += 1;
+  say("");
+  const pageSay = sayFor(shown);
   try {
-    cleanup = (await PAGES[page].render(root, { args, say })) || (() => {});
+    cleanup = (await PAGES[page].render(root, { args, say: pageSay })) || (() => {});
   } catch (error) {
     if (refused(error)) {
       setToken(null);
       showLogin(REFUSED);
       return;
     }
-    say(errorText(error), true);
+    pageSay(errorText(error), true);
   }
 }
 

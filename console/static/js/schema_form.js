@@ -1,6 +1,8 @@
 // A form generated from a tool's JSON input schema: one field per property (enums as a
 // select, numbers and integers as number inputs, booleans as checkboxes, anything nested
-// as a JSON text area). Reading it back gives the arguments object; the server validates.
+// as a JSON text area). Reading it back gives the arguments object; a missing required
+// value or unreadable JSON marks its own field with the message beside it (the server
+// validates the rest).
 
 import { h } from "./dom.js";
 
@@ -40,7 +42,9 @@ function field(name, schema, required) {
     input.dataset.kind = "json";
   }
   input.dataset.required = required ? "1" : "";
-  return h("div", { className: "field" }, label, input, hint);
+  input.setAttribute("aria-describedby", `${id}-error`);
+  const error = h("span", { id: `${id}-error`, className: "field-error", role: "alert" });
+  return h("div", { className: "field" }, label, input, error, hint);
 }
 
 export function schemaForm(schema, attrs = {}) {
@@ -62,20 +66,53 @@ function value(input) {
   return input.value;
 }
 
+// Marks ``input``'s field invalid with ``message`` beside it, or clears it (null).
+export function markField(input, message) {
+  const field = input.closest(".field");
+  const error = field && field.querySelector(".field-error");
+  if (field) field.classList.toggle("invalid", Boolean(message));
+  if (message) input.setAttribute("aria-invalid", "true");
+  else input.removeAttribute("aria-invalid");
+  if (error) error.textContent = message || "";
+}
+
+export class FormInvalid extends Error {
+  constructor(problems) {
+    super(`${problems.length} field${problems.length === 1 ? "" : "s"} to fix: ${problems.join("; ")}`);
+    this.problems = problems;
+  }
+}
+
+function problem(input) {
+  let read;
+  try {
+    read = value(input);
+  } catch {
+    return { message: "not valid JSON" };
+  }
+  if (read === undefined && input.dataset.required) return { message: "required" };
+  return { read };
+}
+
+// The arguments object; throws FormInvalid after marking every field that is wrong (the
+// first one focused), and clears the marks of the fields that are right.
 export function readForm(container) {
   const args = {};
+  const problems = [];
+  let first = null;
   for (const input of container.querySelectorAll("[data-kind]")) {
-    let read;
-    try {
-      read = value(input);
-    } catch {
-      throw new Error(`${input.name}: not valid JSON`);
+    const found = problem(input);
+    markField(input, found.message || null);
+    if (found.message) {
+      problems.push(`${input.name}: ${found.message}`);
+      first = first || input;
+    } else if (found.read !== undefined) {
+      args[input.name] = found.read;
     }
-    if (read === undefined) {
-      if (input.dataset.required) throw new Error(`${input.name} is required`);
-      continue;
-    }
-    args[input.name] = read;
+  }
+  if (first) {
+    first.focus();
+    throw new FormInvalid(problems);
   }
   return args;
 }

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import BrowserContext, Locator, Page, expect
 
+from doraforge.skill_runtime.dora_run import free_port
 from tests.e2e.console.conftest import WEATHER_KEY, Agent, Cell, shot
 from tests.e2e.sim_skill import SKILL
 from tests.support.mcp_errors import error_of
@@ -55,12 +56,31 @@ def test_a_wrong_token_is_refused_at_the_login_form_and_opens_nothing(
         tab.close()
 
 
+def test_a_start_port_that_is_no_port_is_marked_beside_its_field_and_nothing_starts(
+    page: Page,
+) -> None:
+    page.goto(page.url.split("#")[0] + "#/skills")
+    row = page.locator(f'#skills tr[data-skill="{SKILL}"]')
+    port = row.locator("input.port")
+    port.fill("70000")
+    row.locator("button.start").click()
+    expect(port).to_have_attribute("aria-invalid", "true")
+    expect(row.locator(f"#port-{SKILL}-error")).to_contain_text("TCP port (1-65535)")
+    expect(row.locator(".runtime-state")).to_have_text("not started")
+    expect(page.locator("#status")).to_have_text("")
+
+
 def test_the_operator_starts_the_sim_skill_from_the_skills_page(page: Page) -> None:
+    # On the port the operator types; the row then shows the running Gateway's address.
     page.goto(page.url.split("#")[0] + "#/skills")
     row = page.locator(f'#skills tr[data-skill="{SKILL}"]')
     expect(row.locator(".runtime-state")).to_have_text("not started")
+    chosen = free_port()
+    row.locator("input.port").fill(str(chosen))
     row.locator("button.start").click()
     expect(row.locator(".runtime-state")).to_have_text("running", timeout=START_TIMEOUT_MS)
+    expect(row.locator("input.port")).not_to_have_attribute("aria-invalid", "true")
+    expect(row.locator("td.gateway")).to_have_text(f"http://127.0.0.1:{chosen}")
     row.locator("button.logs").click()
     expect(page.locator("#logs")).to_contain_text("starting 1.0.0 profile sim")
     shot(page, "skills")
@@ -109,6 +129,29 @@ def test_arm_home_runs_from_its_generated_form_to_succeeded(page: Page) -> None:
     shot(page, "tools")
 
 
+def test_the_status_line_belongs_to_its_page(page: Page) -> None:
+    # Builds on arm.home above, whose admission the Tools page said in the status line.
+    expect(page.locator("#status")).to_contain_text("admitted as")
+    page.goto(page.url.split("#")[0] + "#/tasks")
+    expect(page.locator("#page h1")).to_have_text("Tasks")
+    expect(page.locator("#status")).to_have_text("")
+
+
+def test_a_missing_required_argument_is_marked_on_its_own_field(page: Page) -> None:
+    page.goto(page.url.split("#")[0] + "#/tools")
+    page.locator('#tool-list button[data-tool="arm.move_to_pose"]').click()
+    page.click("#run")
+    field = page.locator("#arg-position")
+    expect(field).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("#arg-position-error")).to_have_text("required")
+    expect(field).to_be_focused()
+    expect(page.locator("#run-phase")).to_be_empty()  # nothing was sent
+    page.fill("#arg-position", "[0.3,")
+    page.click("#run")
+    expect(page.locator("#arg-position-error")).to_have_text("not valid JSON")
+    expect(page.locator("#run-phase")).to_be_empty()
+
+
 def _pending_row(page: Page) -> Any:
     page.goto(page.url.split("#")[0] + "#/approvals")
     row = page.locator('#approvals tr[data-tool="forge.tool_start_action"]')
@@ -121,7 +164,7 @@ def test_an_approved_agent_call_runs_and_a_denied_one_reaches_the_agent_as_denie
 ) -> None:
     created = _structured(agent.call("forge_task_create", {"skill": SKILL}))
     task_id = created["task"]["task_id"]
-    start = {"task_id": task_id, "tool_id": "arm.home", "arguments": {}}
+    start = {"task_id": task_id, "tool_id": "arm.home", "arguments": {}, "step": "home the arm"}
     waiting = agent.submit("forge_tool_start_action", start)
     row = _pending_row(page)
     expect(row).to_contain_text("arm.home")
@@ -173,6 +216,10 @@ def test_the_finished_task_shows_its_filmstrip_verdict_and_reasons(page: Page) -
         what="every evidence frame to load",
     )
     assert _pixel_std(frames.first.screenshot()) > MIN_FRAME_STD
+    # Each frame says which step it was taken around, as the agent named it.
+    captions = page.locator("#filmstrip figure.frame figcaption .step")
+    expect(captions.last).to_have_text("home the arm")
+    expect(page.locator("#robot")).to_have_text("robot sim_arm")
     expect(page.locator("#verdict h2 .state")).not_to_have_text("not decided yet")
     criteria = page.locator("#criteria tbody tr")
     expect(criteria.first).to_be_visible()
@@ -242,6 +289,16 @@ def test_the_audit_page_lists_the_agent_calls_with_their_outcomes(page: Page, ce
         task_id = http.get("/console/api/tasks").json()["tasks"][-1]["task_id"]
     expect(audit).not_to_contain_text(task_id)  # argument values never enter
     shot(page, "audit")
+
+
+def test_a_cancelled_task_has_cancelled_as_its_verdict(page: Page, agent: Agent) -> None:
+    # Builds on the running skill: a task the agent cancels before any step.
+    created = _structured(agent.call("forge_task_create", {"skill": SKILL}))
+    task_id = created["task"]["task_id"]
+    agent.call("forge_task_cancel", {"task_id": task_id, "reason": "operator_requested"})
+    page.goto(page.url.split("#")[0] + f"#/tasks/{task_id}")
+    expect(page.locator("#verdict h2 .state")).to_have_text("cancelled", timeout=30_000)
+    expect(page.locator("#verdict")).not_to_contain_text("not decided yet")
 
 
 def test_the_console_cancels_an_action_it_admitted_on_the_real_gateway(cell: Cell) -> None:

@@ -1,6 +1,7 @@
 // Tasks: the recent AgentTasks, and one task's story: verdict with each criterion's
-// reason, revisions, a timeline of its tool records and captures, every evidence frame in
-// capture order as a filmstrip, and the evidence bundle for download.
+// reason, the robot it ran on, revisions, a timeline of its tool records and captures,
+// every evidence frame in capture order as a filmstrip captioned with its step ("descend",
+// as the agent named it, else the tool), and the evidence bundle for download.
 
 import { enc, getBlob, getJson } from "../api.js";
 import { errorText, h, stateBadge, table, when } from "../dom.js";
@@ -27,11 +28,19 @@ async function list(root) {
   );
 }
 
-function frame(taskId, artifact) {
+// The step a frame was taken around: the one named with its capture, else its record's
+// (the name the agent gave, else the tool), else the task's start.
+function stepOf(artifact, records) {
+  const record = records.find((r) => r.record_id === artifact.record_id);
+  return artifact.step || (record && (record.step || record.tool_id)) || "task start";
+}
+
+function frame(taskId, artifact, records) {
   const caption = h(
     "figcaption",
     {},
-    `${artifact.phase} · ${artifact.source}` + (artifact.seq !== null ? ` · seq ${artifact.seq}` : ""),
+    h("strong", { className: "step" }, stepOf(artifact, records)),
+    ` · ${artifact.phase} · ${artifact.source}` + (artifact.seq !== null ? ` · seq ${artifact.seq}` : ""),
   );
   if (artifact.error) {
     return h("figure", { className: "frame missing" }, h("div", { className: "no-frame" }, artifact.error.code), caption);
@@ -47,9 +56,22 @@ function frame(taskId, artifact) {
   return h("figure", { className: "frame" }, img, caption);
 }
 
-function verdictView(revisions) {
+// A task that ended before any verification (cancelled, or failed on the way) has that
+// ending as its verdict; only a task still running is "not decided yet".
+function unverified(task) {
+  const outcome = task.outcome || {};
+  if (task.state === "cancelled") {
+    return { status: "cancelled", detail: `cancelled before verification (${outcome.reason || "requested"})` };
+  }
+  if (task.state === "failed") {
+    return { status: task.state, detail: "ended before verification" };
+  }
+  return null;
+}
+
+function verdictView(revisions, task) {
   const last = revisions[revisions.length - 1];
-  const verdict = last && last.verdict;
+  const verdict = (last && last.verdict) || unverified(task);
   if (!verdict) return h("section", { id: "verdict" }, h("h2", {}, "Verdict"), h("p", {}, "not decided yet"));
   const rows = (verdict.results || []).map((r) =>
     h("tr", {}, h("td", {}, r.criterion_id), h("td", {}, stateBadge(r.status)), h("td", { className: "reason" }, r.detail || "")),
@@ -59,7 +81,7 @@ function verdictView(revisions) {
     { id: "verdict" },
     h("h2", {}, "Verdict ", stateBadge(verdict.status)),
     verdict.detail ? h("p", {}, verdict.detail) : null,
-    table(["criterion", "result", "reason"], rows, { id: "criteria" }),
+    rows.length ? table(["criterion", "result", "reason"], rows, { id: "criteria" }) : null,
   );
 }
 
@@ -67,7 +89,7 @@ function timeline(described) {
   const events = [];
   for (const r of described.records) {
     events.push({ at: r.created_at_ms, text: `${r.semantics} ${r.tool_id} requested`, state: null });
-    if (r.terminal_at_ms) events.push({ at: r.terminal_at_ms, text: `${r.tool_id} ${r.state}`, state: r.state });
+    if (r.terminal_at_ms) events.push({ at: r.terminal_at_ms, text: `${r.step ? `${r.step}: ` : ""}${r.tool_id} ${r.state}`, state: r.state });
   }
   for (const a of described.evidence) {
     const at = a.received_at_ns ? Number(BigInt(a.received_at_ns) / 1000000n) : null;
@@ -93,6 +115,12 @@ async function download(taskId, say) {
   say(`evidence bundle of ${taskId} downloaded`);
 }
 
+function robotName(binding) {
+  const robots = (binding && binding.robots) || [];
+  if (robots.length) return robots.join(", ");
+  return `not named by its tools (skill profile ${(binding && binding.profile) || "unknown"})`;
+}
+
 async function detail(root, taskId, say) {
   const described = await getJson(`api/tasks/${enc(taskId)}`);
   const task = described.task;
@@ -105,10 +133,11 @@ async function detail(root, taskId, say) {
     h("p", {}, h("a", { href: "#/tasks" }, "← all tasks")),
     h("h1", {}, "Task ", h("code", { className: "copyable" }, task.task_id), " ", stateBadge(task.state)),
     h("p", {}, task.goal),
+    h("p", { id: "robot" }, "robot ", h("strong", {}, robotName(described.binding))),
     h("div", { className: "toolbar" }, bundleButton),
-    verdictView(described.revisions),
+    verdictView(described.revisions, task),
     h("h2", {}, `Evidence (${described.evidence.length} frames, in capture order)`),
-    h("div", { className: "filmstrip", id: "filmstrip" }, described.evidence.map((a) => frame(taskId, a))),
+    h("div", { className: "filmstrip", id: "filmstrip" }, described.evidence.map((a) => frame(taskId, a, described.records))),
     h("h2", {}, "Revisions"),
     h("ol", { id: "revisions" }, revisions),
     h("h2", {}, "Timeline"),

@@ -5,7 +5,7 @@
 import { enc, getJson, postJson } from "../api.js";
 import { clear, errorText, h, stateBadge } from "../dom.js";
 import { cancelButton, outcomeText, progressText, TERMINAL } from "../invocations.js";
-import { readForm, schemaForm } from "../schema_form.js";
+import { FormInvalid, readForm, schemaForm } from "../schema_form.js";
 import { chooseSkill } from "../skill_pick.js";
 
 function toolButton(tool, onPick) {
@@ -59,7 +59,8 @@ function detail(skill, tool, alive, say) {
     try {
       args = readForm(form);
     } catch (error) {
-      say(error.message, true);
+      // The fields say what is wrong, each beside itself (FormInvalid).
+      if (!(error instanceof FormInvalid)) say(error.message, true);
       return;
     }
     run.disabled = true;
