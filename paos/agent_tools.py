@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from jsonschema import Draft202012Validator
+from jsonschema.protocols import Validator
 
 from doraforge.paos import finalize as finishing
 from doraforge.paos import phyagentos_answers as answers
@@ -117,7 +117,7 @@ class AgentTool:
     #: ``activate_skill`` answers without a ``data`` envelope).
     lifted: tuple[str, ...] = ()
 
-    validator: Draft202012Validator = field(init=False, repr=False, compare=False)
+    validator: Validator = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Compiled once, local references only (doraforge.wire.json_schema).

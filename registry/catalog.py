@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from jsonschema import Draft202012Validator
+from jsonschema.protocols import Validator
 from pydantic import ValidationError
 
 from doraforge.registry.errors import Conflict, InvalidRequest, NotFound
@@ -34,8 +34,8 @@ class RegisteredTool:
 
     entry: ToolEntry
     adapter: Adapter | ContextAdapter
-    input_validator: Draft202012Validator
-    output_validator: Draft202012Validator
+    input_validator: Validator
+    output_validator: Validator
     wants_context: bool = False
     admit: Admit | None = None
     #: The egress source the tool belongs to (``api:<service>``, ``mcp:<server>``): the
@@ -60,7 +60,7 @@ class RegisteredTool:
         return cast(Adapter, self.adapter)(arguments)
 
 
-def _compile(schema: dict[str, Any], field: str, name: str) -> Draft202012Validator:
+def _compile(schema: dict[str, Any], field: str, name: str) -> Validator:
     """The schema's local-only validator; an invalid schema is ``TOOL_REGISTRATION_INVALID``,
     a remote or dangling ``$ref`` keeps its own code (``SCHEMA_REF_REMOTE`` ...)."""
     try:

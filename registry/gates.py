@@ -21,7 +21,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema.protocols import Validator
 
 from doraforge.registry.catalog import Catalog, RegisteredTool
 from doraforge.registry.egress import EgressPolicy
@@ -328,7 +328,7 @@ _OPEN_OBJECT_SCHEMAS = (
 )
 
 
-def validate_output(validator: Draft202012Validator, result: Any) -> dict[str, Any] | None:
+def validate_output(validator: Validator, result: Any) -> dict[str, Any] | None:
     """``None`` when the result is JSON data matching the output schema, else an error."""
     if not is_json(result):
         return ToolFailure("TOOL_OUTPUT_INVALID", "tool result is not JSON data").to_payload()

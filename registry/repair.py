@@ -16,8 +16,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
+from jsonschema.protocols import Validator
 
 MAX_PASSES = 4
 _MISSING = object()
@@ -111,9 +111,7 @@ def _rename(
     return {"kind": "rename", "from": unknown[0], "to": target}
 
 
-def repair(
-    validator: Draft202012Validator, arguments: dict[str, Any]
-) -> tuple[dict[str, Any], list[Repair]]:
+def repair(validator: Validator, arguments: dict[str, Any]) -> tuple[dict[str, Any], list[Repair]]:
     """Arguments repaired as far as the schema allows, and the repairs made.
 
     The input is never mutated. The result may still be invalid; validate it again.

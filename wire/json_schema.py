@@ -1,14 +1,17 @@
 """Every JSON Schema from outside compiles here, against local references only: a remote,
 dangling or looping ``$ref`` is refused with a code at compile time, and the validator's own
-reference registry refuses retrieval, so no schema ever makes doraforge dial."""
+reference registry refuses retrieval, so no schema ever makes doraforge dial; a ``pattern``
+is matched with a time bound, so no argument can hold the event loop."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
+import regex
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import SchemaError, ValidationError
+from jsonschema.protocols import Validator
 
 # The bundled meta-schemas jsonschema itself resolves from; the package ships no py.typed.
 from jsonschema_specifications import REGISTRY as SPECIFICATIONS  # type: ignore[import-untyped]
@@ -24,6 +27,9 @@ if TYPE_CHECKING:  # referencing names its resolver type only in a private modul
 #: The keywords a Draft 2020-12 validator follows to another schema.
 REFERENCE_KEYWORDS = ("$ref", "$dynamicRef")
 MAX_MESSAGE_CHARS = 200
+#: How long one ``pattern`` may take on one string: a backtracking pattern from outside
+#: (``^(a|aa)+$``) would otherwise hold the registry's event loop for minutes.
+PATTERN_TIMEOUT_S = 0.05
 
 
 class SchemaRefused(StructuredError, ValueError):
@@ -48,18 +54,69 @@ LOCAL_REGISTRY: Registry[Any] = Registry(retrieve=_refuse_retrieval)  # type: ig
 _RESOLVING: Registry[Any] = SPECIFICATIONS.combine(LOCAL_REGISTRY)
 
 
-def local_validator(schema: Mapping[str, Any] | bool) -> Draft202012Validator:
-    """A Draft 2020-12 validator for ``schema`` that resolves references locally only.
+def _matches(pattern: str, text: str) -> bool | None:
+    """Whether ``pattern`` finds a match in ``text``; ``None`` when it ran out of time."""
+    try:
+        return regex.search(pattern, text, timeout=PATTERN_TIMEOUT_S) is not None
+    except TimeoutError:
+        return None
 
-    Raises :class:`SchemaRefused` for an invalid schema or a reference that is remote or
-    resolves to nothing; nothing is fetched either way."""
+
+def _no_match(pattern: str, text: str) -> ValidationError | None:
+    found = _matches(pattern, text)
+    if found:
+        return None
+    shown = repr(text[:40]) + ("…" if len(text) > 40 else "")
+    why = "took too long to match" if found is None else "does not match"
+    return ValidationError(f"{shown} {why} {pattern[:MAX_MESSAGE_CHARS]!r}")
+
+
+# The keyword callbacks receive an instance of the class extend() builds from Draft 2020-12
+# (it has every method of Draft202012Validator; the protocol names fewer).
+def _pattern(
+    validator: Draft202012Validator, pattern: str, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and (error := _no_match(pattern, instance)):
+        yield error
+
+
+def _pattern_properties(
+    validator: Draft202012Validator,
+    patterns: Mapping[str, Any],
+    instance: Any,
+    schema: Mapping[str, Any],
+) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for name, value in instance.items():
+            found = _matches(pattern, name)
+            if found is None:
+                yield ValidationError(f"property {name[:40]!r} took too long to match {pattern!r}")
+            elif found:
+                yield from validator.descend(value, subschema, path=name, schema_path=pattern)
+
+
+#: Draft 2020-12 with ``pattern`` and ``patternProperties`` matched under a time bound.
+BoundedValidator: type[Validator] = validators.extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator, {"pattern": _pattern, "patternProperties": _pattern_properties}
+)
+
+
+def local_validator(schema: Mapping[str, Any] | bool) -> Validator:
+    """A Draft 2020-12 validator for ``schema`` that resolves references locally only and
+    bounds the time each ``pattern`` may take (:data:`PATTERN_TIMEOUT_S` per string).
+
+    Raises :class:`SchemaRefused` for an invalid schema (a ``pattern`` that does not
+    compile included) or a reference that is remote or resolves to nothing; nothing is
+    fetched either way."""
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
         message = exc.message[:MAX_MESSAGE_CHARS]
         raise SchemaRefused("SCHEMA_INVALID", message, details={"path": _path(exc)}) from exc
     check_references(schema)
-    return Draft202012Validator(schema, registry=LOCAL_REGISTRY)
+    return BoundedValidator(schema, registry=LOCAL_REGISTRY)
 
 
 def check_references(schema: Mapping[str, Any] | bool) -> None:

@@ -204,7 +204,7 @@ ARGUMENT_CASES = [
 
 
 @pytest.mark.parametrize("arguments", ARGUMENT_CASES, ids=range(len(ARGUMENT_CASES)))
-def test_compiled_argument_checks_give_jsonschemas_verdict(arguments: object) -> None:
+def test_compiled_argument_checks_give_jsonschemas_verdict(arguments: Any) -> None:
     """A schema in the compiled subset is checked by plain checks on the call path; their
     verdict is the compiled jsonschema validator's, case by case."""
     tool = _registered(entry())

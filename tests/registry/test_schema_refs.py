@@ -192,3 +192,18 @@ def test_the_http_and_mcp_call_paths_refuse_without_a_dial_and_the_registry_keep
     assert answer.json()["error"]["code"] == "TOOL_NOT_FOUND"
     assert over_mcp.isError is True
     assert dialled == 0
+
+
+@pytest.mark.anyio
+async def test_a_backtracking_pattern_in_a_tools_schema_cannot_hold_the_registry() -> None:
+    service = RegistryService()
+    schema = {"type": "object", "properties": {"x": {"type": "string", "pattern": "^(a|aa)+$"}}}
+    service.register(_entry("ext.pattern", schema), _adapter)
+    granted = Principal(id="granted", scope="agent", grants=frozenset({"ext.read"}))
+
+    answer = await asyncio.wait_for(
+        service.call(call_body("ext.pattern", {"x": "a" * 60 + "b"}), granted), ANSWER_WITHIN_S
+    )
+
+    assert answer["error"]["code"] == "TOOL_INVALID_ARGUMENTS"
+    assert "took too long to match" in answer["error"]["message"]

@@ -89,3 +89,35 @@ def test_the_local_registry_refuses_to_fetch_what_a_validator_asks_for() -> None
             validator.is_valid({"x": 1})
 
         assert upstream.hits == 0
+
+
+#: A pattern that backtracks exponentially on a near-miss (Python's re takes minutes here).
+BACKTRACKING = "^(a|aa)+$"
+NEAR_MISS = "a" * 60 + "b"
+
+
+def test_a_backtracking_pattern_gives_up_in_time_and_refuses_the_value() -> None:
+    validator = local_validator({"type": "string", "pattern": BACKTRACKING})
+
+    (error,) = validator.iter_errors(NEAR_MISS)
+
+    assert "took too long to match" in error.message
+    assert validator.is_valid("aaaa")
+    assert not validator.is_valid("aab")
+
+
+def test_a_backtracking_pattern_property_gives_up_in_time_too() -> None:
+    schema = {"type": "object", "patternProperties": {BACKTRACKING: {"type": "integer"}}}
+    validator = local_validator(schema)
+
+    (error,) = validator.iter_errors({NEAR_MISS: 1})
+
+    assert "took too long to match" in error.message
+    assert validator.is_valid({"aa": 1})
+    assert not validator.is_valid({"aa": "x"})
+
+
+def test_a_pattern_that_does_not_compile_is_refused_at_compile_time() -> None:
+    assert _refusal({"properties": {"x": {"type": "string", "pattern": "(a"}}}).code == (
+        "SCHEMA_INVALID"
+    )
