@@ -64,7 +64,7 @@ def lookup(catalog: Catalog, name: str, version: int | None) -> RegisteredTool:
     if version is not None and version != tool.entry.version:
         raise Denied(
             "TOOL_VERSION_MISMATCH",
-            f"{tool.entry.name} is at version {tool.entry.version}, not {version}",
+            f"{tool.entry.listed_name} is at version {tool.entry.version}, not {version}",
             details={"requested": version, "current": tool.entry.version},
         )
     return tool
@@ -86,14 +86,16 @@ def approval(entry: ToolEntry, principal: Principal, *, attended: bool = False) 
     asked about a call that would be refused anyway (``registry.approvals``). Unattended,
     raises :class:`Denied` ``TOOL_APPROVAL_REQUIRED`` at once.
     """
-    standing = entry.name in principal.approvals and entry.policy.confirmation != "required"
+    # A standing rule may name the tool by any name it answers to (listed, canonical, alias).
+    named = not entry.names().isdisjoint(principal.approvals)
+    standing = named and entry.policy.confirmation != "required"
     if not needs_approval(entry) or standing:
         return False
     if attended:
         return True
     raise Denied(
         "TOOL_APPROVAL_REQUIRED",
-        f"{entry.name} ({entry.policy.risk} risk) needs explicit approval",
+        f"{entry.listed_name} ({entry.policy.risk} risk) needs explicit approval",
         details={"risk": entry.policy.risk, "confirmation": entry.policy.confirmation},
     )
 
@@ -104,7 +106,7 @@ def capabilities(entry: ToolEntry, principal: Principal, *, require_auth_for_wri
     if principal.scope not in entry.policy.scopes:
         raise Denied(
             "TOOL_CAPABILITY_DENIED",
-            f"{entry.name} is not available in scope {principal.scope!r}",
+            f"{entry.listed_name} is not available in scope {principal.scope!r}",
             details={"scope": principal.scope, "scopes": entry.policy.scopes},
         )
     required = entry.policy.requiredCapabilities
@@ -114,7 +116,7 @@ def capabilities(entry: ToolEntry, principal: Principal, *, require_auth_for_wri
     if missing:
         raise Denied(
             "TOOL_CAPABILITY_DENIED",
-            f"{entry.name} needs grant(s): {', '.join(missing)}",
+            f"{entry.listed_name} needs grant(s): {', '.join(missing)}",
             details={"missing": missing},
         )
     if (
@@ -122,7 +124,7 @@ def capabilities(entry: ToolEntry, principal: Principal, *, require_auth_for_wri
         and entry.policy.sideEffect == "write"
         and not (principal.authenticated)
     ):
-        raise Denied("TOOL_AUTH_REQUIRED", f"{entry.name} writes; authenticate first")
+        raise Denied("TOOL_AUTH_REQUIRED", f"{entry.listed_name} writes; authenticate first")
 
 
 def permissions(entry: ToolEntry, principal: Principal) -> None:
@@ -138,7 +140,7 @@ def permissions(entry: ToolEntry, principal: Principal) -> None:
     if missing:
         raise Denied(
             "TOOL_PERMISSION_DENIED",
-            f"{entry.name} needs permission(s) not held",
+            f"{entry.listed_name} needs permission(s) not held",
             details={"missing": missing},
         )
 
@@ -186,7 +188,7 @@ def validate_input(tool: RegisteredTool, arguments: dict[str, Any], valid: bool)
     schema = tool.entry.input_schema
     raise Denied(
         "TOOL_INVALID_ARGUMENTS",
-        f"arguments do not match {tool.entry.name}'s input schema",
+        f"arguments do not match {tool.entry.listed_name}'s input schema",
         details={
             "errors": [
                 {
@@ -227,7 +229,7 @@ def egress(entry: ToolEntry, policy: EgressPolicy, principal: Principal) -> None
     refused host, the principal and the operator route that allows it from now on."""
     refused = policy.refused(entry.policy.egressHosts, principal)
     if refused:
-        denial = policy.denial(refused[0], principal, what=entry.name)
+        denial = policy.denial(refused[0], principal, what=entry.listed_name)
         details = {**denial["details"], "hosts": refused}
         raise Denied(denial["code"], denial["message"], details=details)
 
@@ -254,7 +256,7 @@ async def execute(
         write = policy.sideEffect == "write"
         error = ToolFailure(
             "TOOL_TIMEOUT",
-            f"{tool.entry.name} did not finish within {policy.timeoutMs} ms",
+            f"{tool.entry.listed_name} did not finish within {policy.timeoutMs} ms",
             retryable=not write,
             details={"timeoutMs": policy.timeoutMs, "remoteState": "unknown" if write else "none"},
         )
@@ -263,7 +265,7 @@ async def execute(
         return Outcome("failed", error=failure.to_payload())
     except Exception as exc:  # an adapter bug must become a result, never leak
         logger.warning("adapter for %s raised", tool.entry.name, exc_info=exc)
-        message = f"{tool.entry.name} adapter raised {type(exc).__name__}"
+        message = f"{tool.entry.listed_name} adapter raised {type(exc).__name__}"
         return Outcome("failed", error=ToolFailure("TOOL_ADAPTER_ERROR", message).to_payload())
 
 

@@ -358,7 +358,7 @@ def _frame_entries(tools: RobotTools) -> list[tuple[dict[str, Any], Any]]:
                 "forge.evidence.frame",
                 "forge_evidence_frame",
                 "See a task's retained evidence frame (task_id, artifact_id from "
-                "forge.task_get) as a JPEG within the same budget, re-hashed first.",
+                "forge_task_get) as a JPEG within the same budget, re-hashed first.",
                 EVIDENCE_FRAME_INPUT,
                 "read",
                 "low",
