@@ -111,7 +111,7 @@ def test_arm_home_runs_from_its_generated_form_to_succeeded(page: Page) -> None:
 
 def _pending_row(page: Page) -> Any:
     page.goto(page.url.split("#")[0] + "#/approvals")
-    row = page.locator('#approvals tr[data-tool="forge.tool_start_action"]')
+    row = page.locator('#approvals tr[data-tool="forge_tool_start_action"]')
     expect(row).to_have_count(1, timeout=30_000)
     return row
 
