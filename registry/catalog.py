@@ -38,6 +38,9 @@ class RegisteredTool:
     output_validator: Draft202012Validator
     wants_context: bool = False
     admit: Admit | None = None
+    #: The egress source the tool belongs to (``api:<service>``, ``mcp:<server>``): the
+    #: hosts that source declared serve this tool's calls (``registry.egress``).
+    source: str | None = None
     #: The input schema compiled into plain checks (``None``: outside the compiled subset).
     input_conforms: Callable[[Any], bool] | None = None
 
@@ -115,9 +118,11 @@ class Catalog:
         *,
         wants_context: bool = False,
         admit: Admit | None = None,
+        source: str | None = None,
     ) -> ToolEntry:
-        """Add a tool. :class:`Conflict` TOOL_REGISTRATION_CONFLICT if any name is taken,
-        :class:`InvalidRequest` TOOL_REGISTRATION_INVALID for a malformed entry or schema."""
+        """Add a tool (of egress source ``source``, when it has one). :class:`Conflict`
+        TOOL_REGISTRATION_CONFLICT if any name is taken, :class:`InvalidRequest`
+        TOOL_REGISTRATION_INVALID for a malformed entry or schema."""
         tool_entry = _as_entry(entry)
         taken = sorted(n for n in tool_entry.names() if n in self._by_name)
         if taken:
@@ -133,6 +138,7 @@ class Catalog:
             output_validator=_compile(tool_entry.output_schema, "output_schema", tool_entry.name),
             wants_context=wants_context,
             admit=admit,
+            source=source,
             input_conforms=compile_schema(tool_entry.input_schema),
         )
         self._tools[tool_entry.name] = tool

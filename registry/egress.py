@@ -3,21 +3,26 @@
 A host a tool declares (``policy.egressHosts``, or a host a built-in tool is about to dial)
 is reachable for a caller when either
 
-- a live **source** declared it (:meth:`EgressPolicy.declare`): adding the source was the
-  operator's vetting (saving an API bundle passes the outbound policy; an MCP server's
-  hosts are in the operator's ``serve`` config), and removing or replacing the source
-  takes its hosts away again (a host two sources declared stays until both are gone); or
+- the tool's own **source** declared it (:meth:`EgressPolicy.declare`): adding the source
+  was the operator's vetting (saving an API bundle passes the outbound policy; an MCP
+  server's hosts are in the operator's ``serve`` config), and removing or replacing the
+  source takes its hosts away again. A declaration serves that source's tools only: never
+  another source's, never a built-in that dials what its caller names (``http_fetch``); an
+  API bundle declares its origin, scheme and port included (``http://127.0.0.1:20900``),
+  so its host's other ports stay closed; or
 - the **operator's policy** allows it for the caller's principal: egress is off by
   default; enabled, only the allowlist passes (an enabled, empty allowlist denies every
   host) unless ``allow_any`` opens every host. A per-principal overlay (keyed by the
-  principal's scope: ``ui`` over HTTP, ``agent`` over MCP) can switch egress on or off for
-  that principal and adds its own hosts to the base list.
+  principal's scope, which follows the credential presented: ``agent`` for the agent
+  token, ``ui`` for the operator's) can switch egress on or off for that principal and
+  adds its own hosts to the base list.
 
 Hosts are bare lower-case names or IP literals, optionally with a port (``api.example.com``,
 ``127.0.0.1:8080``, ``[::1]:9000``), read with the API tools' host rules
 (``registry.api_tools.addresses``): numeric IPv4 spellings fold to dotted quads, IPv4
-hidden in IPv6 is unwrapped. An entry without a port covers every port of its host; one
-with a port covers only that port. Schemes, paths, wildcards and ranges are refused.
+hidden in IPv6 is unwrapped. An operator entry without a port covers every port of its
+host; one with a port covers only that port. Schemes, paths, wildcards and ranges are
+refused in operator entries.
 
 The operator part changes live through ``registry.egress_routes`` (each change audited and,
 given a path, written whole to ``<home>/egress.json``, which replaces the config's part at
@@ -40,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from doraforge.registry.api_tools.addresses import parse_host, split_port
 from doraforge.registry.api_tools.errors import OutboundDenied
+from doraforge.registry.api_tools.outbound import DEFAULT_PORTS
 from doraforge.registry.audit import AuditLog
 from doraforge.registry.errors import InvalidRequest, ToolFailure, Unprocessable
 from doraforge.registry.model import Principal
@@ -47,7 +53,7 @@ from doraforge.wire.files import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
-#: The principals an overlay can name: the scopes ``registry.http.server_principal`` gives.
+#: The principals an overlay can name: the scopes ``registry.http.caller_principal`` gives.
 type PrincipalKey = Literal["agent", "mind", "ui", "voice"]
 PRINCIPAL_KEYS: tuple[PrincipalKey, ...] = ("agent", "mind", "ui", "voice")
 #: The operator route a denial points at ("allow this host from now on").
@@ -79,19 +85,36 @@ def egress_host(text: str) -> str:
     return name if port is None else f"{name}:{port}"
 
 
+def source_host(text: str) -> str:
+    """The canonical spelling of a host a source declares: an origin
+    (``scheme://host:port``, the port always written) or an operator-style host entry
+    (:func:`egress_host`); ``ValueError`` saying what to write."""
+    if not isinstance(text, str) or "://" not in text:
+        return egress_host(text)
+    scheme, _, rest = text.strip().partition("://")
+    scheme = scheme.lower()
+    if scheme not in DEFAULT_PORTS:
+        raise ValueError(f"{text[:80]!r}: a declared origin is http:// or https://")
+    host = egress_host(rest)
+    if split_port(host)[1] is None:
+        host = f"{host}:{DEFAULT_PORTS[scheme]}"
+    return f"{scheme}://{host}"
+
+
 def _covers(entry: str, host: str) -> bool:
-    """Whether allowlist ``entry`` speaks for declared ``host`` (both canonical): the same
-    host, and the entry names no port or the host's port."""
-    entry_host, entry_port = split_port(entry)
+    """Whether ``entry`` (an allowlist host or a declared origin) speaks for ``host`` (both
+    canonical): the same host, and the entry names no port or the host's port. An origin
+    always names its port."""
+    entry_host, entry_port = split_port(entry.partition("://")[2] or entry)
     host_host, host_port = split_port(host)
     return entry_host == host_host and (entry_port is None or entry_port == host_port)
 
 
-def _hosts(values: Iterable[str]) -> tuple[str, ...]:
-    """Canonical, de-duplicated, in first-seen order; bounded."""
+def _hosts(values: Iterable[str], spell: Any = egress_host) -> tuple[str, ...]:
+    """Canonical (by ``spell``), de-duplicated, in first-seen order; bounded."""
     seen: dict[str, None] = {}
     for value in values:
-        seen[egress_host(value)] = None
+        seen[spell(value)] = None
     if len(seen) > MAX_HOSTS:
         raise ValueError(f"at most {MAX_HOSTS} hosts")
     return tuple(seen)
@@ -214,50 +237,66 @@ class EgressPolicy:
         return {source: list(hosts) for source, hosts in sorted(self._state.declared.items())}
 
     def declared_by(self, host: str) -> list[str]:
-        """The sources whose declarations cover ``host`` (canonical or not)."""
+        """The sources whose declarations cover ``host`` (canonical or not); ``host``
+        without a port names its host on any port (``127.0.0.1`` finds a bundle declaring
+        ``http://127.0.0.1:20900``)."""
         try:
             wanted = egress_host(host)
         except ValueError:
             return []
-        return [
-            source
-            for source, hosts in sorted(self._state.declared.items())
-            if any(_covers(entry, wanted) for entry in hosts)
-        ]
+        name, port = split_port(wanted)
+
+        def names(entry: str) -> bool:
+            entry_name = split_port(entry.partition("://")[2] or entry)[0]
+            return _covers(entry, wanted) or (port is None and entry_name == name)
+
+        declared = sorted(self._state.declared.items())
+        return [source for source, hosts in declared if any(names(entry) for entry in hosts)]
 
     def effective(self, principal: Principal | str | None) -> dict[str, Any]:
-        """What ``principal`` gets: ``{enabled, allow_any, hosts}`` (operator hosts, base and
-        overlay) and the ``declared`` hosts live sources add whatever the switch says."""
+        """What ``principal`` gets from the operator: ``{enabled, allow_any, hosts}`` (base
+        and overlay). Hosts a source declared are not in it: they serve that source's
+        tools alone (:meth:`declared`)."""
         state, key = self._state, principal_key(principal)
         enabled, hosts = _operator_view(state.operator, key)
-        declared = sorted({h for hosts_of in state.declared.values() for h in hosts_of})
         return {
             "enabled": enabled,
             "allow_any": enabled and state.operator.allow_any,
             "hosts": list(hosts),
-            "declared": declared,
         }
 
-    def allows(self, host: str, principal: Principal | str | None = None) -> bool:
-        """Whether ``principal`` may reach ``host``; an unparsable host is never allowed."""
-        try:
-            wanted = egress_host(host)
-        except ValueError:
-            return False
-        return self._allows(self._state, wanted, principal_key(principal))
+    def allows(
+        self,
+        host: str,
+        principal: Principal | str | None = None,
+        *,
+        sources: Iterable[str] = (),
+    ) -> bool:
+        """Whether ``principal`` may reach ``host`` for a tool of ``sources`` (the sources
+        whose declarations count; none: the operator's policy alone). An unparsable host
+        is never allowed."""
+        return not self.refused([host], principal, sources=sources)
 
     @staticmethod
-    def _allows(state: _State, host: str, key: str | None) -> bool:
-        if any(_covers(entry, host) for hosts in state.declared.values() for entry in hosts):
+    def _allows(state: _State, host: str, key: str | None, sources: tuple[str, ...]) -> bool:
+        declared = (entry for source in sources for entry in state.declared.get(source, ()))
+        if any(_covers(entry, host) for entry in declared):
             return True
         enabled, hosts = _operator_view(state.operator, key)
         if not enabled:
             return False
         return state.operator.allow_any or any(_covers(entry, host) for entry in hosts)
 
-    def refused(self, hosts: Iterable[str], principal: Principal | str | None) -> list[str]:
-        """The hosts of ``hosts`` ``principal`` may not reach, in order (one snapshot)."""
-        state, key = self._state, principal_key(principal)
+    def refused(
+        self,
+        hosts: Iterable[str],
+        principal: Principal | str | None,
+        *,
+        sources: Iterable[str] = (),
+    ) -> list[str]:
+        """The hosts of ``hosts`` ``principal`` may not reach, in order (one snapshot), for
+        a tool whose declarations are those of ``sources``."""
+        state, key, mine = self._state, principal_key(principal), tuple(sources)
         refused = []
         for host in hosts:
             try:
@@ -265,7 +304,7 @@ class EgressPolicy:
             except ValueError:
                 refused.append(host)
                 continue
-            if not self._allows(state, wanted, key):
+            if not self._allows(state, wanted, key, mine):
                 refused.append(host)
         return refused
 
@@ -288,8 +327,10 @@ class EgressPolicy:
         }
 
     def check(self, host: str, principal: Principal | str | None, *, what: str) -> None:
-        """For an adapter about to dial ``host`` itself (``http_fetch``): raise
-        :class:`ToolFailure` ``TOOL_EGRESS_DENIED`` (pointing at the route) unless allowed."""
+        """For an adapter about to dial ``host`` (give ``host:port``) for whatever its caller
+        names (``http_fetch``): raise :class:`ToolFailure` ``TOOL_EGRESS_DENIED`` (pointing
+        at the route, naming ``host`` as given) unless the operator's policy allows it.
+        No source's declaration counts here: a source's hosts serve its own tools."""
         if not self.allows(host, principal):
             denial = self.denial(host, principal, what=what)
             raise ToolFailure(denial["code"], denial["message"], details=denial["details"])
@@ -312,11 +353,12 @@ class EgressPolicy:
     # -- sources -------------------------------------------------------------------------
 
     def declare(self, source_id: str, hosts: Iterable[str]) -> list[str]:
-        """Make ``hosts`` reachable while source ``source_id`` lives, replacing whatever it
-        declared before (a replaced bundle's old host is gone); returns the canonical hosts.
-        An empty list retracts. ``ValueError`` for a bad id or host (nothing changes)."""
+        """Make ``hosts`` (host entries or ``scheme://host:port`` origins) reachable for
+        the tools of source ``source_id`` while it lives, replacing whatever it declared
+        before (a replaced bundle's old host is gone); returns the canonical hosts. An
+        empty list retracts. ``ValueError`` for a bad id or host (nothing changes)."""
         _check_source(source_id)
-        canonical = _hosts(hosts)
+        canonical = _hosts(hosts, source_host)
         with self._lock:
             declared = dict(self._state.declared)
             before = declared.get(source_id, ())

@@ -5,10 +5,11 @@ source declared which host; ``POST /api/egress/allow`` ``{"host", "principal"?}`
 "allow this host from now on" (egress switched on for that principal, or the base, and
 the host added; the route a ``TOOL_EGRESS_DENIED`` message names); ``DELETE
 /api/egress/hosts/{host}`` (``?principal=`` for one overlay) takes an operator-allowed
-host away; ``PUT /api/egress`` replaces the operator's part. Every route is the operator's
-(``registry.http.OPERATOR_ONLY``), reads included. A change takes effect for the next call
-and is audited by the policy; a refused change is audited here; bad input answers a
-structured 400 (``EGRESS_INVALID`` naming the field), an unknown host 404.
+host away; ``PUT /api/egress`` replaces the operator's part (keys left out take their
+defaults; an empty document is refused, ``{"enabled": false}`` resets). Every route is the
+operator's (``registry.http.OPERATOR_ONLY``), reads included. A change takes effect for the
+next call and is audited by the policy; a refused change is audited here; bad input answers
+a structured 400 (``EGRESS_INVALID`` naming the field), an unknown host 404.
 """
 
 from __future__ import annotations
@@ -24,11 +25,10 @@ from doraforge.registry.egress import EgressPolicy, egress_host, parse_egress
 from doraforge.registry.errors import InvalidRequest, NotFound
 from doraforge.registry.http import (
     ERROR_SCHEMA,
-    OPERATOR,
     OPERATOR_ONLY,
     Responses,
+    actor,
     audited_write,
-    is_operator,
     json_response_doc,
     read_json_body,
     service_of,
@@ -43,7 +43,7 @@ def _policy(request: Request) -> EgressPolicy:
 
 def _by(request: Request) -> str:
     """Who changes the policy: the operator principal when its token was presented."""
-    return OPERATOR if is_operator(request) else "doraforge-ui"
+    return actor(request)
 
 
 def _audited(request: Request, action: str) -> AbstractContextManager[None]:
@@ -100,11 +100,25 @@ async def remove_host(host: str, request: Request) -> Any:
     return _answer(policy, removed=removed, stillDeclaredBy=policy.declared_by(removed))
 
 
+def _replacement(body: Any) -> Any:
+    """The ``PUT`` body, unless it is empty: ``{}`` would silently reset the whole policy
+    (every key takes its default), so a reset must say ``enabled`` at least."""
+    if body == {}:
+        raise InvalidRequest(
+            "EGRESS_INVALID",
+            "body: an empty egress document is refused, it would reset the whole policy; "
+            'to reset deliberately send {"enabled": false} (PUT replaces the operator\'s '
+            "part: keys left out take their defaults, hosts and principals empty)",
+            details={"field": "body", "reset": {"enabled": False}},
+        )
+    return body
+
+
 async def put_egress(request: Request) -> Any:
     policy = _policy(request)
 
     with _audited(request, "replace"):
-        settings = parse_egress(read_json_body(request), where="body")
+        settings = parse_egress(_replacement(read_json_body(request)), where="body")
         policy.replace_operator(settings, by=_by(request))
     return _answer(policy)
 

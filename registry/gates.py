@@ -223,11 +223,14 @@ def availability(tool: RegisteredTool) -> dict[str, Any] | None:
     return {"available": True, "code": None, "reason": None}
 
 
-def egress(entry: ToolEntry, policy: EgressPolicy, principal: Principal) -> None:
+def egress(
+    entry: ToolEntry, policy: EgressPolicy, principal: Principal, sources: tuple[str, ...] = ()
+) -> None:
     """Every declared host must pass the egress policy for the caller's principal (off by
-    default; an enabled, empty allowlist denies every host). The denial names the first
-    refused host, the principal and the operator route that allows it from now on."""
-    refused = policy.refused(entry.policy.egressHosts, principal)
+    default; an enabled, empty allowlist denies every host), or be declared by one of
+    ``sources`` (the tool's own source: its declarations serve its tools alone). The denial
+    names the first refused host, the principal and the operator route that allows it."""
+    refused = policy.refused(entry.policy.egressHosts, principal, sources=sources)
     if refused:
         denial = policy.denial(refused[0], principal, what=entry.listed_name)
         details = {**denial["details"], "hosts": refused}

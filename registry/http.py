@@ -1,17 +1,18 @@
-"""The registry's HTTP edge: catalog, calls and retained results under ``/api/tools``, and
-the operator's approvals of waiting high-risk calls under ``/api/approvals``.
+"""The registry's HTTP edge: catalog, calls and retained results under ``/api/tools``, and the
+operator's approvals of waiting high-risk calls under ``/api/approvals``.
 
-Authority is derived here, never from a body: every HTTP caller is the ``ui`` principal with
-the server's grants. With an operator token configured, the routes only an operator may
-use (deciding approvals here, the console's routes and the API-tools writes beside) depend
-on :func:`require_operator`: the agent token there is refused 403 ``OPERATOR_REQUIRED``,
-audited, after the guard's Host, Origin, token and body checks. Every route runs behind
-the shared transport guard (``doraforge.wire.guard``): Host and Origin, the bearer token
-when one is configured, JSON bodies read with a streamed limit and parsed strictly. Errors
-map to the wire in one place: :data:`STATUS_FOR_ERROR` picks the status of every registry
-error class and :func:`error_response` answers ``{"ok": false, "error": {code, message,
-retryable, details}}``. The routes are a table (:data:`ROUTES`); their handlers read the service and
-settings from ``app.state``.
+Authority is derived here, never from a body: a caller's principal follows the credential it
+presented (:func:`caller_principal`, for every edge: the agent token is ``agent``, the operator
+token ``ui``), with the server's grants. With an operator token configured, the routes only an
+operator may use (deciding approvals here, the console's routes and the API-tools writes beside)
+depend on :func:`require_operator`: the agent token there is refused 403 ``OPERATOR_REQUIRED``,
+audited, after the guard's Host, Origin, token and body checks. Every route runs behind the shared
+transport guard (``doraforge.wire.guard``): Host and Origin, the bearer token when one is
+configured, JSON bodies read with a streamed limit and parsed strictly. Errors map to the wire in
+one place: :data:`STATUS_FOR_ERROR` picks the status of every registry error class and
+:func:`error_response` answers ``{"ok": false, "error": {code, message, retryable, details}}``. The
+routes are a table (:data:`ROUTES`); their handlers read the service and settings from
+``app.state``.
 """
 
 from __future__ import annotations
@@ -159,6 +160,32 @@ def server_principal(
     )
 
 
+#: A credential's principal scope (``wire.guard.credential``): the operator token is the
+#: operator's session, the ``ui`` principal; the agent token (the only token when no
+#: operator token is configured) is the ``agent`` principal, on every edge alike.
+_SCOPE_OF_CREDENTIAL = {"operator": "ui", "agent": "agent"}
+
+
+def caller_scope(request: HTTPConnection, *, tokenless: str) -> str:
+    """The scope of the caller of ``request``, from the credential it presented and never
+    from the edge it came through. ``tokenless`` is the scope on a server without a token
+    (loopback only), where no credential says who calls: the edge's own (``ui`` for
+    ``/api/tools``, ``agent`` for ``/mcp``)."""
+    presented = credential(request.scope)
+    return tokenless if presented is None else _SCOPE_OF_CREDENTIAL[presented]
+
+
+def caller_principal(request: HTTPConnection, *, tokenless: str) -> Principal:
+    """The principal of the caller of ``request`` (:func:`caller_scope`) with the server's
+    grants, the permissions of its scope and the server's standing approvals. The one
+    place every edge (HTTP calls, MCP) derives who calls."""
+    settings = settings_of(request)
+    scope = caller_scope(request, tokenless=tokenless)
+    return server_principal(
+        service_of(request), settings, scope=scope, authenticated=is_authenticated(settings)
+    )
+
+
 def read_json_body(request: Request) -> Any:
     """The body the transport guard read (bounded) and parsed (strict JSON); ``None`` when
     empty (no route of the registry takes a JSON ``null``)."""
@@ -183,6 +210,15 @@ def registry_policy(settings: ServerSettings) -> TransportPolicy:
 OPERATOR = "doraforge-operator"
 
 
+def actor(request: HTTPConnection) -> str:
+    """Who acts on an operator route, for the audit: the operator when its token was
+    presented, else the principal of the credential presented (an agent token refused
+    there is recorded as the agent)."""
+    if is_operator(request):
+        return OPERATOR
+    return f"doraforge-{caller_scope(request, tokenless='ui')}"
+
+
 def is_operator(request: HTTPConnection) -> bool:
     """Whether ``request`` presented the operator token (always false without one)."""
     return credential(request.scope) == "operator"
@@ -199,8 +235,8 @@ def require_operator(request: Request) -> None:
     service_of(request).audit.record(
         request_id=None,
         name=f"{request.method} {path}",
-        principal_id="doraforge-ui",
-        scope="ui",
+        principal_id=actor(request),
+        scope=caller_scope(request, tokenless="ui"),
         state="denied",
         error_code="OPERATOR_REQUIRED",
         duration_s=0.0,
@@ -246,8 +282,8 @@ def _record_write(
     service_of(request).audit.record(
         request_id=None,
         name=label[:200],
-        principal_id=OPERATOR if is_operator(request) else "doraforge-ui",
-        scope="ui",
+        principal_id=actor(request),
+        scope=caller_scope(request, tokenless="ui"),
         state=state,
         error_code=error_code,
         duration_s=time.perf_counter() - started,
@@ -375,13 +411,11 @@ async def settle_in_flight(app: FastAPI, within_s: float) -> None:
 
 
 async def call(request: Request) -> Response:
-    service, settings = service_of(request), settings_of(request)
+    service = service_of(request)
     body = read_json_body(request)
     if not isinstance(body, dict):
         raise InvalidRequest("INVALID_CALL", "the body must be a portos_tool_call object")
-    principal = server_principal(
-        service, settings, scope="ui", authenticated=is_authenticated(settings)
-    )
+    principal = caller_principal(request, tokenless="ui")
     key = request.headers.get("idempotency-key")
     try:
         result = await unless_client_leaves(
@@ -458,12 +492,7 @@ async def get_approval(approval_id: str, request: Request) -> JSONResponse:
 
 def _operator(request: Request) -> str:
     """Who decides: the operator principal when the operator token was presented."""
-    if is_operator(request):
-        return OPERATOR
-    service, settings = service_of(request), settings_of(request)
-    return server_principal(
-        service, settings, scope="ui", authenticated=is_authenticated(settings)
-    ).id
+    return actor(request)
 
 
 async def approve(approval_id: str, request: Request) -> JSONResponse:

@@ -7,7 +7,8 @@ an ``Accept`` that allows both
 Tool failures and bad arguments come back as ``isError`` results; protocol faults as
 JSON-RPC errors; a registry refusal becomes one or the other in one place,
 :func:`refusal_result`, through :data:`MCP_FAULT_FOR_ERROR`. Every semantic call runs
-through :meth:`RegistryService.call` as the ``agent`` principal with the server's grants;
+through :meth:`RegistryService.call` as the principal of the credential presented
+(``registry.http.caller_principal``: the agent token is ``agent``) with the server's grants;
 the five read-only context tools answer from a :class:`ContextService` (audited the same
 way). A JSON-RPC batch is answered only where the negotiated version has batches
 (:data:`BATCH_VERSIONS`), and a result carrying an image becomes an MCP image block.
@@ -43,7 +44,7 @@ from doraforge.registry.http import (
     CLIENT_CLOSED,
     ClientGone,
     ServerStopping,
-    is_authenticated,
+    caller_principal,
     read_json_body,
     server_principal,
     service_of,
@@ -266,8 +267,7 @@ class McpEndpoint:
             if parsed.method == "tools/list":
                 return _result(parsed.id, {"tools": self.tools()})
             if parsed.method == "tools/call":
-                key = request.headers.get("idempotency-key")
-                return _result(parsed.id, await self._call_tool(params, key))
+                return _result(parsed.id, await self._call_tool(params, request))
             raise _Fault(-32601, f"method {parsed.method!r} is not supported")
         except _Fault as fault:
             return _error(parsed.id, fault)
@@ -297,13 +297,11 @@ class McpEndpoint:
             "Call context_profile, then search_context and get_context, to orient yourself.",
         )
 
-    def _principal(self) -> Principal:
-        authenticated = is_authenticated(self.settings)
-        return server_principal(
-            self.service, self.settings, scope="agent", authenticated=authenticated
-        )
-
-    async def _call_tool(self, params: dict[str, Any], key: str | None) -> dict[str, Any]:
+    async def _call_tool(self, params: dict[str, Any], http: Request) -> dict[str, Any]:
+        key = http.headers.get("idempotency-key")
+        # Who calls follows the credential presented, as on /api/tools (the agent token is
+        # the agent principal); only a tokenless server falls back to this edge's agent.
+        principal = caller_principal(http, tokenless="agent")
         try:
             request = types.CallToolRequestParams.model_validate(params)
         except ValidationError as exc:
@@ -313,7 +311,7 @@ class McpEndpoint:
         request_id = key.strip() if key is not None else f"mcp-{uuid.uuid4().hex}"
         arguments = request.arguments or {}
         if request.name in self.context.names and self.context_active:
-            return await self._call_context(request.name, arguments, request_id)
+            return await self._call_context(request.name, arguments, request_id, principal)
         body = {
             "type": "portos_tool_call",
             "requestId": request_id,
@@ -321,7 +319,7 @@ class McpEndpoint:
             "arguments": arguments,
         }
         try:
-            outcome = await self.service.call(body, self._principal(), idempotency_key=request_id)
+            outcome = await self.service.call(body, principal, idempotency_key=request_id)
         except RegistryError as exc:
             return refusal_result(exc, request_id)
         entry = self.service.resolve(request.name)
@@ -331,7 +329,7 @@ class McpEndpoint:
         return tool_result(outcome, self.settings, schema, name=entry.listed_name)
 
     async def _call_context(
-        self, name: str, arguments: dict[str, Any], request_id: str
+        self, name: str, arguments: dict[str, Any], request_id: str, principal: Principal
     ) -> dict[str, Any]:
         """A context tool's answer as a ``CallToolResult``; a refusal or a source failure
         is an ``isError`` result. Recorded in the registry's audit log like any call."""
@@ -339,9 +337,9 @@ class McpEndpoint:
         try:
             structured = await self.context.call(name, arguments)
         except ContextArgumentError as exc:
-            self._audit(request_id, name, arguments, started, error_code=exc.code)
+            self._audit(request_id, name, arguments, started, principal, error_code=exc.code)
             return tool_error(exc.to_payload(), request_id)
-        self._audit(request_id, name, arguments, started)
+        self._audit(request_id, name, arguments, started, principal)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=dumps(structured))],
             structuredContent=structured,
@@ -358,14 +356,15 @@ class McpEndpoint:
         name: str,
         arguments: Mapping[str, Any],
         started: float,
+        principal: Principal,
         *,
         error_code: str | None = None,
     ) -> None:
         self.service.audit.record(
             request_id=request_id,
             name=name,
-            principal_id=self._principal().id,
-            scope="agent",
+            principal_id=principal.id,
+            scope=principal.scope,
             state="completed" if error_code is None else "failed",
             error_code=error_code,
             duration_s=time.monotonic() - started,

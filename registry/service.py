@@ -42,6 +42,12 @@ type ToolResult = dict[str, Any]
 LEGACY_SOURCE = "registry:legacy-allowlist"
 
 
+def _egress_sources(tool: RegisteredTool) -> tuple[str, ...]:
+    """Whose declared hosts serve ``tool``'s calls: its own source, and the hosts the
+    constructing code gave the pre-policy way (every registered tool's, as before)."""
+    return (LEGACY_SOURCE,) if tool.source is None else (tool.source, LEGACY_SOURCE)
+
+
 class RegistryService:
     """Catalog, projections and governed calls over registered tools.
 
@@ -116,6 +122,7 @@ class RegistryService:
         *,
         wants_context: bool = False,
         admit: Admit | None = None,
+        source: str | None = None,
     ) -> ToolEntry:
         """Register a tool; :class:`Conflict` TOOL_REGISTRATION_CONFLICT on any name
         collision, :class:`InvalidRequest` TOOL_REGISTRATION_INVALID for a malformed entry or
@@ -123,8 +130,11 @@ class RegistryService:
         :class:`CallContext` (the caller's principal and requestId), so it can call other
         tools as that caller; ``admit``: the tool's own admission check, run after the
         standard pre-execution gates and reported as its availability in the native catalog
-        (see ``model.Admit``). Other adapters are untouched by either."""
-        return self._catalog.register(entry, adapter, wants_context=wants_context, admit=admit)
+        (see ``model.Admit``); ``source``: the egress source whose declared hosts serve this
+        tool's calls (``egress.declare``), and no other tool's. Other adapters are untouched."""
+        return self._catalog.register(
+            entry, adapter, wants_context=wants_context, admit=admit, source=source
+        )
 
     def unregister(self, name: str) -> ToolEntry:
         """Remove a tool; calls already running finish, retained results stay readable."""
@@ -300,7 +310,7 @@ class RegistryService:
             gates.permissions(entry, principal)
             gates.validate_input(tool, arguments, valid)
             gates.admit(tool, principal)
-            gates.egress(entry, self._egress, principal)
+            gates.egress(entry, self._egress, principal, _egress_sources(tool))
             if ask and self._approvals is not None:
                 await self._approvals.clear(_approval_request(call, entry, principal, arguments))
         except gates.Denied as denied:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from typing import Any, Literal
-from urllib.parse import SplitResult, urlsplit, urlunsplit
+from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -21,6 +21,8 @@ from doraforge.registry.api_tools.errors import NotFound, OutboundDenied, Unproc
 
 SECRET_SLOT = re.compile(r"\{\{secret:([A-Za-z_][A-Za-z0-9_]*)\}\}")
 PATH_SLOT = re.compile(r"\{([^{}]*)\}")
+#: Path segments a dialler or server resolves upward or away: never sent.
+DOT_SEGMENTS = frozenset({".", ".."})
 _IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _SNAKE = r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$"
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
@@ -87,6 +89,8 @@ class Tool(_Strict):
     def _no_secret_in_path(cls, path: str) -> str:
         if "{{" in path or "?" in path or "#" in path:
             raise ValueError("path may hold only {param} slots (no secrets, query or fragment)")
+        if any(unquote(segment) in DOT_SEGMENTS for segment in path.split("/")):
+            raise ValueError("path may not hold '.' or '..' segments (it stays under baseUrl)")
         return path
 
     @model_validator(mode="after")
@@ -131,6 +135,8 @@ class Bundle(_Strict):
             raise ValueError("must be an absolute http or https URL with a host")
         if parts.username or parts.password or parts.query or parts.fragment or "{" in url:
             raise ValueError("must not carry credentials, query, fragment or template slots")
+        if any(unquote(segment) in DOT_SEGMENTS for segment in parts.path.split("/")):
+            raise ValueError("must not hold '.' or '..' path segments")
         return urlunsplit((parts.scheme, _canonical_netloc(parts), parts.path, "", "")).rstrip("/")
 
     @field_validator("credentials")
@@ -176,6 +182,23 @@ class Bundle(_Strict):
     def port(self) -> int:
         """The port dialled: the explicit one, else the scheme's default."""
         return urlsplit(self.baseUrl).port or (443 if self.scheme == "https" else 80)
+
+    @property
+    def authority(self) -> str:
+        """``host:port`` as the egress policy spells it (the port always written, IPv6 in
+        brackets): the one host and port this bundle's tools reach."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+    @property
+    def origin(self) -> str:
+        """``scheme://host:port``: what the bundle declares to the egress policy."""
+        return f"{self.scheme}://{self.authority}"
+
+    @property
+    def base_path(self) -> str:
+        """The ``baseUrl``'s path (``""`` for none), which no call may climb out of."""
+        return urlsplit(self.baseUrl).path
 
     def tool(self, name: str) -> Tool:
         for tool in self.tools:

@@ -1,7 +1,7 @@
 """The API-tool bundles of one server: saved, registered, replaced, deleted, all live.
 
 :class:`ApiTools` owns the bundle store, the tools each bundle registers on the registry
-service and the egress hosts it declares. A save is checked before anything is written
+service and the egress origin it declares for them. A save is checked before anything is written
 (validation, the outbound policy, credentials by name and scope, tool names free); a delete
 tombstones the file, unregisters the tools and retracts the hosts, so the next catalog read
 (and its ETag) no longer has them.
@@ -122,7 +122,7 @@ class ApiTools:
         self.uninstall(bundle.name)
         pairs = build_tools(bundle, secrets=self.secrets, policy=self.policy, client=self.client)
         for entry, adapter in pairs:
-            self.service.register(entry, adapter)
+            self.service.register(entry, adapter, source=egress_source(bundle.name))
         self._declare_egress(bundle)
         self.bundles[bundle.name] = bundle
 
@@ -154,9 +154,11 @@ class ApiTools:
         return bundle
 
     def _declare_egress(self, bundle: Bundle) -> None:
-        # The base host passed the outbound policy when the bundle was saved; declaring it
-        # again under the same source replaces what a previous version declared.
-        self.service.egress.declare(egress_source(bundle.name), [bundle.host])
+        # The base origin (scheme, host and port) passed the outbound policy when the
+        # bundle was saved; it serves this bundle's tools only, never another port of the
+        # host nor another tool. Declaring it again under the same source replaces what a
+        # previous version declared.
+        self.service.egress.declare(egress_source(bundle.name), [bundle.origin])
 
     def _retract_egress(self, bundle: Bundle) -> None:
         self.service.egress.retract(egress_source(bundle.name))

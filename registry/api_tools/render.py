@@ -2,7 +2,9 @@
 
 Secret substitution and argument substitution are structurally separate: secrets fill only
 ``{{secret:NAME}}`` slots of the bundle's own header values, arguments fill only declared
-param slots, and no text produced from an argument is ever expanded again.
+param slots, and no text produced from an argument is ever expanded again. A path parameter
+fills exactly one segment (percent-encoded whole, never ``.`` or ``..``), and the final URL's
+path must stay under the bundle's base path (``API_PATH_ESCAPE`` otherwise).
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode, urlsplit
 
-from doraforge.registry.api_tools.bundle import PATH_SLOT, SECRET_SLOT, Bundle, Tool
+from doraforge.registry.api_tools.bundle import DOT_SEGMENTS, PATH_SLOT, SECRET_SLOT, Bundle, Tool
 from doraforge.registry.api_tools.errors import ToolFailure
 
 MASK = "****"
@@ -102,12 +104,41 @@ def _headers(
     return real, masked
 
 
+def _segment(name: str, value: Any) -> str:
+    """One path parameter as exactly one segment: percent-encoded whole (a ``/`` in it is
+    ``%2F``), never ``.`` or ``..``, which a dialler or server would resolve upward."""
+    text = _text(name, value)
+    if text in DOT_SEGMENTS:
+        raise ToolFailure(
+            "API_PATH_ESCAPE",
+            f"argument {name!r} may not be {text!r}: a path parameter is one segment and "
+            "cannot climb out of the service's base path",
+            details={"param": name},
+        )
+    return quote(text, safe="")
+
+
+def _contained(bundle: Bundle, url: str) -> str:
+    """``url`` when its path stays under the bundle's base path with no dot segment left
+    to resolve; ``API_PATH_ESCAPE`` otherwise (a check on the final URL, whatever built it)."""
+    path, base = urlsplit(url).path, bundle.base_path
+    segments = [unquote(segment) for segment in path.split("/")]
+    under = path == base or path.startswith(f"{base}/")
+    if not under or any(segment in DOT_SEGMENTS for segment in segments):
+        raise ToolFailure(
+            "API_PATH_ESCAPE",
+            f"the request path would leave the service's base path {base or '/'!r}",
+            details={"basePath": base or "/"},
+        )
+    return url
+
+
 def _url(bundle: Bundle, tool: Tool, arguments: Mapping[str, Any]) -> str:
     def slot(match: Any) -> str:
         name = match.group(1)
-        return quote(_text(name, arguments[name]), safe="")
+        return _segment(name, arguments[name])
 
-    url = bundle.baseUrl + PATH_SLOT.sub(slot, tool.path)
+    url = _contained(bundle, bundle.baseUrl + PATH_SLOT.sub(slot, tool.path))
     query: list[tuple[str, str]] = []
     for param in tool.params:
         if param.in_ != "query" or param.name not in arguments:

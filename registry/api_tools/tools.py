@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from doraforge.registry.api_tools.addresses import parse_host
-from doraforge.registry.api_tools.bundle import Bundle, Tool
+from doraforge.registry.api_tools.bundle import DOT_SEGMENTS, Bundle, Tool
 from doraforge.registry.api_tools.client import ApiClient, execute, redact
 from doraforge.registry.api_tools.errors import Conflict, OutboundDenied, ToolFailure, Unprocessable
 from doraforge.registry.api_tools.outbound import (
@@ -46,6 +46,8 @@ def input_schema(tool: Tool) -> dict[str, Any]:
         schema = dict(param.schema_)
         if param.description and "description" not in schema:
             schema["description"] = param.description
+        if param.in_ == "path":  # one segment below the base path: the gate refuses these
+            schema = {**schema, "not": {"enum": sorted(DOT_SEGMENTS)}}
         properties[param.name] = schema
     return {
         "type": "object",
@@ -77,7 +79,7 @@ def entry(bundle: Bundle, tool: Tool) -> dict[str, Any]:
             "confirmation": "none",
             "risk": "low" if read else "medium",
             "permissions": [],
-            "egressHosts": [bundle.host],
+            "egressHosts": [bundle.authority],
             "timeoutMs": tool.timeoutMs,
         },
     }

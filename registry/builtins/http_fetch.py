@@ -4,9 +4,11 @@ doraforge's rule is that no tool argument is ever a URL the server will call, wh
 spec's ``http_fetch`` fetches what the caller names. Both hold because the arguments are
 not a URL but its parts, each judged before anything is dialled: ``host`` (a bare host,
 ``host:port`` or ``[v6]:port``), ``path``, optional ``query`` pairs and ``scheme``. The
-host must be on the egress allowlist for this caller (checked here, per call, because the
-entry cannot declare it statically; refused ``TOOL_EGRESS_DENIED`` like the registry's
-own gate, with the message naming the operator's allow route), and the request goes
+host and the port dialled must be on the operator's egress allowlist for this caller
+(checked here, per call, because the entry cannot declare it statically; an entry with a
+port admits that port only; a host an API bundle or MCP server declared serves that
+source's tools, never this one; refused ``TOOL_EGRESS_DENIED`` like the registry's own
+gate, the message naming ``host:port`` and the operator's allow route), and the request goes
 through the API tools' outbound client, which resolves the name once, vets every address
 against the operator's outbound policy (no link-local or metadata targets in any mode),
 dials the vetted address and never follows a redirect.
@@ -28,7 +30,7 @@ import httpx
 from doraforge.registry.api_tools.addresses import canonical_host, split_port
 from doraforge.registry.api_tools.client import ApiClient
 from doraforge.registry.api_tools.errors import OutboundDenied
-from doraforge.registry.api_tools.outbound import OutboundPolicy
+from doraforge.registry.api_tools.outbound import DEFAULT_PORTS, OutboundPolicy
 from doraforge.registry.api_tools.render import RenderedRequest
 from doraforge.registry.api_tools.response import RawResponse
 from doraforge.registry.builtins.config import HttpFetchSettings, read_policy
@@ -110,18 +112,20 @@ def _bad(message: str) -> ToolFailure:
 
 
 def target(arguments: dict[str, Any]) -> tuple[str, str]:
-    """``(host, url)``: the canonical host the egress policy judges, and the URL built
-    from the vetted parts (path re-quoted, query encoded)."""
+    """``(host:port, url)``: the canonical host and the port dialled (the scheme's default
+    when none is given), which the egress policy judges together, and the URL built from
+    the vetted parts (path re-quoted, query encoded)."""
     try:
         name, port = split_port(arguments["host"])
         host = canonical_host(name)
     except (ValueError, OutboundDenied) as exc:
         raise _bad(f"host is not a host name or address ({exc})") from None
     scheme = arguments.get("scheme", "https")
-    netloc = f"{host}:{port}" if port is not None else host
+    authority = f"{host}:{port if port is not None else DEFAULT_PORTS[scheme]}"
+    netloc = f"{host}:{port}" if port is not None else host  # the Host header as written
     path = quote(arguments["path"], safe="/%:@!$&'()*+,;=-._~")
     query = urlencode({k: _text(v) for k, v in arguments.get("query", {}).items()})
-    return host.strip("[]"), f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
+    return authority, f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
 
 
 def _text(value: Any) -> str:

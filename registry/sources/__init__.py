@@ -204,7 +204,7 @@ class McpSources:
             return await source.call(remote, arguments, write=write)
 
         try:
-            self.service.register(entry, adapter, admit=source.admit)
+            self.service.register(entry, adapter, admit=source.admit, source=source_id(source.name))
         except RegistryError as exc:
             logger.warning("MCP server %s: tool %r not registered: %s", source.name, remote, exc)
             return False

@@ -112,7 +112,7 @@ def test_list_shows_the_waiting_call_and_approve_releases_it(
     code, out, err = run(capsys, monkeypatch, tmp_path, "approvals", "list", "--url", registry.url)
     assert (code, err) == (0, "")
     (shown,) = out.splitlines()
-    assert shown.startswith(f"{record['id']} pending {LISTED} doraforge-ui expires ")
+    assert shown.startswith(f"{record['id']} pending {LISTED} doraforge-agent expires ")
     assert shown.endswith('{"x":0.4}')
     code, out, err = run(
         capsys,

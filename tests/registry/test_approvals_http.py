@@ -116,8 +116,9 @@ async def test_an_approved_call_is_listed_then_runs_and_answers_its_caller(
         (record,) = await _pending(client)
         assert set(record) == FIELDS
         assert record["arguments"] == {"x": 0.25, "api_key": "[REDACTED]"}
+        # The one token is the agent token: its caller is the agent principal.
         shown = (record["tool"], record["risk"], record["caller"])
-        assert shown == (LISTED, "high", "doraforge-ui")
+        assert shown == (LISTED, "high", "doraforge-agent")
         assert record["requested_at"].endswith("Z")
         assert record["expires_at"].endswith("Z")
         one = await client.get(f"/api/approvals/{record['id']}")

@@ -18,10 +18,12 @@ UI = Principal(id="doraforge-ui", scope="ui")
 AGENT = Principal(id="doraforge-agent", scope="agent")
 
 
-def _service(egress: EgressSettings | None = None) -> tuple[RegistryService, CountingAdapter]:
+def _service(
+    egress: EgressSettings | None = None, source: str | None = None
+) -> tuple[RegistryService, CountingAdapter]:
     service = RegistryService(egress=egress)
     adapter = CountingAdapter()
-    service.register(FETCH, adapter)
+    service.register(FETCH, adapter, source=source)
     return service, adapter
 
 
@@ -70,12 +72,19 @@ async def test_the_callers_principal_picks_its_overlay() -> None:
 
 
 async def test_policy_changes_apply_to_the_next_call() -> None:
-    service, _ = _service()
+    service, _ = _service(source="mcp:fetcher")
     assert await _state(service, UI, "r1") == "denied"
     service.egress.declare("mcp:fetcher", ["api.example.com", "cdn.example.com:8443"])
     assert await _state(service, UI, "r2") == "completed"
     service.egress.retract("mcp:fetcher")
     assert await _state(service, UI, "r3") == "denied"
+
+
+async def test_a_sources_hosts_never_serve_another_sources_tool() -> None:
+    service, adapter = _service(source="mcp:other")
+    service.egress.declare("mcp:fetcher", ["api.example.com", "cdn.example.com:8443"])
+    assert await _state(service, AGENT, "r1") == "denied"
+    assert adapter.calls == []
 
 
 async def test_the_deprecated_allowlist_spellings_still_allow() -> None:

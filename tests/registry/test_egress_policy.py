@@ -93,35 +93,55 @@ def test_an_overlay_can_switch_egress_on_for_one_principal() -> None:
 
 def test_a_declared_host_is_reachable_until_its_source_is_retracted() -> None:
     policy = EgressPolicy()
+    weather = ("api-tools:weather",)
     assert policy.declare("api-tools:weather", ["api.weather.example"]) == ["api.weather.example"]
-    assert policy.allows("api.weather.example", UI)
-    assert policy.allows("api.weather.example", AGENT)
+    assert policy.allows("api.weather.example", UI, sources=weather)
+    assert policy.allows("api.weather.example", AGENT, sources=weather)
     assert policy.declared() == {"api-tools:weather": ["api.weather.example"]}
     assert policy.retract("api-tools:weather") is True
-    assert not policy.allows("api.weather.example", UI)
+    assert not policy.allows("api.weather.example", UI, sources=weather)
     assert policy.retract("api-tools:weather") is False  # nothing left to retract
 
 
 def test_a_replaced_source_loses_its_old_host() -> None:
     policy = EgressPolicy()
+    weather = ("api-tools:weather",)
     policy.declare("api-tools:weather", ["old.weather.example"])
     policy.declare("api-tools:weather", ["new.weather.example"])
-    assert not policy.allows("old.weather.example", UI)
-    assert policy.allows("new.weather.example", UI)
+    assert not policy.allows("old.weather.example", UI, sources=weather)
+    assert policy.allows("new.weather.example", UI, sources=weather)
     policy.declare("api-tools:weather", [])  # an empty declaration retracts
     assert policy.declared() == {}
 
 
-def test_a_host_two_sources_declared_stays_until_both_are_gone() -> None:
+def test_a_declared_host_serves_its_own_source_only() -> None:
     policy = EgressPolicy()
     policy.declare("api-tools:a", ["shared.example.com"])
     policy.declare("mcp:fetcher", ["shared.example.com", "only-mcp.example.com"])
     assert policy.declared_by("shared.example.com") == ["api-tools:a", "mcp:fetcher"]
+    assert policy.allows("only-mcp.example.com", UI, sources=("mcp:fetcher",))
+    assert not policy.allows("only-mcp.example.com", UI, sources=("api-tools:a",))
+    assert not policy.allows("shared.example.com", UI)  # no source: the operator's alone
     policy.retract("api-tools:a")
-    assert policy.allows("shared.example.com", UI)
-    policy.retract("mcp:fetcher")
-    assert not policy.allows("shared.example.com", UI)
-    assert not policy.allows("only-mcp.example.com", UI)
+    assert not policy.allows("shared.example.com", UI, sources=("api-tools:a",))
+    assert policy.allows("shared.example.com", UI, sources=("mcp:fetcher",))
+
+
+def test_a_declared_origin_covers_its_own_port_only() -> None:
+    policy = EgressPolicy()
+    bundle = ("api:public",)
+    assert policy.declare("api:public", ["HTTP://127.0.0.1:20900", "https://api.example.com"]) == [
+        "http://127.0.0.1:20900",
+        "https://api.example.com:443",
+    ]
+    assert policy.allows("127.0.0.1:20900", AGENT, sources=bundle)
+    assert policy.allows("api.example.com:443", AGENT, sources=bundle)
+    assert not policy.allows("127.0.0.1:20901", AGENT, sources=bundle)
+    assert not policy.allows("127.0.0.1", AGENT, sources=bundle)  # every port: not declared
+    assert policy.declared_by("127.0.0.1") == ["api:public"]  # the host, on some port
+    assert policy.declared_by("127.0.0.1:20901") == []
+    with pytest.raises(ValueError, match="http:// or https://"):
+        policy.declare("api:public", ["ftp://127.0.0.1:21"])
 
 
 def test_a_port_less_entry_covers_every_port_and_a_port_only_its_own() -> None:
@@ -193,7 +213,7 @@ def test_bad_source_ids_and_hosts_change_nothing() -> None:
     with pytest.raises(ValueError, match="source id"):
         policy.declare("", ["api.example.com"])
     with pytest.raises(ValueError, match="not a bare host"):
-        policy.declare("api-tools:x", ["api.example.com", "https://evil.example"])
+        policy.declare("api-tools:x", ["api.example.com", "https://evil.example/path"])
     assert policy.declared() == {}
 
 

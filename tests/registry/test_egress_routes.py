@@ -53,7 +53,7 @@ def _serve(path: Path, settings: ServerSettings | None = None) -> Iterator[Serve
     settings = settings or _settings()
     service = new_service(settings)
     adapter = CountingAdapter()
-    service.register(FETCH, adapter)
+    service.register(FETCH, adapter, source="mcp:fetcher")
     app = build_app(service, settings, egress_file=path)
     with running(app) as url, httpx.Client(timeout=10) as client:
         yield Server(url, service, adapter, client)
@@ -71,15 +71,15 @@ def test_allowlist_changes_take_effect_live_and_removed_hosts_are_refused(server
     assert denied["error"]["code"] == "TOOL_EGRESS_DENIED"
     details = denied["error"]["details"]
     assert details["route"] == "/api/egress/allow"
-    assert details["principal"] == "ui"
+    assert details["principal"] == "agent"  # the agent token's, over HTTP as over MCP
     allowed = server.operator(
         "POST", details["route"], json={"host": details["host"], "principal": details["principal"]}
     )
     assert allowed.status_code == 200
     body = allowed.json()
-    assert body["allowed"] == {"host": "api.example.com", "principal": "ui"}
-    assert body["egress"]["effective"]["ui"]["enabled"] is True
-    assert body["egress"]["effective"]["agent"]["enabled"] is False
+    assert body["allowed"] == {"host": "api.example.com", "principal": "agent"}
+    assert body["egress"]["effective"]["agent"]["enabled"] is True
+    assert body["egress"]["effective"]["ui"]["enabled"] is False
     assert server.call("r2")["state"] == "completed"
     removed = server.operator("DELETE", "/api/egress/hosts/api.example.com")
     assert removed.status_code == 200
@@ -116,8 +116,8 @@ def test_the_policy_shows_each_principal_and_each_sources_hosts(server: Server) 
     assert egress["enabled"] is False
     assert egress["declared"] == {"mcp:fetcher": ["api.example.com", "cdn.example.com"]}
     assert set(egress["effective"]) == {"base", "agent", "mind", "ui", "voice"}
-    assert egress["effective"]["ui"]["declared"] == ["api.example.com", "cdn.example.com"]
-    assert server.call("r1")["state"] == "completed"  # a declared host needs no switch
+    assert egress["effective"]["agent"] == {"enabled": False, "allow_any": False, "hosts": []}
+    assert server.call("r1")["state"] == "completed"  # its own source's host needs no switch
     # Not the operator's to remove: the source's declaration goes with the source.
     gone = server.operator("DELETE", "/api/egress/hosts/cdn.example.com")
     assert gone.status_code == 404
@@ -132,11 +132,11 @@ def test_put_replaces_the_operator_part(server: Server) -> None:
         "enabled": False,
         "allow_any": False,
         "hosts": [],
-        "principals": {"ui": {"enabled": True, "hosts": ["API.example.com"]}},
+        "principals": {"agent": {"enabled": True, "hosts": ["API.example.com"]}},
     }
     replaced = server.operator("PUT", "/api/egress", json=document)
     assert replaced.status_code == 200
-    assert replaced.json()["egress"]["principals"]["ui"]["hosts"] == ["api.example.com"]
+    assert replaced.json()["egress"]["principals"]["agent"]["hosts"] == ["api.example.com"]
     assert server.call("r1")["state"] == "completed"
     off = server.operator("PUT", "/api/egress", json={"enabled": False})
     assert off.json()["egress"]["principals"] == {}
@@ -211,3 +211,17 @@ def test_every_change_is_audited_with_the_operator(server: Server) -> None:
         "egress.operator remove api.example.com from (all)",
     ]
     assert {r["principal"] for r in changes} == {"doraforge-operator"}
+
+
+def test_an_empty_put_is_refused_and_changes_nothing(server: Server) -> None:
+    allowed = server.operator("POST", "/api/egress/allow", json={"host": "api.example.com"})
+    assert allowed.status_code == 200
+    before = server.operator("GET", "/api/egress").json()["egress"]
+    emptied = server.operator("PUT", "/api/egress", json={})
+    assert emptied.status_code == 400
+    error = emptied.json()["error"]
+    assert error["code"] == "EGRESS_INVALID"
+    assert '{"enabled": false}' in error["message"]  # how to reset deliberately
+    assert error["details"]["field"] == "body"
+    assert server.operator("GET", "/api/egress").json()["egress"] == before
+    assert server.call("r1")["state"] == "completed"  # the allowlist still stands

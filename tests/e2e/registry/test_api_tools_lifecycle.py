@@ -235,11 +235,11 @@ async def _lifecycle(stack: Stack, operator: httpx.AsyncClient, agent: httpx.Asy
     assert called.json()["state"] == "completed", called.text
     assert "upstream" in called.json()["result"]["content"]
     assert stack.a.authorizations == [f"Bearer {SECRET}"]
-    assert (await _declared(operator))["api:weather"] == ["127.0.0.1"]
+    assert (await _declared(operator))["api:weather"] == [base_a]  # its origin, port included
 
     replaced = await operator.put("/api/api-tools/weather", json=_bundle(base_b))
     assert replaced.status_code == 200, replaced.text
-    assert (await _declared(operator))["api:weather"] == ["localhost"]  # 127.0.0.1 retracted
+    assert (await _declared(operator))["api:weather"] == [base_b]  # base_a retracted
     again = await agent.post("/api/tools/call", json=_call("api__weather__now", {}, "call-b"))
     assert again.json()["state"] == "completed", again.text
     assert json.loads(again.json()["result"]["content"]) == {"upstream": "b"}

@@ -169,7 +169,7 @@ def test_entries_are_valid_tool_entries() -> None:
     assert read.policy.requiredCapabilities == ["api.read"]
     assert write.policy.sideEffect == "write"
     assert write.policy.requiredCapabilities == ["api.write"]
-    assert write.policy.egressHosts == ["api.example.com"]
+    assert write.policy.egressHosts == ["api.example.com:443"]  # its own port only
     assert write.policy.scopes == ["agent", "ui"]
     assert write.input_schema["required"] == ["id"]
     assert write.input_schema["additionalProperties"] is False

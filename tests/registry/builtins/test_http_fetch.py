@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from doraforge.registry.builtins import http_fetch
 from doraforge.registry.egress import EgressSettings
 from doraforge.registry.service import RegistryService
 from doraforge.registry.settings import ServerSettings
@@ -172,3 +173,36 @@ async def test_high_risk_needs_approval_and_the_network_permission(served: Upstr
     entry = service.resolve(FETCH)
     assert entry is not None
     assert entry.policy.risk == "high"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "judged", "url"),
+    [
+        ({"host": "docs.example.org", "path": "/a"}, "docs.example.org:443", "https://docs.example.org/a"),
+        ({"host": "docs.example.org", "path": "/a", "scheme": "http"}, "docs.example.org:80", "http://docs.example.org/a"),
+        ({"host": "127.0.0.1:8080", "path": "/a", "scheme": "http"}, "127.0.0.1:8080", "http://127.0.0.1:8080/a"),
+        ({"host": "[::1]:9000", "path": "/a"}, "[::1]:9000", "https://[::1]:9000/a"),
+    ],
+)  # fmt: skip
+def test_the_egress_policy_judges_the_host_and_the_port_dialled(
+    arguments: dict[str, Any], judged: str, url: str
+) -> None:
+    assert http_fetch.target(arguments) == (judged, url)
+
+
+async def test_a_port_entry_admits_that_port_and_the_denial_names_host_and_port(
+    served: Upstream,
+) -> None:
+    service = fetch_service(served.port, hosts=(f"127.0.0.1:{served.port + 1}",))
+    agent = caller(approvals=APPROVED)
+    denied = await call(service, "http_fetch", target(served.port, "/text"), agent)
+    assert denied["error"]["code"] == "TOOL_EGRESS_DENIED"
+    assert denied["error"]["details"]["host"] == f"127.0.0.1:{served.port}"
+    assert (
+        f'{{"host": "127.0.0.1:{served.port}", "principal": "agent"}}'
+        in (denied["error"]["message"])
+    )
+    service.egress.allow(f"127.0.0.1:{served.port}", "agent", by="test")
+    fetched = await call(service, "http_fetch", target(served.port, "/text"), agent)
+    assert fetched["state"] == "completed", fetched
+    assert [seen["path"] for seen in served.seen] == ["/text"]
