@@ -16,6 +16,7 @@ from typing import Any
 import mcp.types as types
 
 from doraforge.registry.context.budgets import MAX_IMAGE_DATA_CHARS, dumps
+from doraforge.registry.errors import ToolFailure
 from doraforge.registry.result_budget import Cut, ResultTooLarge, Schema, cut
 from doraforge.registry.settings import ServerSettings
 
@@ -100,22 +101,19 @@ def tool_result(
 def too_large(name: str, exc: ResultTooLarge, request_id: str) -> dict[str, Any]:
     """The error of a completed call whose result no valid cut fits: the call's effect
     stands, and its whole result is retained under its requestId."""
-    return {
-        "code": "TOOL_RESULT_TOO_LARGE",
-        "message": (
-            f"{name} completed, but its result ({exc.original_chars} characters) does not fit "
-            f"the MCP result budget ({exc.max_chars}) in any form its output schema allows; "
-            "do not call it again: its effect stands, and the whole result is retained at "
-            f"GET /api/tools/calls/{request_id}"
-        ),
-        "retryable": False,
-        "details": {
+    return ToolFailure(
+        "TOOL_RESULT_TOO_LARGE",
+        f"{name} completed, but its result ({exc.original_chars} characters) does not fit "
+        f"the MCP result budget ({exc.max_chars}) in any form its output schema allows; do "
+        "not call it again: its effect stands, and the whole result is retained at "
+        f"GET /api/tools/calls/{request_id}",
+        retryable=False,
+        details={
             "requestId": request_id,
             "resultChars": exc.original_chars,
             "maxResultChars": exc.max_chars,
-            "remoteState": "completed",
         },
-    }
+    ).to_payload()
 
 
 def _structured(bounded: Cut, meta: dict[str, Any], *before: types.ImageContent) -> dict[str, Any]:
