@@ -13,6 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 
 from doraforge.paos.home import PaosHome
 from doraforge.registry.api_tools.tools import OUTPUT_SCHEMA as API_TOOL_OUTPUT
@@ -22,8 +24,10 @@ from doraforge.registry.recipes.run import OUTPUT_SCHEMA as RECIPE_OUTPUT
 from doraforge.registry.result_budget import ResultTooLarge, cut
 from doraforge.registry.robot_schemas import TASK_ANSWER_OUTPUT
 from doraforge.registry.robot_tools import RobotTools, register_robot_tools
+from doraforge.registry.server import build_app, new_service
 from doraforge.registry.service import RegistryService
 from doraforge.registry.settings import ServerSettings
+from tests.registry.server_support import running
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=600),
@@ -220,3 +224,44 @@ def test_a_result_no_valid_cut_fits_is_refused_not_sent_invalid() -> None:
     assert error["code"] == "TOOL_RESULT_TOO_LARGE"
     assert error["message"].startswith("demo_shaped completed")
     assert error["details"]["requestId"] == "req-9"
+
+
+def _finalize_entry() -> dict[str, Any]:
+    return {
+        "name": "demo.finalize",
+        "providerName": "demo_finalize",
+        "description": "Answer like forge_task_finalize, over the MCP result budget.",
+        "input_schema": {"type": "object", "additionalProperties": False, "properties": {}},
+        "output_schema": TASK_ANSWER_OUTPUT,
+        "policy": {
+            "scopes": ["agent"],
+            "requiredCapabilities": ["robot.read"],
+            "sideEffect": "read",
+            "idempotent": True,
+            "risk": "low",
+        },
+    }
+
+
+@pytest.mark.anyio
+async def test_the_official_sdk_client_validates_a_cut_answer_against_the_listed_schema() -> None:
+    settings = ServerSettings(grants=frozenset({"robot.read"}), mcp_enabled=True)
+    service = new_service(settings)
+
+    async def finalize(_arguments: dict[str, Any]) -> dict[str, Any]:
+        return _finalize_answer()
+
+    service.register(_finalize_entry(), finalize)
+    with running(build_app(service, settings)) as base:
+        async with (
+            streamable_http_client(f"{base}/mcp") as (read, write, _session_id),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            # The SDK raises when structured content does not match the tool's outputSchema.
+            done = await session.call_tool("demo_finalize", {})
+    assert done.isError is False, done.content
+    assert done.structuredContent is not None
+    assert done.structuredContent["revisions"][-1]["verdict"]["status"] == "success"
+    assert done.meta is not None
+    assert done.meta["doraforge/truncated"] is True
