@@ -24,6 +24,7 @@ from doraforge.cli import (
     approvals_command,
     credentials_command,
     doctor_command,
+    errors,
     eval_command,
     recipes_command,
     run_command,
@@ -32,6 +33,7 @@ from doraforge.cli import (
     task_commands,
 )
 from doraforge.cli.context import Context
+from doraforge.cli.parser import Parser
 from doraforge.skill_runtime.dora_run import exit_on_sigterm
 from doraforge.wire.errors import StructuredError
 
@@ -124,12 +126,15 @@ def _subparsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentPa
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``doraforge``."""
-    parser = argparse.ArgumentParser(prog="doraforge", description="doraforge robot tool stack")
+    parser = Parser(prog="doraforge", description="doraforge robot tool stack")
     _add_global_options(parser, top=True)
     parser.add_argument(
         "--version", action="version", version=f"doraforge {distribution_version()}"
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    # Typed as the commands' register functions take it; each subparser is a Parser.
+    commands: argparse._SubParsersAction[argparse.ArgumentParser] = parser.add_subparsers(
+        dest="command", required=True
+    )  # type: ignore[assignment]
     run_command.register(commands)
     _register_demo(commands)
     skill_commands.register(commands)
@@ -150,19 +155,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``doraforge`` console script.
 
     SIGTERM unwinds like Ctrl-C (``KeyboardInterrupt``), so an interrupted ``skill start``
-    or demo still stops what it started; ``run`` and ``tools call`` handle both signals
-    themselves."""
+    or demo still stops what it started; ``run``, ``tools call`` and ``task run`` handle
+    both signals themselves."""
     args = build_parser().parse_args(argv)
     ctx = Context.from_args(args)
     previous = signal.getsignal(signal.SIGTERM)
     exit_on_sigterm()
     try:
         return int(args.handler(ctx, args))
-    except StructuredError as exc:  # every doraforge error family: one line, no traceback
-        ctx.out.fail(f"{exc.code}: {exc.message}")
-        return 1
-    except (OSError, ValueError) as exc:
-        ctx.out.fail(str(exc) or type(exc).__name__)
+    except (StructuredError, OSError, ValueError) as exc:  # one line, no traceback
+        ctx.out.fail(errors.line(exc, args))
         return 1
     except KeyboardInterrupt:
         ctx.out.fail("INTERRUPTED: stopped by Ctrl-C or SIGTERM")

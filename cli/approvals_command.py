@@ -1,7 +1,8 @@
 """``doraforge approvals list|approve|deny``: decide high-risk agent calls that wait.
 
 The commands talk to a running ``doraforge serve`` over its HTTP API (``/api/approvals``)
-at ``--url`` (default ``http://127.0.0.1:8765``), presenting the operator's bearer token as
+at ``--url`` or ``--port``, else ``$DORAFORGE_REGISTRY_URL``, else the serve running for
+this home (its ``serve.json``), presenting the operator's bearer token as
 ``serve`` reads it: ``--token-env VAR`` or ``--token-file PATH`` (0600), else
 ``$DORAFORGE_OPERATOR_TOKEN`` when set, else ``$DORAFORGE_REGISTRY_TOKEN`` when set (a
 server started without ``--operator-token-*`` takes its one token for deciding too).
@@ -25,6 +26,7 @@ from doraforge.cli.registry_client import (
     OPERATOR_TOKEN_ENV,
     RegistryFailure,
     connection_options,
+    registry_url,
     token,
 )
 
@@ -80,6 +82,10 @@ def line(record: Mapping[str, Any]) -> str:
     return f"{' '.join(str(p) for p in parts)} {when} {arguments}"
 
 
+def _url(ctx: Context, args: argparse.Namespace) -> str:
+    return registry_url(ctx.home, ctx.environ, args)
+
+
 def _bearer(ctx: Context, args: argparse.Namespace) -> str | None:
     return token(ctx.environ, args.token_env, args.token_file)
 
@@ -87,7 +93,8 @@ def _bearer(ctx: Context, args: argparse.Namespace) -> str | None:
 def _list(ctx: Context, args: argparse.Namespace) -> int:
     params = {} if args.state is None else {"state": args.state}
     try:
-        body = request(args.url, "GET", "/api/approvals", bearer=_bearer(ctx, args), params=params)
+        bearer = _bearer(ctx, args)
+        body = request(_url(ctx, args), "GET", "/api/approvals", bearer=bearer, params=params)
     except ApprovalsFailure as failure:
         ctx.out.fail(str(failure))
         return 1
@@ -107,9 +114,8 @@ def _decide(ctx: Context, args: argparse.Namespace) -> int:
         return 1
     path = f"/api/approvals/{quote(args.id, safe='')}/{args.decision}"
     try:
-        record = request(
-            args.url, "POST", path, bearer=_bearer(ctx, args), body={"reason": args.reason}
-        )
+        bearer = _bearer(ctx, args)
+        record = request(_url(ctx, args), "POST", path, bearer=bearer, body={"reason": args.reason})
     except ApprovalsFailure as failure:
         ctx.out.fail(str(failure))
         return 1

@@ -46,7 +46,8 @@ def read_value(stream: TextIO) -> str:
 
 def _call(ctx: Context, args: argparse.Namespace, method: str, path: str, **extra: Any) -> Any:
     bearer = token(ctx.environ, args.token_env, args.token_file)
-    return registry_client.request(args.url, method, path, bearer=bearer, hints=_HINTS, **extra)
+    url = registry_client.registry_url(ctx.home, ctx.environ, args)
+    return registry_client.request(url, method, path, bearer=bearer, hints=_HINTS, **extra)
 
 
 def _run(ctx: Context, work: Any) -> int:

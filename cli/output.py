@@ -37,12 +37,14 @@ class Output:
         raw: Any,
         *,
         whole: Sequence[str] = (),
+        wrapped: Sequence[str] = (),
     ) -> None:
         """A table for people; ``raw`` as JSON for scripts.
 
         The ``whole`` columns (ids, states, times) are never cut or wrapped, however narrow
-        the terminal, so an id can be copied into the next command; the others then give
-        way (ending in …) when the terminal is too narrow for everything. Without ``whole``
+        the terminal, so an id can be copied into the next command; the ``wrapped`` ones
+        (descriptions) wrap between words and are never cut; the others then give way
+        (ending in …) when the terminal is too narrow for everything. Without ``whole``
         every column wraps.
         """
         if self.as_json:
@@ -55,7 +57,7 @@ class Output:
             max([len(column), *(len(row[i]) for row in cells)]) for i, column in enumerate(columns)
         ]
         kept = sum(w for w, column in zip(widths, columns, strict=True) if column in whole)
-        others = [column for column in columns if column not in whole]
+        others = [column for column in columns if column not in whole and column not in wrapped]
         # Rich shrinks every column when a row is too wide; the others share what is left.
         room = self.console.width - kept - 3 * len(columns)
         share = max(8, room // len(others)) if others else 0
@@ -64,6 +66,8 @@ class Output:
                 table.add_column(column)
             elif column in whole:
                 table.add_column(column, no_wrap=True, min_width=width)
+            elif column in wrapped:
+                table.add_column(column, overflow="fold")
             else:  # one line per row: a long text ends in … rather than in a tall cell
                 table.add_column(column, no_wrap=True, overflow="ellipsis", max_width=share)
         for row in cells:

@@ -24,6 +24,7 @@ from doraforge.cli.registry_client import (
     TOKEN_HINT,
     RegistryFailure,
     connection_options,
+    registry_url,
     request,
     token,
 )
@@ -104,7 +105,7 @@ def _path(name: str, action: str = "") -> str:
 
 def _run(ctx: Context, args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
     bearer = token(ctx.environ, args.token_env, args.token_file)
-    return send(args.url, method, path, bearer=bearer, body=body)
+    return send(registry_url(ctx.home, ctx.environ, args), method, path, bearer=bearer, body=body)
 
 
 type Handler = Callable[[Context, argparse.Namespace], int]

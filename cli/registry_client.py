@@ -1,6 +1,7 @@
 """Talking to a running ``doraforge serve`` from an operator command (``approvals``,
-``recipes``): its address and token options, the token as ``serve`` reads it, and one
-request whose failure is already the one line ``CODE: what to do``.
+``recipes``, ``credentials``): its address (``--url``/``--port``, ``$DORAFORGE_REGISTRY_URL``,
+else the home's running serve) and token options, the token as ``serve`` reads it, and one
+request whose failure is already the one line ``CODE: what to do``, naming the registry.
 
 The token comes from ``--token-env VAR`` or ``--token-file PATH`` (0600), else
 ``$DORAFORGE_OPERATOR_TOKEN`` when set, else ``$DORAFORGE_REGISTRY_TOKEN`` when set (a
@@ -16,9 +17,13 @@ from typing import Any
 
 import httpx
 
+from doraforge.cli import serve_state
+from doraforge.cli.argtypes import tcp_port
+from doraforge.paos.home import PaosHome
 from doraforge.wire.tokens import TokenError, load_token
 
-DEFAULT_URL = "http://127.0.0.1:8765"
+#: The registry's address when neither --url nor --port is given.
+URL_ENV = "DORAFORGE_REGISTRY_URL"
 DEFAULT_TOKEN_ENV = "DORAFORGE_REGISTRY_TOKEN"
 OPERATOR_TOKEN_ENV = "DORAFORGE_OPERATOR_TOKEN"
 #: Tried in this order when neither --token-env nor --token-file is given.
@@ -36,9 +41,16 @@ class RegistryFailure(Exception):
 
 
 def connection_options(parser: argparse.ArgumentParser) -> None:
-    """``--url``, ``--token-env`` and ``--token-file`` on ``parser``."""
-    parser.add_argument(
-        "--url", default=DEFAULT_URL, help=f"the registry's address (default {DEFAULT_URL})"
+    """``--url``/``--port``, ``--token-env`` and ``--token-file`` on ``parser``."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--url",
+        default=None,
+        help=f"the registry's address (default ${URL_ENV}, else the home's running "
+        "`doraforge serve`)",
+    )
+    where.add_argument(
+        "--port", type=tcp_port, default=None, help="the registry's port on 127.0.0.1"
     )
     parser.add_argument(
         "--token-env",
@@ -50,6 +62,26 @@ def connection_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--token-file", type=Path, default=None, metavar="PATH", help="file (0600) with the token"
     )
+
+
+def registry_url(home: PaosHome, environ: Mapping[str, str], args: argparse.Namespace) -> str:
+    """The registry to dial: ``--url``, ``--port``, ``$DORAFORGE_REGISTRY_URL``, else the
+    running ``doraforge serve`` of ``home`` (its ``serve.json``, while its process lives).
+    Raises :class:`RegistryFailure` ``REGISTRY_NOT_RUNNING`` when none of them names one."""
+    if args.url:
+        return str(args.url)
+    if args.port is not None:
+        return f"http://127.0.0.1:{args.port}"
+    if environ.get(URL_ENV):
+        return environ[URL_ENV]
+    record = serve_state.running(home)
+    if record is None:
+        raise RegistryFailure(
+            f"REGISTRY_NOT_RUNNING: no `doraforge serve` is running for the home {home.root}; "
+            f"start it with `doraforge serve --home {home.root}`, or name another registry "
+            f"with --url, --port or ${URL_ENV}"
+        )
+    return record.url
 
 
 def token(environ: Mapping[str, str], token_env: str | None, token_file: Path | None) -> str | None:
@@ -110,4 +142,5 @@ def _answer(answer: httpx.Response, url: str, hints: Mapping[int, str]) -> Any:
     code, message = error.get("code"), error.get("message")
     credential = answer.status_code == 401 or code == "OPERATOR_REQUIRED"
     hint = TOKEN_HINT if credential else hints.get(answer.status_code, "")
-    raise RegistryFailure(f"{code}: {message}{hint}")
+    # The address: with several registries about, the operator sees which one refused.
+    raise RegistryFailure(f"{code}: {message} (registry at {url}){hint}")

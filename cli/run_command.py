@@ -44,11 +44,11 @@ from doraforge.skill_runtime.dora_run import (
     refuse_busy_port,
 )
 from doraforge.skill_runtime.errors import RuntimeStateError
+from doraforge.skill_runtime.launch import GATEWAY_MODULE
 from doraforge.wire import strict_yaml
 
 PORT_ENV = "DORAFORGE_GATEWAY_PORT"
 JOURNAL_ENV = "DORAFORGE_GATEWAY_JOURNAL"
-_GATEWAY_MODULE = "doraforge.gateway"
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -108,7 +108,7 @@ def gateway_nodes(dataflow: Path) -> list[GatewayNode]:
 def _gateway_node(raw: Any, folder: Path) -> GatewayNode | None:
     args = raw.get("args") if isinstance(raw, dict) else None
     words = shlex.split(args) if isinstance(args, str) else []
-    if _GATEWAY_MODULE not in words:
+    if GATEWAY_MODULE not in words:
         return None
     options = dict(_options(words))
     if "--config" not in options:

@@ -1,4 +1,5 @@
-"""``doraforge serve``: the semantic tool registry (HTTP catalog and calls, MCP endpoint)."""
+"""``doraforge serve``: the semantic tool registry (HTTP catalog and calls, MCP endpoint);
+while it listens, ``serve.json`` in the home says where (:mod:`cli.serve_state`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import os
 from pathlib import Path
 
+from doraforge.cli import serve_state
 from doraforge.cli.context import Context
 from doraforge.registry.context.source import SCOPES
 
@@ -63,6 +65,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "home's default) or per_runtime (one per running skill, for a fleet of cells); "
         "config key task_slots; unset keeps the home's",
     )
+    serve.add_argument(
+        "--task-idle-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="an agent's task with no call for this long is cancelled (idle_timeout) at the "
+        "next start or task_create; config key task_idle_timeout_s (default 600)",
+    )
     serve.add_argument("--config", type=Path, default=None, help="a YAML or JSON config file")
     serve.add_argument(
         "--token-env", default=None, metavar="VAR", help="environment variable with the token"
@@ -94,9 +104,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def _serve(ctx: Context, args: argparse.Namespace) -> int:
     from doraforge.console import Console, mount
+    from doraforge.paos.owners import OwnerLocks
     from doraforge.registry.robot_tools import RobotTools
     from doraforge.registry.server import build_app, new_service, serve
     from doraforge.registry.settings import load_settings
+    from doraforge.registry.task_owner import TaskOwnership
 
     settings = load_settings(
         config=args.config,
@@ -115,14 +127,19 @@ def _serve(ctx: Context, args: argparse.Namespace) -> int:
         context_profile=args.context_profile,
         context_scopes=args.context_scope,
         task_slots=args.task_slots,
+        task_idle_timeout_s=args.task_idle_timeout,
     )
     if settings.task_slots is not None:
         _set_task_slots(ctx, settings.task_slots)
     # The registry reaches only running skills' Gateways: their runtime tokens, never the
     # operator's ad-hoc one.
     tokens = ctx.gateway_tokens(operator=False)
-    robot = RobotTools(ctx.home, lambda: ctx.service(tokens), ctx.runtime)
     service = new_service(settings)
+    # The tasks agents open here are this server's: ended with it, or when left idle.
+    ownership = TaskOwnership(
+        OwnerLocks(ctx.home.root / "owners"), settings.task_idle_timeout_s, service.audit
+    )
+    robot = RobotTools(ctx.home, lambda: ctx.service(tokens), ctx.runtime, ownership)
     # Operators can answer this server (`doraforge approvals`, the console): a high-risk
     # call without a standing --approve rule waits for their decision, bounded.
     service.ask_operators(settings.approval_timeout_s)
@@ -139,8 +156,17 @@ def _serve(ctx: Context, args: argparse.Namespace) -> int:
     )
     # The operator's console on the same server, under the same guard and token.
     mount(app, Console(ctx.home, robot, ctx.runtime, tokens))
-    serve(app, settings, say=ctx.out.say)
+    # serve.json tells `doraforge approvals` (and the other registry commands) of this
+    # home where to dial, for as long as this process serves.
+    try:
+        serve(app, settings, say=ctx.out.say, listening=lambda host, port: _record(ctx, host, port))
+    finally:
+        serve_state.remove(ctx.home)
     return 0
+
+
+def _record(ctx: Context, host: str, port: int) -> None:
+    serve_state.write(ctx.home, serve_state.dial_url(host, port))
 
 
 def _set_task_slots(ctx: Context, mode: str) -> None:

@@ -36,6 +36,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     install.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     install.add_argument("--name")
     install.add_argument("--version")
+    install.add_argument(
+        "--allow-external-commands",
+        action="store_true",
+        help="install even when a node runs a command from outside the bundle and the "
+        "runtime's environment (such as /bin/bash); it runs as your user",
+    )
     install.set_defaults(handler=_install)
     sub.add_parser("list", help="installed skills").set_defaults(handler=_list)
     for name, handler, text in (
@@ -69,6 +75,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="HOST:PORT",
         help="run on this existing Dora coordinator (its daemons started by someone else); "
         "skill stop then stops only the skill's dataflow there",
+    )
+    start.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="run every node in bubblewrap: the host read-only, this home hidden but for "
+        "the skill's own files, no capabilities (network and PIDs stay shared: Dora needs them)",
     )
     start.set_defaults(handler=_start)
     stop = sub.add_parser("stop", help="stop the skill's runtime")
@@ -161,8 +173,13 @@ def bundle_directory(spec: str) -> Path:
         return given
     if spec in skills.names():
         return skills.source(spec)
+    from doraforge.wire.suggest import did_you_mean
+
     shipped = ", ".join(skills.names())
-    raise FileNotFoundError(f"skill folder {spec} does not exist (shipped skills: {shipped})")
+    raise FileNotFoundError(
+        f"skill folder {spec} does not exist{did_you_mean(spec, skills.names())}; give a "
+        f"bundle folder or a shipped skill by name (shipped skills: {shipped})"
+    )
 
 
 def _pack(ctx: Context, args: argparse.Namespace) -> int:
@@ -190,17 +207,34 @@ def _install(ctx: Context, args: argparse.Namespace) -> int:
             stack.enter_context(terminal_progress(sys.stderr, label=label)) if shown else None
         )
         installer = _installer(ctx, args.yes, progress)
-        result = installer.install(args.source, yes=args.yes, name=args.name, version=args.version)
+        result = installer.install(
+            args.source,
+            yes=args.yes,
+            name=args.name,
+            version=args.version,
+            allow_external_commands=args.allow_external_commands,
+        )
     ctx.out.say(f"installed {result.name} {result.version} into {result.path}")
+    if lines := result.code.lines():
+        ctx.out.say("`skill start` runs, as your user:")
+        for line in lines:
+            ctx.out.say(f"  {line}")
     if ctx.out.as_json:
         ctx.out.data(_plain(result))
     return 0
 
 
 def _list(ctx: Context, args: argparse.Namespace) -> int:
-    installed = [_plain(skill) for skill in _installer(ctx).list()]
-    rows = [[s.get("name"), s.get("version"), s.get("path")] for s in installed]
-    ctx.out.table("installed skills", ["name", "version", "path"], rows, installed)
+    from doraforge.skill_runtime import installed_skills
+
+    # gateway: where a running skill's Gateway listens now (its runtime state), else null.
+    running = {skill.name: skill.running_gateway_url for skill in installed_skills(ctx.home)}
+    installed = [
+        {**_plain(skill), "gateway_url": running.get(skill.name)}
+        for skill in _installer(ctx).list()
+    ]
+    rows = [[s["name"], s["version"], s["gateway_url"], s["path"]] for s in installed]
+    ctx.out.table("installed skills", ["name", "version", "gateway", "path"], rows, installed)
     return 0
 
 
@@ -221,7 +255,13 @@ def _start(ctx: Context, args: argparse.Namespace) -> int:
     coordinator = args.coordinator or _coordinator_setting(ctx)
     with ctx.out.progress(f"starting {args.name}") as update:
         manager = RuntimeManager(ctx.home, progress=update)
-        state = manager.start(args.name, args.profile, port=args.port, coordinator=coordinator)
+        state = manager.start(
+            args.name,
+            args.profile,
+            port=args.port,
+            coordinator=coordinator,
+            sandbox=args.sandbox,
+        )
     ctx.out.say(f"{args.name} is {state.state} (Gateway {state.gateway_url})")
     if placement := _placement(state.model_dump(mode="json")):
         ctx.out.say(f"{args.name} {placement}")

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
-from doraforge.cli import tools_call
+from doraforge.cli import tools_call, tools_describe
 from doraforge.cli.context import Context
 from doraforge.cli.output import local_time
 
@@ -35,7 +34,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     commands_here = []
     for name, handler, text in (
         ("list", _tools_list, "list tools"),
-        ("context", _tools_context, "a tool's live context"),
+        ("context", _tools_context, "a tool's live context (its schema: tools describe)"),
         ("query", _tools_query, "run a diagnostic Query"),
     ):
         command = tsub.add_parser(name, help=text)
@@ -45,6 +44,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             command.add_argument("--args", default="{}", help="the Query arguments as JSON")
         command.set_defaults(handler=handler)
         commands_here.append(command)
+    commands_here.append(tools_describe.register(tsub))
     commands_here.append(tools_call.register(tsub))
     for command in commands_here:
         where = command.add_mutually_exclusive_group(required=True)
@@ -69,16 +69,34 @@ def _with_service(ctx: Context, work: Any) -> Any:
 
 
 def _run(ctx: Context, args: argparse.Namespace) -> int:
-    from doraforge.cli.demos.agent import run_pick_place
-    from doraforge.cli.report import write_report
+    """Run the scripted agent; Ctrl-C or SIGTERM cancels and finalizes its task
+    (:mod:`cli.task_interrupt`) and exits 130 / 143."""
+    from doraforge.cli.demos.agent import refuse_if_solved, run_pick_place
+    from doraforge.cli.report import verdict_lines, write_report
+    from doraforge.cli.task_interrupt import Interrupted, lines, run_interruptible
+
+    running = ctx.runtime().status(args.skill)
 
     async def work(service: Any) -> Any:
-        described = await run_pick_place(service, args.skill, say=ctx.out.say)
+        if running is not None and running.live:  # else the task says it is not running
+            await refuse_if_solved(service, args.skill, running.gateway_url)
+        try:
+            described = await run_interruptible(
+                service,
+                lambda opened: run_pick_place(service, args.skill, say=ctx.out.say, opened=opened),
+                ctx.out.say,
+            )
+        except Interrupted as stopped:
+            return stopped, _report_of(stopped.described, service, args.out)
         return described, write_report(described, service.workspace, args.out)
 
-    from doraforge.cli.report import verdict_lines
-
     described, report = _with_service(ctx, work)
+    if isinstance(described, Interrupted):
+        for line in lines(described, args.skill):
+            ctx.out.say(line)
+        if report is not None:
+            ctx.out.say(f"report: {report}")
+        return described.exit_code
     task = described["task"]
     for line in verdict_lines(described):
         ctx.out.say(line)
@@ -87,6 +105,19 @@ def _run(ctx: Context, args: argparse.Namespace) -> int:
     if ctx.out.as_json:
         ctx.out.data({"task": task, "report": str(report)})
     return 0 if task["state"] == "succeeded" else 1
+
+
+def _report_of(described: dict[str, Any] | None, service: Any, out: Path) -> Path | None:
+    """The report of an interrupted run's task (``None`` without one, or when it cannot
+    be written: the line saying how the task ended matters more)."""
+    from doraforge.cli.report import write_report
+
+    if described is None:
+        return None
+    try:
+        return write_report(described, service.workspace, out)
+    except OSError:
+        return None
 
 
 def _list(ctx: Context, args: argparse.Namespace) -> int:
@@ -130,10 +161,20 @@ def _gateway(ctx: Context, args: argparse.Namespace) -> str:
         return str(args.gateway)
     from doraforge.skill_runtime import installed_manifest
 
-    manifest = installed_manifest(ctx.home, args.skill)
-    # Where the running instance listens (`skill start --port` may have moved it).
+    installed_manifest(ctx.home, args.skill)  # a name not installed fails, naming those that are
+    # Where the running instance listens (`skill start --port` may have moved it); never
+    # the manifest's default, where another skill's Gateway may answer.
     state = ctx.runtime().status(args.skill)
-    return str(state.gateway_url if state is not None and state.live else manifest.gateway_url)
+    if state is None or not state.live:
+        from doraforge.skill_runtime.errors import RuntimeStateError
+
+        now = "has never been started" if state is None else f"is {state.state}"
+        raise RuntimeStateError(
+            "SKILL_NOT_RUNNING",
+            f"skill {args.skill!r} {now}; start it with `doraforge skill start {args.skill}`, "
+            "or name a Gateway with --gateway URL",
+        )
+    return str(state.gateway_url)
 
 
 def gateway_client(ctx: Context, args: argparse.Namespace, call: Any) -> Any:
@@ -154,8 +195,10 @@ def gateway_client(ctx: Context, args: argparse.Namespace, call: Any) -> Any:
 
 def _tools_list(ctx: Context, args: argparse.Namespace) -> int:
     listing = gateway_client(ctx, args, lambda client: client.list_tools())
-    rows = [[t["tool_id"], t["semantics"], t["description"][:70]] for t in listing["tools"]]
-    ctx.out.table("tools", ["tool", "kind", "description"], rows, listing)
+    rows = [[t["tool_id"], t["semantics"], t["description"]] for t in listing["tools"]]
+    # Ids are copied into the next command and descriptions read whole: neither is cut.
+    columns = ["tool", "kind", "description"]
+    ctx.out.table("tools", columns, rows, listing, whole=columns[:2], wrapped=columns[2:])
     return 0
 
 
@@ -165,7 +208,11 @@ def _tools_context(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _tools_query(ctx: Context, args: argparse.Namespace) -> int:
-    arguments = json.loads(args.args)
+    try:
+        arguments = tools_call.parse_arguments(args.args)
+    except tools_call.ArgumentsRefused as exc:
+        ctx.out.fail(f"TOOLS_ARGS_INVALID: {exc}")
+        return tools_call.EXIT_USAGE
 
     async def call(client: Any) -> Any:
         spec, _ = await client.tool_spec(args.tool_id)

@@ -78,18 +78,27 @@ class Interrupts:
     def __init__(self) -> None:
         self.requested = asyncio.Event()
         self.abandoned = asyncio.Event()
+        #: The first signal received (``None`` until one arrives).
+        self.signum: signal.Signals | None = None
+        self._previous: dict[signal.Signals, Any] = {}
 
     def install(self, loop: asyncio.AbstractEventLoop) -> None:
         for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, self._on_signal)
+            self._previous[signum] = signal.getsignal(signum)
+            loop.add_signal_handler(signum, self._on_signal, signum)
 
     def remove(self, loop: asyncio.AbstractEventLoop) -> None:
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        """Give the signals back to the handlers they had before :meth:`install` (the
+        loop alone would leave SIGTERM at its default, which skips every cleanup)."""
+        for signum, previous in self._previous.items():
             loop.remove_signal_handler(signum)
+            if previous is not None:
+                signal.signal(signum, previous)
 
-    def _on_signal(self) -> None:
+    def _on_signal(self, signum: signal.Signals = signal.SIGINT) -> None:
         if self.requested.is_set():
             self.abandoned.set()
+        self.signum = self.signum or signum
         self.requested.set()
 
     async def pause(self, seconds: float) -> None:

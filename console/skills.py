@@ -29,6 +29,16 @@ def _runtime_row(console: Console, name: str) -> dict[str, Any] | None:
     return None if state is None else state.model_dump(mode="json")
 
 
+def _running_gateway(skill: Any, runtime: dict[str, Any] | None) -> str | None:
+    """Where the skill's Gateway listens while it runs (its runtime state, so a start on
+    another port is followed); ``None`` when it does not run, also when the live check
+    just found it lost."""
+    if runtime is None or runtime.get("state") != skill.state:
+        return None
+    url: str | None = skill.running_gateway_url
+    return url
+
+
 def _skill_rows(console: Console) -> list[dict[str, Any]]:
     from doraforge.skill_runtime import installed_manifest, installed_skills
 
@@ -44,6 +54,7 @@ def _skill_rows(console: Console) -> list[dict[str, Any]]:
         except PaosError as exc:
             row["runtime"] = None
             row["runtime_error"] = exc.to_payload()
+        row["gateway_url"] = _running_gateway(skill, row["runtime"])
         rows.append(row)
     return rows
 

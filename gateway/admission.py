@@ -82,13 +82,21 @@ def busy(spec: ToolSpec, limit: int) -> Unavailable:
 
 
 def validate_arguments(spec: ToolSpec, arguments: dict[str, Any]) -> None:
-    """400 naming the failing path when ``arguments`` violate the input schema."""
+    """400 when ``arguments`` violate the input schema, naming the failing path, what
+    belongs there (``details.expected``) and the whole schema (``details.input_schema``)."""
     violation = spec.input_schema.first_violation(arguments)
     if violation is not None:
+        expected = violation.expected_text()
         raise InvalidRequest(
             "FORGE_TOOL_INVALID_ARGUMENTS",
-            f"arguments {violation.path}: {violation.message}",
-            details={"path": violation.path, "tool_id": spec.tool_id},
+            f"arguments {violation.path}: {violation.message}"
+            + (f"; expected {expected}" if expected else ""),
+            details={
+                "path": violation.path,
+                "tool_id": spec.tool_id,
+                "expected": violation.expected,
+                "input_schema": spec.config.input_schema,
+            },
         )
 
 

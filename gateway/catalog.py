@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from forge_tool import ToolEndpointDescriptor, ToolOperationDescriptor
@@ -11,17 +11,25 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from doraforge.gateway.config import ToolSpecConfig
-from doraforge.gateway.errors import ConfigError
+from doraforge.gateway.errors import ConfigError, NotFound
 from doraforge.wire.canonical import canonical_bytes, sha256_hex
 from doraforge.wire.schema_fast import compile_schema
+from doraforge.wire.schema_words import expected_text, json_path, located
+from doraforge.wire.suggest import closest, did_you_mean
 
 
 @dataclass(frozen=True)
 class SchemaViolation:
-    """The first failing location of a JSON Schema check."""
+    """The first failing location of a JSON Schema check and what the schema expects
+    there (``expected``: the sub-schema of that location, ``{}`` when it says nothing)."""
 
     path: str
     message: str
+    expected: dict[str, Any] = field(default_factory=dict)
+
+    def expected_text(self) -> str:
+        """What belongs at :attr:`path`, in a few words (``number 0..3600``), or ``""``."""
+        return expected_text(self.expected)
 
 
 class CompiledSchema:
@@ -44,10 +52,8 @@ class CompiledSchema:
         if not errors:
             return None
         error = errors[0]
-        path = "$" + "".join(
-            f"[{part}]" if isinstance(part, int) else f".{part}" for part in error.path
-        )
-        return SchemaViolation(path=path, message=error.message)
+        where, expected = located(error, instance)
+        return SchemaViolation(path=json_path(where), message=error.message, expected=expected)
 
 
 class ToolSpec:
@@ -105,6 +111,15 @@ class Catalog:
     def get(self, tool_id: str) -> ToolSpec | None:
         """Return the spec with ``tool_id``."""
         return self._by_id.get(tool_id)
+
+    def not_found(self, tool_id: str) -> NotFound:
+        """``FORGE_TOOL_NOT_FOUND`` for ``tool_id``, offering the closest tool ids (a typo
+        is then one look away) in the message and ``details.suggestions``."""
+        return NotFound(
+            "FORGE_TOOL_NOT_FOUND",
+            f"no tool {tool_id!r}{did_you_mean(tool_id, self._by_id)}",
+            details={"tool_id": tool_id, "suggestions": closest(tool_id, self._by_id)},
+        )
 
     def by_route(self, endpoint_id: str, operation: str) -> ToolSpec | None:
         """Return the spec bound to ``endpoint_id``/``operation``."""

@@ -250,9 +250,10 @@ async def list_tools(request: Request) -> Response:
 
 
 async def get_tool(tool_id: str, request: Request) -> Response:
-    spec = gateway_of(request).catalog.get(_decoded(tool_id, "tool_id"))
+    catalog = gateway_of(request).catalog
+    spec = catalog.get(_decoded(tool_id, "tool_id"))
     if spec is None:
-        raise NotFound("FORGE_TOOL_NOT_FOUND", f"no tool {tool_id!r}")
+        raise catalog.not_found(_decoded(tool_id, "tool_id"))
     body = b'{"ok":true,"data":' + spec.canonical + b"}"
     return Response(
         body,
@@ -262,9 +263,10 @@ async def get_tool(tool_id: str, request: Request) -> Response:
 
 
 async def get_context(tool_id: str, request: Request) -> Response:
-    context = tool_context(gateway_of(request), _decoded(tool_id, "tool_id"))
+    gateway = gateway_of(request)
+    context = tool_context(gateway, _decoded(tool_id, "tool_id"))
     if context is None:
-        raise NotFound("FORGE_TOOL_NOT_FOUND", f"no tool {tool_id!r}")
+        raise gateway.catalog.not_found(_decoded(tool_id, "tool_id"))
     return ok(context)
 
 

@@ -85,7 +85,7 @@ class ToolRuntime:
         """Admit an Action or Session; returns the invocation and whether it is a replay."""
         spec = self._catalog.get(tool_id)
         if spec is None:
-            raise NotFound("FORGE_TOOL_NOT_FOUND", f"no tool {tool_id!r}")
+            raise self._catalog.not_found(tool_id)
         if spec.semantics == "query":
             raise Conflict(
                 "FORGE_TOOL_SEMANTICS_MISMATCH",

@@ -16,8 +16,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from doraforge.paos.binding import BindingError
+from doraforge.paos.errors import ForgeHttpError, ForgeTimeout, ForgeTransportError
 from doraforge.paos.evidence import EvidenceArtifact, validate_bundle
-from doraforge.paos.store import TaskRow
+from doraforge.paos.store import StoreError, TaskRow
 from doraforge.paos.tasks import TaskError, TaskService
 from doraforge.paos.verify.aggregate import Verdict, apply_mode, decide
 from doraforge.paos.verify.contract import parse_contract
@@ -79,51 +81,109 @@ async def cancel_task(
     *,
     reason: str = "agent_requested",
 ) -> dict[str, Any]:
-    """Cancel live Actions, stop task-owned Sessions, reconcile, end cancelled or failed.
+    """Cancel live Actions, stop task-owned Sessions, wait (bounded), end ``cancelled``.
 
-    ``reason`` (PhyAgentOS's default ``agent_requested``) is recorded in the outcome.
-
-    Waits (bounded) for the cancelled work to settle; whatever is still live or ended
-    ``unknown`` by then makes the task ``failed``: its physical outcome is uncertain.
+    ``reason`` (PhyAgentOS's default ``agent_requested``; ``interrupted``,
+    ``owner_stopped``, ``idle_timeout`` when the task's owner ended it) is recorded in the
+    outcome. Each record keeps the outcome its provider reported; one still live when the
+    wait ends, or whose Gateway no longer answers, is recorded ``unknown`` (never
+    ``failed``, never sent again) and named in the outcome's ``unknown_records``.
     """
-    task = service.store.transition(
+    await request_ends(service, task_id)
+    await _settle(service, task_id, settle_timeout_s)
+    return end_cancelled(service, task_id, reason=reason)
+
+
+async def request_ends(service: TaskService, task_id: str) -> None:
+    """Move the task to ``cancelling`` and ask the Gateway to cancel each live Action and
+    stop each task-owned Session (requests only: nothing here waits for them to end)."""
+    service.store.transition(
         task_id, "cancelling", allowed_from={"executing", "awaiting_replan", "cancelling"}
     )
+    # Read first: an Action whose admission was cut short has no invocation id yet.
+    await _reconciled(service, task_id)
     for record in service.store.records(task_id):
-        if record.state not in _LIVE or record.invocation_id is None:
-            continue
-        if record.semantics == "action":
-            await service.cancel(task_id, record.record_id)
-        elif record.semantics == "session" and record.ownership == "task":
-            await service.stop(task_id, record.record_id)
-    records = await _settle(service, task_id, settle_timeout_s)
-    settled = all(
-        r["state"] in ("completed", "cancelled", "stopped")
-        for r in records
-        if r["semantics"] != "session" or r["ownership"] == "task"
-    )
-    outcome = "cancelled" if settled else "failed"
+        if record.state in _LIVE and record.invocation_id is not None:
+            await _request_end(service, task_id, record)
+
+
+def end_cancelled(service: TaskService, task_id: str, *, reason: str) -> dict[str, Any]:
+    """End a cancelling (or still active) task ``cancelled`` at once, without waiting or
+    calling anything: every record still live is recorded ``unknown``. What a cancel ends
+    with, and what a second Ctrl-C leaves when it cuts the wait short."""
+    live = [r.record_id for r in service.store.records(task_id) if _owned_live(r.public())]
+    unknown = [record_id for record_id in live if _recorded_unknown(service, record_id)]
     service.store.transition(
-        task.task_id,
-        outcome,
-        allowed_from={"cancelling"},
-        outcome={"cancelled": True, "reason": reason},
+        task_id,
+        "cancelled",
+        allowed_from={"executing", "awaiting_replan", "cancelling"},
+        outcome={"cancelled": True, "reason": reason, **_named("unknown_records", unknown)},
     )
     _remember(service, task_id)
     return service.describe(task_id)
 
 
-async def _settle(service: TaskService, task_id: str, timeout_s: float) -> list[dict[str, Any]]:
+_UNCONFIRMED = {
+    "code": "PAOS_CANCEL_UNCONFIRMED",
+    "message": "a cancel was requested but the provider did not report how the call ended; "
+    "its physical outcome is unknown: check the cell before moving it again",
+}
+_UNREACHABLE = (ForgeHttpError, ForgeTimeout, ForgeTransportError, BindingError)
+
+
+def _named(key: str, ids: list[str]) -> dict[str, list[str]]:
+    """``{key: ids}``, or nothing when there are none (a clean cancel's outcome stays as
+    it always was)."""
+    return {key: ids} if ids else {}
+
+
+def _recorded_unknown(service: TaskService, record_id: str) -> bool:
+    """Record ``record_id`` ``unknown``; ``False`` when another process (an agent polling
+    its result) recorded how it ended first: a terminal record never changes."""
+    try:
+        service.store.record_terminal(record_id, "unknown", error=_UNCONFIRMED)
+    except StoreError as exc:
+        if exc.code != "PAOS_RECORD_TERMINAL":
+            raise
+        return False
+    return True
+
+
+def _owned_live(record: dict[str, Any]) -> bool:
+    """A live Action or task-owned Session: what a cancelled task must not leave open."""
+    owned = record["semantics"] != "session" or record["ownership"] == "task"
+    return bool(record["state"] in _LIVE and owned)
+
+
+async def _reconciled(service: TaskService, task_id: str) -> list[dict[str, Any]] | None:
+    """The task's records read from the Gateway, or ``None`` when it does not answer."""
+    try:
+        return await service.reconcile(task_id)
+    except _UNREACHABLE as exc:
+        log.warning("task %s: could not reconcile its records (%s)", task_id, exc)
+        return None
+
+
+async def _request_end(service: TaskService, task_id: str, record: Any) -> None:
+    """Ask the Gateway to cancel an Action or stop a task-owned Session; a Gateway that
+    does not answer leaves the record live (then ``unknown`` once the wait ends)."""
+    try:
+        if record.semantics == "action":
+            await service.cancel(task_id, record.record_id)
+        elif record.semantics == "session" and record.ownership == "task":
+            await service.stop(task_id, record.record_id)
+    except _UNREACHABLE as exc:
+        log.warning("task %s: could not ask %s to end (%s)", task_id, record.tool_id, exc)
+
+
+async def _settle(service: TaskService, task_id: str, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
-        records = await service.reconcile(task_id)
-        live = [
-            r
-            for r in records
-            if r["state"] in _LIVE and (r["semantics"] == "action" or r["ownership"] == "task")
-        ]
-        if not live or time.monotonic() >= deadline:
-            return records
+        records = await _reconciled(service, task_id)
+        if records is None or not any(_owned_live(r) for r in records):
+            return
+        if time.monotonic() >= deadline:
+            return
         await asyncio.sleep(0.05)
 
 

@@ -1,7 +1,8 @@
 """Where PAOS keeps its state: the task store, evidence, skills, downloads and runtimes.
 
 The home is ``--home DIR`` or ``$DORAFORGE_HOME`` (read by entry points only), else
-``~/.doraforge``. Layout::
+``~/.doraforge``. It is created (or tightened) by :meth:`PaosHome.ensure` only: the
+folder 0700; the store, its ``-wal``/``-shm`` and the logs in it are 0600. Layout::
 
     paos.db                      AgentTask store
     workspace/evidence/<task>/   evidence bytes
@@ -11,6 +12,7 @@ The home is ``--home DIR`` or ``$DORAFORGE_HOME`` (read by entry points only), e
     artifacts/<artifact_id>/<version>/  node artifacts, each with receipt.json
     runtime/<name>.json          runtime state (strict, versioned); <name>.lock
     runtime/logs/<name>.log      runtime logs
+    runtime/audit.log            forced stops (JSON lines)
     runtime/tokens/<name>.token  the running skill's Gateway bearer token (0600, per start)
 """
 
@@ -22,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from doraforge.wire.files import private_directory
+
 if TYPE_CHECKING:
     from doraforge.paos.client import TokenLookup
     from doraforge.paos.tasks import TaskService
@@ -32,6 +36,13 @@ class PaosHome:
     """The directory layout of one PAOS home."""
 
     root: Path
+
+    def ensure(self) -> PaosHome:
+        """Create the home folder with mode 0700, or take group and other permissions off
+        an existing one (it holds the task store, tokens and logs); returns the home. The
+        one place a home is created: every command that writes into one calls it first."""
+        private_directory(self.root)
+        return self
 
     @property
     def store_path(self) -> Path:
@@ -92,5 +103,5 @@ def open_service(
         token = None if token_for is None else (lambda: token_for(url))
         return ForgeToolClient(url, timeout_s=timeout_s, token=token)
 
-    home.workspace.mkdir(parents=True, exist_ok=True)
+    home.ensure().workspace.mkdir(parents=True, exist_ok=True)
     return TaskService(AgentTaskStore(home.store_path), client_for, workspace=home.workspace)

@@ -27,6 +27,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from doraforge.wire.files import private_file
+
 REDACTED = "[REDACTED]"
 SENSITIVE_KEY = re.compile(
     r"token|secret|passw|authori[sz]ation|api[-_]?key|cookie|credential|bearer", re.IGNORECASE
@@ -158,10 +160,25 @@ class AuditLog:
             entry["cell"] = dict(cell)
         return self._append(entry)
 
+    def record_task_ended(self, notice: Mapping[str, Any]) -> AuditRecord:
+        """Append that an agent task was ended for its owner (``owner_stopped``,
+        ``idle_timeout``: :mod:`paos.owners`) and return it."""
+        entry = {
+            "at": time.time(),
+            "kind": "task",
+            "event": "ended",
+            "taskId": notice["task_id"],
+            "reason": notice["reason"],
+            "owner": notice["owner_id"],
+            "state": notice["state"],
+            "idleS": notice["idle_s"],
+        }
+        return self._append(entry)
+
     def _append(self, entry: AuditRecord) -> AuditRecord:
         self._records.append(entry)
         if self._path is not None:
-            with self._path.open("a", encoding="utf-8") as handle:
+            with private_file(self._path).open("a", encoding="utf-8") as handle:
                 handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
         return entry
 

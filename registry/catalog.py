@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from doraforge.registry.errors import Conflict, InvalidRequest, NotFound
 from doraforge.registry.model import Adapter, Admit, CallContext, ContextAdapter, ToolEntry
 from doraforge.wire.schema_fast import compile_schema
+from doraforge.wire.suggest import closest
 
 MAX_INTENT_CHARS = 500
 _TOKEN = re.compile(r"[a-z0-9]+")
@@ -164,6 +165,14 @@ class Catalog:
         """The tool a canonical, provider or alias name refers to, or ``None``."""
         canonical = self._by_name.get(name)
         return None if canonical is None else self._tools[canonical]
+
+    def suggestions(self, name: str) -> list[str]:
+        """The listed names of the tools whose names (any of them) are closest to ``name``,
+        best first: a misspelled ``forge.tool_start_actoin`` is offered
+        ``forge_tool_start_action``, the name an agent can call."""
+        found = closest(name, self._by_name)
+        listed = (self._tools[self._by_name[match]].entry.listed_name for match in found)
+        return list(dict.fromkeys(listed))
 
     def filter(self, *, scope: str | None = None, intent: str | None = None) -> list[ToolEntry]:
         """Entries in ``scope`` (``None`` or ``"all"``: every scope), narrowed by ``intent``.

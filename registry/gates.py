@@ -28,6 +28,8 @@ from doraforge.registry.egress import EgressPolicy
 from doraforge.registry.errors import Forbidden, ToolFailure
 from doraforge.registry.model import CallContext, Principal, ToolEntry
 from doraforge.registry.repair import Repair, repair
+from doraforge.wire.schema_words import expected_text, json_path, located
+from doraforge.wire.suggest import offered
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +62,12 @@ def lookup(catalog: Catalog, name: str, version: int | None) -> RegisteredTool:
     """Resolve by canonical, provider or alias name and enforce the version pin."""
     tool = catalog.resolve(name)
     if tool is None:
-        raise Denied("TOOL_NOT_FOUND", f"no tool named {name!r}")
+        suggestions = catalog.suggestions(name)
+        raise Denied(
+            "TOOL_NOT_FOUND",
+            f"no tool named {name!r}{offered(suggestions)}",
+            details={"suggestions": suggestions},
+        )
     if version is not None and version != tool.entry.version:
         raise Denied(
             "TOOL_VERSION_MISMATCH",
@@ -178,17 +185,21 @@ def normalise(
 
 
 def validate_input(tool: RegisteredTool, arguments: dict[str, Any], valid: bool) -> None:
-    """Deny arguments that are still invalid after repair. The denial lists the valid
-    parameters, the required ones and enum values so the caller can correct itself."""
+    """Deny arguments that are still invalid after repair. The denial names the first
+    failing path and what belongs there, and lists the valid parameters, the required ones
+    and enum values so the caller can correct itself."""
     if valid:
         return
     errors = list(tool.input_validator.iter_errors(arguments))
     if not errors:
         return
     schema = tool.entry.input_schema
+    where, expected = located(errors[0], arguments)
+    words = expected_text(expected)
     raise Denied(
         "TOOL_INVALID_ARGUMENTS",
-        f"arguments do not match {tool.entry.listed_name}'s input schema",
+        f"arguments do not match {tool.entry.listed_name}'s input schema: {json_path(where)}: "
+        f"{errors[0].message[:MAX_MESSAGE_CHARS]}" + (f"; expected {words}" if words else ""),
         details={
             "errors": [
                 {

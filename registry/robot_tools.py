@@ -28,6 +28,7 @@ every ``forge.*`` call's audit records and approval name the cell it concerns
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -51,9 +52,12 @@ from doraforge.registry.robot_schemas import (
     output_of,
 )
 from doraforge.registry.skill_gateway import SkillGateways, agent_safe
+from doraforge.registry.task_owner import TaskOwnership
 
 if TYPE_CHECKING:
     from doraforge.registry.service import RegistryService
+
+log = logging.getLogger(__name__)
 
 READ = "robot.read"
 WRITE = "robot.write"
@@ -120,6 +124,8 @@ class RobotTools:
     home: PaosHome
     task_service_factory: TaskServiceFactory
     runtime_factory: Callable[[], Any] | None = None
+    #: This registry as the owner of the tasks its agents open (``None``: tasks unowned).
+    ownership: TaskOwnership | None = None
     _task_service: Any = field(default=None, repr=False)
     #: Resolves a ``skill`` argument to its installed, running Gateway (never a caller's URL).
     gateways: SkillGateways = field(init=False, repr=False)
@@ -154,8 +160,22 @@ class RobotTools:
             self._task_service = self.task_service_factory()
         return self._task_service
 
+    async def start(self) -> None:
+        """Take ownership of the tasks agents open here, ending the stale ones earlier
+        registries left (:mod:`registry.task_owner`); nothing without ``ownership``."""
+        if self.ownership is None:
+            return
+        try:
+            service = self.task_service()
+        except PaosError:  # the store did not open: each call reports it, as before
+            log.exception("the task store did not open; stale agent tasks were not checked")
+            return
+        await self.ownership.start(service)
+
     async def aclose(self) -> None:
-        """Close the TaskService when one was opened."""
+        """End the tasks this registry owns (bounded), then close the TaskService."""
+        if self.ownership is not None and self._task_service is not None:
+            await self.ownership.stop(self._task_service)
         service, self._task_service = self._task_service, None
         if service is not None:
             await service.aclose()
@@ -186,7 +206,10 @@ class RobotTools:
                 service = self.task_service()
             except PaosError as exc:  # the store did not open: nothing was sent anywhere
                 raise ToolFailure(exc.code, exc.message, retryable=exc.retryable) from exc
-            answer = await tool(service, arguments)
+            if self.ownership is None:
+                answer = await tool(service, arguments)
+            else:
+                answer = await self.ownership.call(tool, service, arguments)
             if not answer["ok"]:
                 raise failure(answer["error"])
             return _as_object(answer["data"])
@@ -289,7 +312,14 @@ def _installed(home: PaosHome) -> list[dict[str, Any]]:
             skills.append({"name": skill.name, "error": {"code": skill.error_code}})
         else:
             skills.append(
-                {"name": skill.name, "version": skill.version, "gateway_url": skill.gateway_url}
+                {
+                    "name": skill.name,
+                    "version": skill.version,
+                    "state": skill.state or "never started",
+                    # Where it runs now (runtime state), never the manifest's default.
+                    "gateway_url": skill.running_gateway_url,
+                    "manifest_gateway_url": skill.gateway_url,
+                }
             )
     return skills
 
@@ -301,7 +331,9 @@ def _context_entries(tools: RobotTools) -> list[tuple[dict[str, Any], Any]]:
             _entry(
                 "forge.skills.installed",
                 "forge_skills_installed",
-                "List the installed skills of this PAOS home: name, version, Gateway URL.",
+                "List the installed skills of this PAOS home: name, version, runtime state "
+                "and gateway_url, the Gateway a running skill listens on (null when it is "
+                "not running; manifest_gateway_url is its manifest's default).",
                 {**closed, "properties": {}},
                 "read",
                 "low",

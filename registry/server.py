@@ -168,11 +168,14 @@ def _operator_writes(route: BaseRoute) -> BaseRoute:
 
 
 def _closing(robot: RobotTools | None) -> Callable[[FastAPI], Any]:
-    """The app's lifespan: on shutdown the cancelled waiting calls answer first, then the
-    robot tools (when given) close."""
+    """The app's lifespan: the robot tools (when given) start first (ending stale agent
+    tasks); on shutdown the cancelled waiting calls answer first, then the robot tools
+    close (ending the tasks this registry owns)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if robot is not None:
+            await robot.start()
         for start in app.state.on_start:
             await start()
         try:
@@ -210,10 +213,16 @@ class PortBusy(StructuredError, OSError):
     An ``OSError`` too, so a caller catching the bind failure still does."""
 
 
-def serve(app: FastAPI, settings: ServerSettings, *, say: Say = print) -> None:
+def serve(
+    app: FastAPI,
+    settings: ServerSettings,
+    *,
+    say: Say = print,
+    listening: Callable[[str, int], None] | None = None,
+) -> None:
     """Run ``app`` under uvicorn until interrupted; says the address it really listens on
-    (port 0 picks a free port). Raises :class:`PortBusy` naming the port and the option
-    when the address is taken."""
+    (port 0 picks a free port) and hands it to ``listening`` (host, port) before serving.
+    Raises :class:`PortBusy` naming the port and the option when the address is taken."""
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -244,5 +253,7 @@ def serve(app: FastAPI, settings: ServerSettings, *, say: Say = print) -> None:
             "high-risk calls and drive the console; give the operator another token with "
             "--operator-token-env VAR or --operator-token-file PATH"
         )
+    if listening is not None:
+        listening(host, port)
     say(f"registry listening on http://{shown}:{port} · MCP /mcp {mcp} · grants: {grants}{console}")
     uvicorn.Server(uvicorn_config(app, host, port)).run(sockets=[sock])

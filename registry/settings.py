@@ -64,6 +64,9 @@ class ServerSettings(BaseModel):
     ``global``, one non-terminal AgentTask in the home (the spec's rule and a new home's
     default), or ``per_runtime``, one per running skill (cell), so an agent can drive
     several cells at once; ``None`` leaves the home's setting as it is.
+    ``task_idle_timeout_s`` is how long an agent's task may go without a call before the
+    next start (or the next ``forge_task_create``) cancels it ``idle_timeout``
+    (:mod:`registry.task_owner`).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -80,6 +83,7 @@ class ServerSettings(BaseModel):
     insecure: bool = False
     mcp_enabled: bool = False
     task_slots: TaskSlots | None = None
+    task_idle_timeout_s: float = Field(600.0, gt=0, le=7 * 86400, allow_inf_nan=False)
     context_profile: ContextProfile = "metadata"
     context_scopes: frozenset[Scope] = DEFAULT_CONTEXT_SCOPES
     max_result_chars: int = Field(20_000, ge=256, le=1_000_000)
@@ -167,6 +171,7 @@ class _ConfigFile(BaseModel):
     insecure: bool | None = None
     mcp_enabled: bool | None = None
     task_slots: TaskSlots | None = None
+    task_idle_timeout_s: float | None = None
     context_profile: str | None = None
     context_scopes: list[str] | None = None
     max_result_chars: int | None = None
@@ -265,6 +270,7 @@ def load_settings(
     context_profile: str | None = None,
     context_scopes: list[str] | None = None,
     task_slots: str | None = None,
+    task_idle_timeout_s: float | None = None,
 ) -> ServerSettings:
     """Settings from ``config`` overridden by explicit options (grants and approvals add up;
     ``mcp`` turns the MCP endpoint on whatever the file says; ``context_scopes``, when
@@ -310,6 +316,8 @@ def load_settings(
         values["context_profile"] = context_profile
     if task_slots is not None:
         values["task_slots"] = task_slots
+    if task_idle_timeout_s is not None:
+        values["task_idle_timeout_s"] = task_idle_timeout_s
     if context_scopes:
         values["context_scopes"] = context_scopes
     if insecure:

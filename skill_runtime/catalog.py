@@ -15,6 +15,8 @@ from doraforge.paos.errors import PaosError
 from doraforge.paos.home import PaosHome
 from doraforge.skill_runtime.errors import SkillError
 from doraforge.skill_runtime.manifest import NAME_PATTERN, SkillManifest, load_manifest
+from doraforge.skill_runtime.runtime_state import read_state
+from doraforge.wire.suggest import closest, did_you_mean
 
 _NAME = re.compile(NAME_PATTERN)
 
@@ -22,12 +24,16 @@ _NAME = re.compile(NAME_PATTERN)
 @dataclass(frozen=True)
 class InstalledSkill:
     """One installed skill: its manifest's name, version and Gateway URL, or why its
-    manifest cannot be read (``error_code``)."""
+    manifest cannot be read (``error_code``); and, from its recorded runtime state, the
+    lifecycle ``state`` (``None``: never started) and ``running_gateway_url``, where its
+    Gateway listens while it runs (``skill start --port`` moves it off the manifest's)."""
 
     name: str
     version: str | None = None
     gateway_url: str | None = None
     error_code: str | None = None
+    state: str | None = None
+    running_gateway_url: str | None = None
 
 
 def skill_dir(home: PaosHome, name: str) -> Path:
@@ -65,14 +71,14 @@ def not_installed[E: SkillError](
     kind: type[E] = SkillError,  # type: ignore[assignment]
 ) -> E:
     """``SKILL_NOT_INSTALLED`` (as ``kind``) for ``name``, naming the skills this home does
-    have (a typo is then one look away) and how to install one."""
+    have, the closest of them (a typo is then one look away) and how to install one."""
     names = [skill.name for skill in installed_skills(home)]
     have = f"installed: {', '.join(names)}" if names else "no skill is installed"
     return kind(
         "SKILL_NOT_INSTALLED",
-        f"skill {name!r} is not installed ({have}); "
+        f"skill {name!r} is not installed ({have}){did_you_mean(name, names)}; "
         "install one with `doraforge skill install ARCHIVE`",
-        details={"name": name, "installed": names},
+        details={"name": name, "installed": names, "suggestions": closest(name, names)},
     )
 
 
@@ -89,5 +95,26 @@ def installed_skills(home: PaosHome) -> list[InstalledSkill]:
         except PaosError as exc:
             found.append(InstalledSkill(entry.name, error_code=exc.code))
             continue
-        found.append(InstalledSkill(manifest.name, manifest.version, manifest.gateway_url))
+        state, running = _recorded(home, manifest.name)
+        found.append(
+            InstalledSkill(
+                manifest.name,
+                manifest.version,
+                manifest.gateway_url,
+                state=state,
+                running_gateway_url=running,
+            )
+        )
     return found
+
+
+def _recorded(home: PaosHome, name: str) -> tuple[str | None, str | None]:
+    """``name``'s recorded lifecycle state and, while live, its Gateway's URL (an
+    unreadable record reads as never started: ``skill status`` names its problem)."""
+    try:
+        state = read_state(home.runtime_dir, name)
+    except (SkillError, OSError):
+        return None, None
+    if state is None:
+        return None, None
+    return state.state, state.gateway_url if state.live else None

@@ -58,6 +58,7 @@ from doraforge.skill_runtime.dora_run import (
 )
 from doraforge.skill_runtime.errors import RuntimeStateError
 from doraforge.wire import strict_yaml
+from doraforge.wire.files import PRIVATE_UMASK
 from doraforge.wire.guard import is_loopback
 
 #: The Zenoh settings of daemons that exchange data (no silent drop of a frame in transit).
@@ -206,7 +207,10 @@ class DoraProcess:
 
         Raises :class:`RuntimeStateError` ``SKILL_DORA_UNAVAILABLE`` when it cannot start."""
         helper = [sys.executable, "-c", _DETACH, str(log_path), str(cwd), *command]
-        done = subprocess.run(helper, env=dict(env), capture_output=True, text=True, timeout=30)
+        # Inherited by the service and every node it spawns: their logs and files are 0600.
+        done = subprocess.run(
+            helper, env=dict(env), capture_output=True, text=True, timeout=30, umask=PRIVATE_UMASK
+        )
         if done.returncode != 0 or not done.stdout.strip().isdigit():
             raise RuntimeStateError(
                 "SKILL_DORA_UNAVAILABLE",

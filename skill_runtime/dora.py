@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from doraforge.skill_runtime.dora_generation import INSTALL_HINT, library_refusal
 from doraforge.skill_runtime.errors import RuntimeStateError
+from doraforge.wire.files import PRIVATE_UMASK
 
 if TYPE_CHECKING:
     from doraforge.skill_runtime.cluster import DoraProcess
@@ -206,7 +207,13 @@ class DoraControl:
         command = [self.binary, *args, *self.address.cli_args()]
         try:
             return subprocess.run(
-                command, env=self._env, cwd=cwd, capture_output=True, text=True, timeout=timeout_s
+                command,
+                env=self._env,
+                cwd=cwd,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                umask=PRIVATE_UMASK,  # `dora start` writes its session file into the home
             )
         except subprocess.TimeoutExpired as exc:
             raise RuntimeStateError(

@@ -31,6 +31,12 @@ from extraction and validation); codes raised here:
 ``SKILL_ARTIFACT_DIGEST_MISMATCH`` an index lists a node with a digest other than the lock's
 ``SKILL_NOT_INSTALLED``          inspect/remove of an unknown skill
 ``SKILL_SOURCE_IS_DIRECTORY``    a bundle folder was given where its packed archive belongs
+``SKILL_INSTALL_EXTERNAL_COMMAND`` a node runs a command from outside the bundle and the
+                                 runtime's environment, and it was not allowed
+
+Before the swap the installer lists the code the bundle would run (its ``start.sh`` hook
+and every profile's node commands, :mod:`~doraforge.skill_runtime.node_commands`): in
+the confirmation question and in the result.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ import os
 import platform
 import re
 import shutil
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -66,6 +73,7 @@ from doraforge.skill_runtime.download import (
 )
 from doraforge.skill_runtime.errors import InstallError
 from doraforge.skill_runtime.manifest import SkillManifest, load_manifest
+from doraforge.skill_runtime.node_commands import BundleCode, bundle_code, refuse_external
 from doraforge.skill_runtime.sources import PackageIndex, Registry, classify, load_index, resolve
 from doraforge.wire.files import atomic_write_text
 
@@ -96,6 +104,8 @@ class InstallResult:
     sha256: str
     previous_version: str | None
     artifacts: list[InstalledArtifact] = field(default_factory=list)
+    #: The code the installed bundle runs (its hook, every profile's node commands).
+    code: BundleCode = field(default_factory=lambda: BundleCode(None))
 
 
 @dataclass(frozen=True)
@@ -164,6 +174,8 @@ class Installer:
     of ``runtime/<name>.json``). ``store`` is the AgentTask store to check for an active
     binding (default: the home's store when it exists). ``registry`` is the registry base
     URL for ``resolver: registry`` locks when the bundle itself did not come from one.
+    ``runtime_bin`` is the ``bin`` of the interpreter skills run with (``${FORGE_RUNTIME_BIN}``,
+    default this one's): a node command there is the runtime's own, not external.
     """
 
     def __init__(
@@ -178,8 +190,10 @@ class Installer:
         client: httpx.Client | None = None,
         max_download_bytes: int | None = None,
         limits: ArchiveLimits | None = None,
+        runtime_bin: Path | None = None,
     ) -> None:
-        self.home = home
+        self.home = home.ensure()
+        self._runtime_bin = runtime_bin or Path(sys.executable).parent
         self._confirm = confirm or _refuse_all
         self._store = store
         self._runtime_state = runtime_state or self._state_from_file
@@ -205,9 +219,12 @@ class Installer:
         yes: bool = False,
         name: str | None = None,
         version: str | None = None,
+        allow_external_commands: bool = False,
     ) -> InstallResult:
         """Install ``source`` (archive, index or registry); the previous version survives
-        any failure and stays as ``previous`` after success."""
+        any failure and stays as ``previous`` after success. A bundle with a node command
+        from outside itself and the runtime's environment (``/bin/bash``) is refused with
+        ``SKILL_INSTALL_EXTERNAL_COMMAND`` unless ``allow_external_commands``."""
         with self._locked():
             self._recover_locked()
             _refuse_directory(source)
@@ -225,9 +242,16 @@ class Installer:
                 skill = _safe(manifest.name, "name")
                 _safe(manifest.version, "version")
                 self._check_identity(manifest, resolved.name, resolved.version)
+                code = bundle_code(
+                    staging,
+                    manifest,
+                    runtime_bin=self._runtime_bin,
+                    artifacts_dir=self.home.artifacts_dir,
+                )
+                refuse_external(code, allowed=allow_external_commands)
                 artifacts = self._install_artifacts(manifest, staging, origin)
                 self._check_not_busy(skill, "install")
-                self._ask(skill, manifest.version, yes)
+                self._ask(skill, manifest.version, yes, code)
                 record = self._record(skill, manifest.version, cached.sha256, source, artifacts)
                 previous = self._swap(skill, staging, record)
             finally:
@@ -239,6 +263,7 @@ class Installer:
             sha256=cached.sha256,
             previous_version=previous,
             artifacts=artifacts,
+            code=code,
         )
 
     def list(self) -> list[InstalledSkill]:
@@ -405,10 +430,13 @@ class Installer:
             return "unknown"
         return state if isinstance(state, str) else "unknown"
 
-    def _ask(self, name: str, version: str, yes: bool) -> None:
+    def _ask(self, name: str, version: str, yes: bool, code: BundleCode) -> None:
         current = current_bundle(self.home, name)
         was = f" (replacing {load_manifest(current).version})" if current.is_dir() else ""
-        if yes or self._confirm(f"Install skill {name} {version}{was}?"):
+        lines = code.lines()
+        runs = f"{name} {version} runs, as your user:\n" if lines else ""
+        runs += "".join(f"  {line}\n" for line in lines)
+        if yes or self._confirm(f"{runs}Install skill {name} {version}{was}?"):
             return
         raise InstallError(
             "SKILL_INSTALL_NOT_CONFIRMED",

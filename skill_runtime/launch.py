@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shlex
 import shutil
 from collections.abc import Collection, Mapping
 from pathlib import Path
@@ -31,6 +32,8 @@ from doraforge.wire import strict_yaml
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 OWN_NAMESPACES = ("PAOS_", "FORGE_")
 DIGEST_DOMAIN = b"paos-environment-digest-v1\0"
+#: The module a Gateway node runs (``path: python``, ``args: -m doraforge.gateway ...``).
+GATEWAY_MODULE = "doraforge.gateway"
 
 
 def placeholder_values(*, root: Path, runtime_bin: Path, name: str, version: str) -> dict[str, str]:
@@ -66,12 +69,30 @@ def render_placeholders(text: str, values: Mapping[str, str], *, source: str) ->
     return PLACEHOLDER.sub(replace, text)
 
 
-def write_launch_copy(dataflow: Path, launch_dir: Path, values: Mapping[str, str]) -> Path:
+def runs_gateway(node: object) -> bool:
+    """Whether a dataflow node runs the doraforge Gateway (its ``args`` name the module)."""
+    args = node.get("args") if isinstance(node, dict) else None
+    try:
+        words = shlex.split(args) if isinstance(args, str) else []
+    except ValueError:
+        return False
+    return GATEWAY_MODULE in words
+
+
+def write_launch_copy(
+    dataflow: Path,
+    launch_dir: Path,
+    values: Mapping[str, str],
+    gateway_env: Mapping[str, str] | None = None,
+) -> Path:
     """Render ``dataflow`` into ``launch_dir`` and return the path Dora should start.
 
-    The directory is rebuilt on every start except ``out/`` (Dora's node logs of earlier
-    runs, which ``dora logs`` reads). Raises :class:`RuntimeStateError`
-    ``SKILL_DATAFLOW_INVALID`` when the rendered file is not a dataflow with nodes.
+    ``gateway_env`` is added to the ``env`` of the Gateway nodes (:func:`runs_gateway`)
+    only, over what the dataflow sets: what only a Gateway may hold (its token file's
+    path) never reaches the other nodes. The directory is rebuilt on every start except
+    ``out/`` (Dora's node logs of earlier runs, which ``dora logs`` reads). Raises
+    :class:`RuntimeStateError` ``SKILL_DATAFLOW_INVALID`` when the rendered file is not a
+    dataflow with nodes.
     """
     source_dir = dataflow.parent
     _reset_launch_dir(launch_dir)
@@ -81,7 +102,8 @@ def write_launch_copy(dataflow: Path, launch_dir: Path, values: Mapping[str, str
     text = dataflow.read_text(encoding="utf-8")
     rendered = render_placeholders(text, values, source=str(dataflow))
     document = _parse_dataflow(rendered, str(dataflow))
-    if _absolutise_node_paths(document, source_dir):
+    changed = _absolutise_node_paths(document, source_dir)
+    if _gateway_environment(document, gateway_env or {}) or changed:
         rendered = yaml.safe_dump(document, sort_keys=False)
     target = launch_dir / dataflow.name
     target.write_text(rendered, encoding="utf-8")
@@ -126,6 +148,15 @@ def _absolutise_node_paths(document: dict[str, Any], source_dir: Path) -> bool:
             node["path"] = str(candidate)
             changed = True
     return changed
+
+
+def _gateway_environment(document: dict[str, Any], env: Mapping[str, str]) -> bool:
+    """Give every Gateway node ``env`` over its own; ``True`` if any node got it."""
+    gateways = [node for node in document["nodes"] if runs_gateway(node)] if env else []
+    for node in gateways:
+        own = node.get("env")
+        node["env"] = {**(own if isinstance(own, dict) else {}), **env}
+    return bool(gateways)
 
 
 def _invalid_dataflow(source: str, message: str) -> RuntimeStateError:

@@ -9,10 +9,11 @@ is ``running`` persisted with the Gateway identity. Any failure on the way stops
 dataflow, checks that no node process is left, and persists ``failed`` with the error.
 
 Every start writes a fresh Gateway bearer token (``runtime/tokens/<name>.token``, 0600)
-and hands the dataflow its path in ``DORAFORGE_GATEWAY_TOKEN_FILE``, so a skill's Gateway
-is authenticated even on loopback; every probe of it presents the token, and a stop or a
-failed start removes the file. The operator's own ``DORAFORGE_GATEWAY_TOKEN*`` variables
-never reach Dora's processes.
+and hands its Gateway node (only) its path in ``DORAFORGE_GATEWAY_TOKEN_FILE``, so a
+skill's Gateway is authenticated even on loopback; every probe of it presents the token,
+and a stop or a failed start removes the file. The hook, Dora's processes and the nodes
+get an allowlisted environment (:mod:`~doraforge.skill_runtime.child_env`): no token of
+the registry, the operator or any Gateway.
 
 Every lifecycle command holds the skill's lock (``SKILL_RUNTIME_BUSY`` when taken). The
 coordinator belongs to the home: its ports are chosen once and kept in
@@ -42,13 +43,17 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from doraforge.dataflows import ZENOH_OVERLAY
 from doraforge.paos.errors import PaosError
-from doraforge.paos.gateway_auth import TOKEN_ENV, TOKEN_FILE_ENV
+from doraforge.paos.gateway_auth import TOKEN_FILE_ENV
 from doraforge.paos.home import PaosHome
 from doraforge.paos.store import AgentTaskStore
 from doraforge.skill_runtime import dora_generation, gateway_probe, node_logs, stop_guards
 from doraforge.skill_runtime.catalog import current_bundle, not_installed
+from doraforge.skill_runtime.child_env import (
+    declared_environment,
+    secret_name,
+    skill_environment,
+)
 from doraforge.skill_runtime.cluster import (
     CLUSTER_ZENOH_OVERLAY,
     CoordinatorAddress,
@@ -67,7 +72,6 @@ from doraforge.skill_runtime.dora import (
 from doraforge.skill_runtime.dora_run import (
     dora_binary,
     free_port,
-    node_interpreter_environment,
     port_in_use,
     refuse_busy_port,
 )
@@ -76,6 +80,7 @@ from doraforge.skill_runtime.gateway_tokens import (
     create_token_file,
     remove_token_file,
     runtime_token,
+    token_path,
 )
 from doraforge.skill_runtime.launch import (
     environment_digest,
@@ -97,7 +102,8 @@ from doraforge.skill_runtime.runtime_state import (
     utc_now,
     write_state,
 )
-from doraforge.wire.files import atomic_write_text
+from doraforge.skill_runtime.sandbox import SandboxPlaces, require_bwrap, sandbox_launch_copy
+from doraforge.wire.files import PRIVATE_UMASK, atomic_write_text, private_file
 
 __all__ = ["AUTO_PORT", "RuntimeManager", "RuntimeState"]
 
@@ -110,8 +116,6 @@ SERVICES_TIMEOUT_S = 20.0
 POLL_S = 0.1
 #: ``start(port=AUTO_PORT)``: the skill's Gateway on a free port, recorded in the state URL.
 AUTO_PORT = 0
-#: The operator's token variables: meant for PAOS's own clients, never for Dora's processes.
-_OPERATOR_TOKEN_VARIABLES = (TOKEN_ENV, TOKEN_FILE_ENV)
 # How many Dora log lines are read per line shown when Dora's diagnostics are filtered.
 _DIAGNOSTICS_HEADROOM = 50
 
@@ -166,7 +170,7 @@ class RuntimeManager:
         runtime_bin: Path | None = None,
         stop_grace_s: float = STOP_GRACE_S,
     ) -> None:
-        self.home = home
+        self.home = home.ensure()
         self.dora = dora or dora_binary()
         self.environ = dict(environ)
         self.store = store
@@ -186,6 +190,7 @@ class RuntimeManager:
         *,
         port: int | None = None,
         coordinator: CoordinatorAddress | None = None,
+        sandbox: bool = False,
     ) -> RuntimeState:
         """Start ``name`` with ``profile`` (the only one, else ``default``) and wait until
         it is ready; returns the ``running`` state. On failure nothing is left running and
@@ -201,8 +206,14 @@ class RuntimeManager:
         ``coordinator`` it runs on that existing coordinator instead, whose daemons someone
         else started (``coordinator_attached``): refused before anything starts with
         ``SKILL_COORDINATOR_UNAVAILABLE`` when it does not answer and
-        ``SKILL_MACHINE_MISSING`` when it has no daemon for a machine the dataflow names."""
+        ``SKILL_MACHINE_MISSING`` when it has no daemon for a machine the dataflow names.
+
+        ``sandbox`` runs every node in bubblewrap (:mod:`~doraforge.skill_runtime.sandbox`):
+        ``SKILL_PREFLIGHT_FAILED`` without ``bwrap``, ``SKILL_SANDBOX_UNSUPPORTED`` on an
+        attached coordinator (its daemons may be on other hosts) or for a node it cannot
+        wrap."""
         _check_name(name)
+        bwrap = self._sandboxing(coordinator) if sandbox else None
         with skill_lock(self.runtime_dir, name):
             bundle = self._bundle(name)
             manifest = load_manifest(bundle)
@@ -217,7 +228,7 @@ class RuntimeManager:
             state = write_state(self.runtime_dir, fresh)
             self._log(name, f"starting {manifest.version} profile {profile_name}")
             try:
-                return self._launch(state, bundle, manifest, chosen)
+                return self._launch(state, bundle, manifest, chosen, bwrap)
             except BaseException as exc:
                 replacement = self._abort(name, exc)
                 if replacement is exc:
@@ -237,7 +248,11 @@ class RuntimeManager:
         with skill_lock(self.runtime_dir, name):
             state = read_state(self.runtime_dir, name)
             if state is None:
-                raise RuntimeStateError("SKILL_NOT_RUNNING", f"{name!r} has never been started")
+                raise RuntimeStateError(
+                    "SKILL_NOT_RUNNING",
+                    f"{name!r} has never been started, so there is nothing to stop; "
+                    "`doraforge skill status` lists the started skills",
+                )
             if not state.live and not self._dataflow_running(state):
                 self._down_if_idle()  # e.g. after a lost dataflow left the coordinator up
                 return self._forget_token(state)
@@ -383,8 +398,13 @@ class RuntimeManager:
         if self._dataflow_running(previous):
             raise RuntimeStateError(
                 "SKILL_ALREADY_RUNNING",
-                f"{name!r} is already {previous.state}",
-                details={"runtime_instance_id": previous.runtime_instance_id},
+                f"{name!r} is already {previous.state} with its Gateway at "
+                f"{previous.gateway_url}; use it there, or stop it first with "
+                f"`doraforge skill stop {name}`",
+                details={
+                    "runtime_instance_id": previous.runtime_instance_id,
+                    "gateway_url": previous.gateway_url,
+                },
             )
         # A record left live by a crashed command: make sure nothing of it survives.
         self._stop_dataflow(previous)
@@ -402,10 +422,13 @@ class RuntimeManager:
         )
         if (bundle / "start.sh").is_file() and not _which("bash", search_path):
             missing.setdefault("binaries", []).append("bash")
-        bad_env = sorted(k for k, v in profile.environment.items() if "$" in v)
+        declared = declared_environment(profile.required_environment, self.environ)
+        bad_env = sorted(k for k, v in {**profile.environment, **declared}.items() if "$" in v)
         if bad_env:
             # dora start --env refuses `$`: the daemon would expand it in ITS environment.
             missing["environment_values"] = bad_env
+        if secrets := [v for v in profile.required_environment if secret_name(v)]:
+            missing["environment_secret"] = secrets  # a token is never handed to a skill
         dora = self.dora if os.path.isabs(self.dora) else _which(self.dora, search_path)
         if dora is None:
             missing["dora"] = [self.dora]
@@ -505,18 +528,51 @@ class RuntimeManager:
             updated_at=now,
         )
 
+    def _sandboxing(self, coordinator: CoordinatorAddress | None) -> str:
+        """The ``bwrap`` that ``start(sandbox=True)`` wraps nodes in, checked first."""
+        if coordinator is not None:
+            raise RuntimeStateError(
+                "SKILL_SANDBOX_UNSUPPORTED",
+                "--sandbox runs nodes on this host's daemons only, not on --coordinator",
+                details={"coordinator": str(coordinator)},
+            )
+        return require_bwrap(self._project_env()["PATH"])
+
+    def _sandbox(self, launch: Path, bundle: Path, state: RuntimeState, bwrap: str) -> None:
+        journal = self.runtime_dir / "journal"
+        journal.mkdir(parents=True, exist_ok=True)  # bound into the Gateway's sandbox
+        places = SandboxPlaces(
+            home=self.home.root.absolute(),
+            bundle=bundle,
+            launch_dir=launch.parent,
+            artifacts=self.home.artifacts_dir.absolute(),
+            token_file=token_path(self.runtime_dir, state.name),
+            journal_dir=journal,
+        )
+        sandbox_launch_copy(launch, places, bwrap=bwrap, search_path=self._project_env()["PATH"])
+        self._log(state.name, f"nodes sandboxed with {bwrap}")
+
     def _launch(
-        self, state: RuntimeState, bundle: Path, manifest: SkillManifest, profile: Profile
+        self,
+        state: RuntimeState,
+        bundle: Path,
+        manifest: SkillManifest,
+        profile: Profile,
+        bwrap: str | None = None,
     ) -> RuntimeState:
-        self._run_hook(state, bundle, profile.startup_timeout_s)
+        self._run_hook(state, bundle, profile)
         values = placeholder_values(
             root=bundle, runtime_bin=self.runtime_bin, name=state.name, version=state.version
         )
         launch_dir = self.runtime_dir / "launch" / state.name
-        launch = write_launch_copy(bundle / profile.dataflow, launch_dir, values)
+        # Only the Gateway node learns where its token is; the file is written just below.
+        gateway_env = {TOKEN_FILE_ENV: str(token_path(self.runtime_dir, state.name))}
+        launch = write_launch_copy(bundle / profile.dataflow, launch_dir, values, gateway_env)
         if state.machines and not state.coordinator_attached:
             # This host's daemons see the launch folder: nodes run there, as without machines.
             launch = with_working_dirs(launch, launch)
+        if bwrap is not None:
+            self._sandbox(launch, bundle, state, bwrap)
         digest = environment_digest(bundle, profile.dataflow, state.profile)
         # Recorded before it is written, so a failure from here on always removes it.
         token_file = str(create_token_file(self.runtime_dir, state.name))
@@ -556,19 +612,25 @@ class RuntimeManager:
         found = {machine: daemon for machine, daemon in rows if machine in state.machines}
         return dora, {m: MachineDaemon(daemon_id=found.get(m)) for m in state.machines}
 
-    def _run_hook(self, state: RuntimeState, bundle: Path, timeout_s: float) -> None:
+    def _run_hook(self, state: RuntimeState, bundle: Path, profile: Profile) -> None:
+        timeout_s = profile.startup_timeout_s
         hook = bundle / "start.sh"
         if not hook.is_file():
             return
         self.progress("running start.sh", 0.0)
-        env = {**self._project_env(), **_skill_variables(state, bundle)}
+        env = {
+            **self._project_env(),
+            **declared_environment(profile.required_environment, self.environ),
+            **_skill_variables(state, bundle),
+        }
         log = self._log_path(state.name)
-        with open(log, "ab") as out:
+        with open(private_file(log), "ab") as out:
             try:
                 done = subprocess.run(
                     ["bash", str(hook), state.name, state.version],
                     cwd=bundle,
                     env=env,
+                    umask=PRIVATE_UMASK,
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
@@ -655,7 +717,7 @@ class RuntimeManager:
         if found and not force:
             raise RuntimeStateError(
                 "SKILL_RUNTIME_IN_USE",
-                f"{state.name!r} has a bound task or live invocations; stop with force to override",
+                stop_guards.refusal(state.name, found),
                 details={"blockers": found},
             )
         if force:
@@ -875,16 +937,10 @@ class RuntimeManager:
     # ------------------------------------------------------------------ environments
 
     def _project_env(self) -> dict[str, str]:
-        """The caller's environment plus the project settings every Dora process needs.
-
-        The operator's token variables are dropped: the daemon passes its environment to
-        every node of every skill, and each skill's Gateway gets its own token instead.
-        """
-        env = {k: v for k, v in self.environ.items() if k not in _OPERATOR_TOKEN_VARIABLES}
-        env = node_interpreter_environment(env, self.runtime_bin)
-        env.setdefault("DORA_ZENOH_CONFIG_OVERLAY", str(ZENOH_OVERLAY))
-        env["PYTHONUNBUFFERED"] = "1"
-        return env
+        """The allowlisted part of the caller's environment plus the project settings
+        every Dora process needs (:func:`~doraforge.skill_runtime.child_env.skill_environment`):
+        the daemon passes it to every node of every skill of the home."""
+        return skill_environment(self.environ, self.runtime_bin)
 
     def _placement_env(self, state: RuntimeState) -> dict[str, str]:
         """``PATH`` and the Zenoh overlay for the nodes: this home's, with the cluster
@@ -909,15 +965,15 @@ class RuntimeManager:
         journal = self.runtime_dir / "journal" / f"{state.name}.journal"
         env["DORAFORGE_GATEWAY_JOURNAL"] = str(journal)
         env.update(_skill_variables(state, bundle))
+        env.update(declared_environment(profile.required_environment, self.environ))
         for key, value in profile.environment.items():
+            if secret_name(key):
+                continue  # a profile never names a token: only the runtime's reaches the Gateway
             env[key] = render_placeholders(value, values, source=f"profile {state.profile}")
         # After the profile's: the Gateway listens where the state says every command dials.
         port = urlsplit(state.gateway_url).port
         if port is not None:
             env["DORAFORGE_GATEWAY_PORT"] = str(port)
-        # Last, so a profile cannot point the Gateway at another token than the runtime's.
-        if state.gateway_token_file is not None:
-            env[TOKEN_FILE_ENV] = state.gateway_token_file
         return env
 
     # ------------------------------------------------------------------ bookkeeping
@@ -931,7 +987,7 @@ class RuntimeManager:
         return path
 
     def _log(self, name: str, message: str) -> None:
-        with open(self._log_path(name), "a", encoding="utf-8") as log:
+        with open(private_file(self._log_path(name)), "a", encoding="utf-8") as log:
             log.write(f"{utc_now().isoformat()} {message}\n")
 
 

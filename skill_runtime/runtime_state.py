@@ -20,7 +20,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from doraforge.skill_runtime.errors import RuntimeStateError
-from doraforge.wire.files import atomic_write_text
+from doraforge.wire.files import atomic_write_text, private_file
 
 STATE_VERSION: Final = 1
 #: Lifecycle states that mean "this runtime may own live Dora processes".
@@ -190,10 +190,10 @@ def home_lock(runtime_dir: Path) -> Iterator[None]:
 
 
 def append_audit(runtime_dir: Path, event: Mapping[str, Any]) -> None:
-    """Append one event to ``runtime/audit.log`` (a JSON line, fsynced)."""
+    """Append one event to ``runtime/audit.log`` (a JSON line, fsynced; the file 0600)."""
     runtime_dir.mkdir(parents=True, exist_ok=True)
     line = json.dumps({"at": utc_now().isoformat(), **event}, sort_keys=True, default=str)
-    with open(runtime_dir / "audit.log", "a", encoding="utf-8") as handle:
+    with open(private_file(runtime_dir / "audit.log"), "a", encoding="utf-8") as handle:
         handle.write(line + "\n")
         handle.flush()
         os.fsync(handle.fileno())

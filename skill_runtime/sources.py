@@ -93,7 +93,11 @@ def classify(source: str) -> SourceKind:
     path = local_path(source)
     if path is not None:
         if not path.is_file():
-            raise _not_found(f"no such file: {path}", source=source)
+            raise _not_found(
+                f"no such file: {path}; give a bundle archive's path, or pack a folder into "
+                "one with `doraforge skill pack DIR`",
+                source=source,
+            )
         kind = "index" if path.suffix == ".json" else "archive"
         return SourceKind(kind, str(path.resolve()))
     if urlsplit(source).path.endswith(".json"):

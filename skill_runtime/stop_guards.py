@@ -54,6 +54,23 @@ def blockers(
     return found
 
 
+def refusal(skill: str, found: list[dict[str, Any]]) -> str:
+    """Why a normal stop of ``skill`` is refused, naming the task and the live invocations
+    in ``found`` (:func:`blockers`), and the command that clears each."""
+    tasks = [b["task_id"] for b in found if b["kind"] == "task_binding"]
+    # The Gateway's count includes the task's own invocations: the larger one is the truth.
+    known = sum(1 for b in found if b["kind"] in ("invocation", "session"))
+    counted = sum(int(b["active"]) for b in found if b["kind"] == "gateway_invocations")
+    live = max(known, counted)
+    force = f"stop it anyway with `doraforge skill stop {skill} --force` (audited)"
+    if tasks:
+        return (
+            f"{skill!r} is bound to task {tasks[0]} ({live} live invocation(s)); cancel the "
+            f"task with `doraforge task cancel {tasks[0]}`, or {force}"
+        )
+    return f"{skill!r} has {live} live invocation(s); let them end, or {force}"
+
+
 def request_stops(
     store: AgentTaskStore | None, skill: str, gateway_url: str, *, token: str | None = None
 ) -> list[Any]:

@@ -45,10 +45,45 @@ async def call(service: TaskService, tool: str, arguments: dict[str, Any]) -> di
     return data
 
 
-async def run_pick_place(service: TaskService, skill: str, *, say: Say = print) -> dict[str, Any]:
-    """Create the task for ``skill``, pick and place, finalize; return the finalized task."""
+#: The world's predicate that says the pick-and-place's goal already holds.
+GOAL_PREDICATE = "cube_in_target_and_resting"
+
+
+async def refuse_if_solved(service: TaskService, skill: str, gateway_url: str) -> None:
+    """Raise ``TASK_GOAL_ALREADY_MET`` when the running ``skill``'s scene (a diagnostic
+    ``world.scene_state`` Query at ``gateway_url``, recording nothing) already satisfies
+    the goal: a run would move the arm for nothing and fail its own verification. A
+    scene without that predicate or tool is not judged here."""
+    query = {"gateway_url": gateway_url, "tool_id": "world.scene_state"}
+    answer = await TOOLS["forge_tool_query"](service, query)
+    if not answer["ok"]:
+        return  # no such Query here: the task itself reports what is wrong
+    outputs = (((answer["data"] or {}).get("response") or {}).get("result") or {}).get("outputs")
+    predicates = outputs.get("predicates") if isinstance(outputs, dict) else None
+    if isinstance(predicates, dict) and predicates.get(GOAL_PREDICATE) is True:
+        raise AgentFailure(
+            "TASK_GOAL_ALREADY_MET",
+            f"the scene of {skill!r} already satisfies {GOAL_PREDICATE} (the cube rests in "
+            "the target zone), so a run has nothing to do; reset it with "
+            f"`doraforge tools call world.reset --skill {skill}`, then run again",
+            details={"skill": skill, "predicate": GOAL_PREDICATE},
+        )
+
+
+async def run_pick_place(
+    service: TaskService,
+    skill: str,
+    *,
+    say: Say = print,
+    opened: Callable[[str], None] = lambda task_id: None,
+) -> dict[str, Any]:
+    """Create the task for ``skill``, pick and place, finalize; return the finalized task.
+
+    ``opened`` is told the task's id the moment it exists (whoever stops this run early
+    must end that task)."""
     created = await call(service, "forge_task_create", {"skill": skill})
     task_id = created["task"]["task_id"]
+    opened(task_id)
     say(f"   task {task_id} bound to {skill} {created['binding']['version']}")
     scene = await call(
         service, "forge_tool_query", {"task_id": task_id, "tool_id": "world.scene_state"}

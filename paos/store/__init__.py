@@ -1,6 +1,6 @@
 """The PAOS AgentTask store (SQLite, WAL, ``BEGIN IMMEDIATE``)."""
 
-from doraforge.paos.store.models import NewRecord, RecordRow, RevisionRow, TaskRow
+from doraforge.paos.store.models import NewRecord, RecordRow, RevisionRow, TaskOwner, TaskRow
 from doraforge.paos.store.store import (
     AgentTaskStore,
     NotFound,
@@ -17,6 +17,7 @@ __all__ = [
     "RevisionRow",
     "StoreError",
     "StoreUnavailable",
+    "TaskOwner",
     "TaskRow",
     "TaskSlotTaken",
 ]

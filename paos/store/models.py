@@ -82,6 +82,15 @@ class TaskRow:
 
 
 @dataclass(frozen=True)
+class TaskOwner:
+    """Who holds an active task on an agent's behalf, and when it last acted on it."""
+
+    task_id: str
+    owner_id: str
+    last_activity_ms: int
+
+
+@dataclass(frozen=True)
 class RevisionRow:
     """One immutable planning generation."""
 

@@ -88,3 +88,12 @@ CREATE TABLE IF NOT EXISTS episodes (
     created_at_ms  INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS episodes_by_skill ON episodes (skill, version);
+
+-- Who opened a task on an agent's behalf (a registry instance, see paos.owners) and when
+-- that owner last acted on it: a task whose owner stopped or went idle is ended at the
+-- next start instead of holding its slot.
+CREATE TABLE IF NOT EXISTS task_owners (
+    task_id          TEXT PRIMARY KEY REFERENCES tasks(task_id),
+    owner_id         TEXT NOT NULL,
+    last_activity_ms INTEGER NOT NULL
+);

@@ -31,9 +31,11 @@ from doraforge.paos.store.models import (
     NewRecord,
     RecordRow,
     RevisionRow,
+    TaskOwner,
     TaskRow,
 )
 from doraforge.paos.store.written import WrittenRows
+from doraforge.wire.files import private_file
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +69,11 @@ class StoreUnavailable(StoreError):
     Retryable as far as the store is concerned. A caller that already sent something on
     the strength of an earlier write must not retry that (see ``paos.tasks``).
     """
+
+
+def _sidecars(database: Path) -> tuple[Path, Path]:
+    """The ``-wal`` and ``-shm`` files SQLite keeps beside ``database`` in WAL mode."""
+    return database.with_name(database.name + "-wal"), database.with_name(database.name + "-shm")
 
 
 def _unavailable(exc: sqlite3.Error) -> bool:
@@ -235,7 +242,12 @@ class AgentTaskStore:
         self.path = Path(path)
         self._now = clock_ms or (lambda: time.time_ns() // 1_000_000)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # SQLite gives the -wal and -shm it creates the database file's mode.
+            private_file(self.path)
+            for sidecar in _sidecars(self.path):
+                if sidecar.exists():  # left by an earlier version, perhaps wider
+                    private_file(sidecar)
         except OSError as exc:
             raise StoreUnavailable(
                 "PAOS_STORE_UNAVAILABLE", f"the task store cannot open: {exc}", retryable=True
@@ -456,6 +468,42 @@ class AgentTaskStore:
         except sqlite3.IntegrityError as exc:
             raise StoreError("PAOS_TASK_TERMINAL", f"task {task_id} is terminal") from exc
         return self.task(task_id)
+
+    # ------------------------------------------------------------------ owners
+
+    def now_ms(self) -> int:
+        """This store's clock (milliseconds since the epoch; a test's fake one)."""
+        return self._now()
+
+    def own_task(self, task_id: str, owner_id: str) -> None:
+        """Record ``owner_id`` as the holder of ``task_id``, active as of now."""
+        with self._write() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO task_owners VALUES (?, ?, ?)",
+                (task_id, owner_id, self._now()),
+            )
+
+    def touch_task(self, task_id: str) -> None:
+        """Its owner acted on ``task_id`` now (a task nobody owns is left alone)."""
+        with self._write() as db:
+            db.execute(
+                "UPDATE task_owners SET last_activity_ms = ? WHERE task_id = ?",
+                (self._now(), task_id),
+            )
+
+    def owned_active_tasks(self) -> list[TaskOwner]:
+        """The owners of every non-terminal task that has one, oldest task first."""
+        rows = self._rows(
+            "SELECT o.* FROM task_owners o JOIN tasks t ON t.task_id = o.task_id"
+            " WHERE t.state NOT IN ('succeeded', 'failed', 'cancelled')"
+            " ORDER BY t.created_at_ms, t.rowid"
+        )
+        return [TaskOwner(row[0], row[1], row[2]) for row in rows]
+
+    def task_owner(self, task_id: str) -> TaskOwner | None:
+        """Who holds ``task_id``, if anyone recorded it."""
+        row = self._first("SELECT * FROM task_owners WHERE task_id = ?", task_id)
+        return None if row is None else TaskOwner(row[0], row[1], row[2])
 
     # ------------------------------------------------------------------ revisions
 

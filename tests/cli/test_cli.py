@@ -94,3 +94,103 @@ def test_unknown_commands_exit_2_with_usage(
     with pytest.raises(SystemExit) as caught:
         main(["--home", str(tmp_path), "skill", "explode"])
     assert caught.value.code == 2
+
+
+def _mock_gateway_with(description: str) -> Gateway:
+    """The mock Gateway whose ``mock.echo`` has ``description``."""
+    config = mock_config()
+    tools = [
+        tool.model_copy(update={"description": description})
+        if tool.tool_id == "mock.echo"
+        else tool
+        for tool in config.tools
+    ]
+    return Gateway(config.model_copy(update={"tools": tools}), send=LocalCarrier().send)
+
+
+def test_a_misspelled_tool_offers_the_closest_id_and_the_command_listing_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gateway = Gateway(mock_config(), send=LocalCarrier().send)
+    with live_gateway(gateway) as server:
+        argv = ["tools", "call", "mock.mov", "--gateway", server.url]
+        code, out, err = run(capsys, "--home", str(tmp_path), *argv)
+    assert (code, out) == (1, "")
+    assert err == (
+        "doraforge: FORGE_TOOL_NOT_FOUND: no tool 'mock.mov'; did you mean 'mock.move'?; "
+        f"list the tools with `doraforge tools list --gateway {server.url}`\n"
+    )
+
+
+def test_a_missing_argument_names_its_path_its_type_and_the_describe_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gateway = Gateway(mock_config(), send=LocalCarrier().send)
+    with live_gateway(gateway) as server:
+        argv = ["tools", "call", "mock.move", "--gateway", server.url]
+        code, _, err = run(
+            capsys, "--home", str(tmp_path), *argv, "--args", '{"behaviour": "fail"}'
+        )
+    assert code == 1
+    assert err == (
+        "doraforge: FORGE_TOOL_INVALID_ARGUMENTS: arguments $.duration_s: 'duration_s' is a "
+        "required property; expected number 0..3600; see its input schema and an example "
+        f"with `doraforge tools describe mock.move --gateway {server.url}`\n"
+    )
+
+
+def test_tools_describe_prints_the_input_schema_and_an_example_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gateway = Gateway(mock_config(), send=LocalCarrier().send)
+    with live_gateway(gateway) as server:
+        argv = ["--json", "tools", "describe", "mock.move", "--gateway", server.url]
+        code, out, _ = run(capsys, "--home", str(tmp_path), *argv)
+        human = run(capsys, "--home", str(tmp_path), *argv[1:])
+    assert code == 0
+    described = json.loads(out)
+    assert described["tool"]["input_schema"]["required"] == ["duration_s", "behaviour"]
+    assert described["example_arguments"] == {"duration_s": 0, "behaviour": "succeed"}
+    example = (
+        f"doraforge tools call mock.move --gateway {server.url} "
+        """--args '{"duration_s":0,"behaviour":"succeed"}'"""
+    )
+    assert described["example_command"] == example
+    assert human[0] == 0
+    assert '"required": [' in human[1]
+    assert human[1].rstrip().endswith(example)
+
+
+def test_tools_list_wraps_a_long_description_and_never_cuts_a_word(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    description = (
+        "Echo a message back unchanged; the cheapest round trip through the whole stack, "
+        "useful to check that the provider, the carrier and the Gateway all answer quickly."
+    )
+    monkeypatch.setenv("COLUMNS", "80")
+    with live_gateway(_mock_gateway_with(description)) as server:
+        code, out, _ = run(
+            capsys, "--home", str(tmp_path), "tools", "list", "--gateway", server.url
+        )
+    assert code == 0
+    lines = out.splitlines()
+    first = next(i for i, line in enumerate(lines) if "mock.echo" in line)
+    rest = next(i for i, line in enumerate(lines) if i > first and "mock." in line)
+    # mock.echo's row: its first line after the id and kind, then the wrapped lines.
+    cell = [lines[first].split(maxsplit=2)[2], *lines[first + 1 : rest]]
+    assert " ".join(" ".join(cell).split()) == description
+    assert "…" not in out
+
+
+def test_a_missing_option_value_is_one_usage_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["--home", str(tmp_path), "skill", "start", "pick-place", "--port"])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "doraforge: CLI_USAGE: argument --port: expected one argument; "
+        "run `doraforge skill start --help`\n"
+    )

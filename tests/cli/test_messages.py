@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 import socket
 from pathlib import Path
 
@@ -70,6 +71,29 @@ def test_tools_list_for_a_skill_not_installed_lists_the_installed_ones(
     assert one_line(err) == (
         "doraforge: SKILL_NOT_INSTALLED: skill 'typo' is not installed (installed: pick-place); "
         "install one with `doraforge skill install ARCHIVE`"
+    )
+
+
+def test_a_misspelled_skill_offers_the_closest_installed_name(
+    installed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, installed, "skill", "start", "pick-plac")
+    assert code == 1
+    assert one_line(err) == (
+        "doraforge: SKILL_NOT_INSTALLED: skill 'pick-plac' is not installed (installed: "
+        "pick-place); did you mean 'pick-place'?; install one with "
+        "`doraforge skill install ARCHIVE`"
+    )
+
+
+def test_tools_of_a_skill_never_started_are_refused_not_dialled_at_its_manifests_port(
+    installed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, installed, "tools", "list", "--skill", SKILL)
+    assert code == 1
+    assert one_line(err) == (
+        "doraforge: SKILL_NOT_RUNNING: skill 'pick-place' has never been started; start it "
+        "with `doraforge skill start pick-place`, or name a Gateway with --gateway URL"
     )
 
 
@@ -199,6 +223,48 @@ def test_installing_a_local_file_does_not_say_downloading(
     assert code == 0
     assert "downloading" not in err + out
     assert out.startswith("installed pick-place 1.0.0 into ")
+
+
+def test_installing_lists_the_hook_and_node_commands_the_skill_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    archive = tmp_path / "p.tar.gz"
+    run(capsys, tmp_path, "skill", "pack", SKILL, "--output", str(archive))
+    code, out, _ = run(capsys, tmp_path / "home", "skill", "install", str(archive), "--yes")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[1:3] == ["`skill start` runs, as your user:", "  hook (bundle): bash start.sh"]
+    assert "  sim/world (path): python -m doraforge.nodes.world" in lines
+    assert "  hardware/world (path): robot-adapter" in lines
+
+
+def test_a_bundle_running_bin_bash_installs_only_with_allow_external_commands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bundle = tmp_path / "shell"
+    shutil.copytree(skill_source(SKILL), bundle)
+    dataflow = bundle / "profiles" / "sim" / "dataflow.yml"
+    dataflow.write_text(
+        dataflow.read_text()
+        .replace("args: -m doraforge.nodes.camera", "args: -c id")
+        .replace("path: python\n    args: -c id", "path: /bin/bash\n    args: -c id")
+    )
+    archive = tmp_path / "shell.tar.gz"
+    run(capsys, tmp_path, "skill", "pack", str(bundle), "--output", str(archive))
+    home = tmp_path / "home"
+
+    code, out, err = run(capsys, home, "skill", "install", str(archive), "--yes")
+    assert (code, out) == (1, "")
+    assert one_line(err).startswith(
+        "doraforge: SKILL_INSTALL_EXTERNAL_COMMAND: the bundle runs commands from outside "
+        "itself (sim/camera runs /bin/bash)"
+    )
+    assert "--allow-external-commands" in err
+
+    argv = ("skill", "install", str(archive), "--yes", "--allow-external-commands")
+    code, out, _ = run(capsys, home, *argv)
+    assert code == 0
+    assert "  sim/camera (external): /bin/bash -c id" in out.splitlines()
 
 
 def test_serve_on_a_busy_port_names_the_port_and_the_option(

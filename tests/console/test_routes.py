@@ -143,6 +143,8 @@ def test_the_session_says_a_token_is_required(base: httpx.Client) -> None:
 def test_skills_list_the_installed_skill_never_started(base: httpx.Client) -> None:
     skills = base.get("/console/api/skills", headers=AUTH).json()["skills"]
     assert [(s["name"], s["version"], s["runtime"]) for s in skills] == [(SKILL, "1.0.0", None)]
+    # Not running: no Gateway address (the manifest's default is not where anything runs).
+    assert skills[0]["gateway_url"] is None
 
 
 @pytest.mark.parametrize(

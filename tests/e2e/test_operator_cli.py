@@ -1,14 +1,17 @@
 """An operator's session on the real sim skill, through the ``doraforge`` command only.
 
 One installed skill started on Dora (its Gateway on a free port): ``task run`` twice (the
-second finds the cube already in the zone and must say why it failed), each report in its
-task's own folder with every frame; a run cancelled from another terminal ends in one line
-per outcome, no traceback; ``skill logs`` with ``--node``/``--lines``/``--follow`` and Dora's
+second finds the cube already in the zone and is refused at once, naming ``world.reset``),
+the report in its task's own folder with every frame; agents (through ``serve``) and a
+second start told the port it was started on; a misspelled tool answered with the closest
+and ``tools describe``; a run cancelled from another terminal ends in one line per
+outcome, no traceback; ``skill logs`` with ``--node``/``--lines``/``--follow`` and Dora's
 diagnostics hidden; ``skill status``; and ``task run`` once the skill is stopped.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -17,11 +20,17 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
+from doraforge.paos.home import PaosHome
+from doraforge.paos.store import AgentTaskStore
 from doraforge.skill_runtime.dora_run import dora_environment, free_port
 from tests.paths import PROJECT_ROOT
+from tests.registry.server_support import call_body
+from tests.support.live_server import serve_process
 from tests.support.waiting import eventually
 
 # Two pick-and-places in one test take minutes on a loaded machine.
@@ -101,42 +110,80 @@ def report_of(stdout: str) -> Path:
     return Path(path)
 
 
-def test_a_second_run_says_which_criterion_failed_and_why(
+def test_a_second_run_on_the_solved_scene_is_refused_at_once_naming_world_reset(
     operator: Operator, tmp_path: Path
 ) -> None:
     first = operator.run("task", "run", SKILL, "--out", str(tmp_path))
     # The first run puts the cube in the zone (on a loaded machine its last step, going
     # home, may still time out: that fails the task but the cube is placed).
     assert " ✓ cube_in_zone " in first.stdout, first.stdout + first.stderr
+    tasks_before = operator.run("--json", "task", "list").stdout
     second = operator.run("task", "run", SKILL, "--out", str(tmp_path))
 
-    assert second.returncode == 1, second.stdout + second.stderr
-    assert second.stderr == ""
-    failing = [line for line in second.stdout.splitlines() if line.startswith(" ✗ ")]
-    assert failing, second.stdout
-    assert all(len(line.split(maxsplit=3)) == 4 for line in failing)  # each with a reason
-    if " failed: " not in second.stdout:  # every step completed, so only the verdict fails
-        assert "verdict: failure · task failed" in second.stdout
-        (vision,) = failing
-        assert "cube_seen_in_zone" in vision
-        assert "did not move" in vision  # the cube was in the zone before the task began
+    # Refused before any task is created or anything moves, naming the next command.
+    assert (second.returncode, second.stdout) == (1, ""), second.stdout + second.stderr
+    assert second.stderr.startswith("doraforge: TASK_GOAL_ALREADY_MET: ")
+    assert f"`doraforge tools call world.reset --skill {SKILL}`" in second.stderr
+    assert second.stderr.count("\n") == 1
+    assert operator.run("--json", "task", "list").stdout == tasks_before
     if " failed: " not in first.stdout:
         first_frames = (report_of(first.stdout).parent / "frames").glob("*.png")
         assert len(list(first_frames)) >= 10  # before, and after each of the nine steps
-    reports = [report_of(first.stdout), report_of(second.stdout)]
-    assert reports[0] != reports[1]
-    for report in reports:
-        assert report.parent.parent == tmp_path
-        assert report.parent.name.startswith("task_")
-        frames = sorted((report.parent / "frames").glob("*.png"))
-        assert len(frames) >= 2  # the frame before the task, and one after each step run
-        page = report.read_text(encoding="utf-8")
-        assert all(f"frames/{frame.name}" in page for frame in frames)
+    report = report_of(first.stdout)
+    assert report.parent.parent == tmp_path
+    assert report.parent.name.startswith("task_")
+    frames = sorted((report.parent / "frames").glob("*.png"))
+    assert len(frames) >= 2  # the frame before the task, and one after each step run
+    page = report.read_text(encoding="utf-8")
+    assert all(f"frames/{frame.name}" in page for frame in frames)
+
+
+def test_agents_are_told_the_port_the_skill_was_started_on(
+    operator: Operator, tmp_path: Path
+) -> None:
+    # `doraforge serve` on the same home, asked as an agent asks: forge.skills.installed.
+    with serve_process(operator.home.parent, "--grant", "robot.read", env=operator.env) as served:
+        body = call_body("forge.skills.installed", {})
+        answer = httpx.post(f"{served.base_url}/api/tools/call", json=body, timeout=30)
+    assert answer.status_code == 200, answer.text
+    (skill,) = answer.json()["result"]["skills"]
+    # The manifest names 9201; this session started it on a free port.
+    assert skill["gateway_url"] == f"http://127.0.0.1:{operator.port}"
+    assert skill["manifest_gateway_url"] != skill["gateway_url"]
+    assert skill["state"] == "running"
+
+
+def test_a_second_start_says_where_the_running_skill_listens(operator: Operator) -> None:
+    again = operator.run("skill", "start", SKILL, "--profile", "sim")
+    assert again.returncode == 1
+    assert again.stderr.startswith("doraforge: SKILL_ALREADY_RUNNING: ")
+    assert f"Gateway at http://127.0.0.1:{operator.port};" in again.stderr
+
+
+def test_a_misspelled_tool_offers_the_closest_and_describe_shows_the_schema(
+    operator: Operator,
+) -> None:
+    typo = operator.run("tools", "call", "arm.hom", "--skill", SKILL)
+    described = operator.run("--json", "tools", "describe", "arm.move_to_pose", "--skill", SKILL)
+    assert typo.returncode == 1
+    assert typo.stderr.startswith(
+        "doraforge: FORGE_TOOL_NOT_FOUND: no tool 'arm.hom'; did you mean 'arm.home'"
+    )
+    assert f"`doraforge tools list --skill {SKILL}`" in typo.stderr
+    assert described.returncode == 0, described.stderr
+    document = json.loads(described.stdout)
+    assert document["tool"]["input_schema"]["type"] == "object"
+    assert document["example_command"].startswith(
+        f"doraforge tools call arm.move_to_pose --skill {SKILL} --args "
+    )
 
 
 def test_a_run_cancelled_from_another_terminal_ends_in_lines_not_a_traceback(
     operator: Operator, tmp_path: Path
 ) -> None:
+    # A fresh scene: an earlier row may have left the cube in the zone (refused at once).
+    reset = operator.run("tools", "call", "world.reset", "--skill", SKILL)
+    assert reset.returncode == 0, reset.stderr
     # The with statement closes the pipes however the test ends (left open, they surface
     # as ResourceWarnings failing whichever test the collector next runs in).
     with operator.start("task", "run", SKILL, "--out", str(tmp_path)) as running:
@@ -167,6 +214,130 @@ def test_a_run_cancelled_from_another_terminal_ends_in_lines_not_a_traceback(
     assert "verdict: not verified · task cancelled" in out
     assert "cancelled before verification (operator_requested)" in out
     assert report_of(out).is_file()
+
+
+def started_run(operator: Operator, out: Path) -> subprocess.Popen[str]:
+    return operator.start("task", "run", SKILL, "--out", str(out))
+
+
+def task_of(running: subprocess.Popen[str]) -> str:
+    """The id of the task ``running`` opened (read from its output, bounded)."""
+    assert running.stdout is not None
+    stdout = running.stdout
+    bound = eventually(
+        lambda: re.search(r"task (task_[0-9a-f]+) bound to", stdout.readline()),
+        within=60,
+        what="the task to be created",
+        interval=0,
+    )
+    return bound.group(1)
+
+
+def until_descending(operator: Operator, running: subprocess.Popen[str], task_id: str) -> str:
+    """Wait until the second step, "descend", is an Action the Gateway runs; its record."""
+    assert running.stdout is not None
+    stdout = running.stdout
+    eventually(lambda: "cube at" in stdout.readline(), within=30, what="the plan", interval=0)
+    eventually(
+        lambda: "move above the cube" in stdout.readline(),
+        within=120,
+        what="the first step to end",
+        interval=0,
+    )
+
+    # Read from the store directly: a `task get` process would answer too late to catch
+    # a descend of a second or two still running.
+    store = AgentTaskStore(PaosHome(operator.home).store_path)
+    try:
+
+        def descending() -> str | None:
+            # The scene Query, the move above the cube (completed), then the descend.
+            records = store.records(task_id)
+            live = len(records) >= 3 and records[-1].state in ("accepted", "running")
+            return records[-1].record_id if live else None
+
+        record_id: str = eventually(
+            descending, within=60, what="the descend to be admitted", interval=0.01
+        )
+    finally:
+        store.close()
+    return record_id
+
+
+def described(operator: Operator, task_id: str) -> dict[str, Any]:
+    answer = operator.run("--json", "task", "get", task_id, timeout_s=60)
+    assert answer.returncode == 0, answer.stderr
+    document: dict[str, Any] = json.loads(answer.stdout)
+    return document
+
+
+def state_of(operator: Operator, task_id: str) -> str:
+    state: str = described(operator, task_id)["task"]["state"]
+    return state
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_mid_action_cancels_and_finalizes_the_task_and_the_next_run_starts(
+    operator: Operator, tmp_path: Path, signum: signal.Signals
+) -> None:
+    with started_run(operator, tmp_path) as running:
+        try:
+            task_id = task_of(running)
+            record_id = until_descending(operator, running, task_id)
+            began = time.monotonic()
+            running.send_signal(signum)
+            out, err = running.communicate(timeout=60)
+            took = time.monotonic() - began
+        finally:
+            if running.poll() is None:
+                running.kill()
+    assert running.returncode == 128 + signum, out + err
+    assert took < 45  # the bounded cleanup (20 s) and the report, never a hang
+    assert "Traceback" not in out + err
+    assert f"task {task_id} cancelled (interrupted by {signum.name}); the running " in out
+    (descend,) = [r for r in described(operator, task_id)["records"] if r["record_id"] == record_id]
+    assert descend["state"] in ("cancelled", "completed", "unknown")  # as the provider said
+    if descend["state"] != "completed":  # it had not reached the cube when the signal came
+        assert descend["cancel"] is not None  # the Gateway was asked to cancel it
+    assert state_of(operator, task_id) == "cancelled"  # not executing: the slot is free
+    # The next run is accepted (not PAOS_TASK_ACTIVE); it is interrupted in turn.
+    with started_run(operator, tmp_path) as following:
+        try:
+            next_id = task_of(following)
+            following.send_signal(signal.SIGINT)
+            out, err = following.communicate(timeout=60)
+        finally:
+            if following.poll() is None:
+                following.kill()
+    assert next_id != task_id
+    assert following.returncode == 130, out + err
+    assert state_of(operator, next_id) == "cancelled"
+
+
+def test_a_second_ctrl_c_cuts_the_cleanup_short_and_still_ends_the_task(
+    operator: Operator, tmp_path: Path
+) -> None:
+    with started_run(operator, tmp_path) as running:
+        try:
+            task_id = task_of(running)
+            until_descending(operator, running, task_id)
+            running.send_signal(signal.SIGINT)
+            assert running.stdout is not None
+            stdout = running.stdout
+            eventually(
+                lambda: f"cancelling task {task_id}" in stdout.readline(),
+                within=30,
+                what="the cleanup to begin",
+                interval=0,
+            )
+            running.send_signal(signal.SIGINT)
+            out, err = running.communicate(timeout=60)
+        finally:
+            if running.poll() is None:
+                running.kill()
+    assert running.returncode == 130, out + err
+    assert "Traceback" not in out + err
+    assert state_of(operator, task_id) == "cancelled"
 
 
 def test_logs_of_one_node_hide_doras_diagnostics_unless_all(operator: Operator) -> None:

@@ -589,7 +589,7 @@ async def test_oversized_body_is_413_and_nothing_is_admitted() -> None:
         ({"duration_s": -1, "behaviour": "succeed"}, "$.duration_s"),
         ({"duration_s": 1, "behaviour": "dance"}, "$.behaviour"),
         ({"duration_s": 1, "behaviour": "succeed", "speed": 2}, "$"),
-        ({"behaviour": "succeed"}, "$"),
+        ({"behaviour": "succeed"}, "$.duration_s"),
     ],
 )
 async def test_arguments_violating_input_schema_are_400_naming_the_path(
@@ -600,6 +600,20 @@ async def test_arguments_violating_input_schema_are_400_naming_the_path(
         error = assert_error(response, 400, "FORGE_TOOL_INVALID_ARGUMENTS")
         assert error["details"]["path"] == path
         assert path in error["message"]
+        nothing_admitted(stack)
+
+
+async def test_a_missing_argument_names_its_path_its_expected_type_and_the_schema() -> None:
+    async with running_stack() as stack:
+        response = await stack.client.post(
+            "/tools/mock.move:invoke", json={"arguments": {"behaviour": "succeed"}}
+        )
+        error = assert_error(response, 400, "FORGE_TOOL_INVALID_ARGUMENTS")
+        assert error["message"] == (
+            "arguments $.duration_s: 'duration_s' is a required property; expected number 0..3600"
+        )
+        assert error["details"]["expected"] == {"type": "number", "minimum": 0, "maximum": 3600}
+        assert error["details"]["input_schema"]["required"] == ["duration_s", "behaviour"]
         nothing_admitted(stack)
 
 
@@ -614,6 +628,18 @@ async def test_query_arguments_violating_input_schema_are_400_naming_the_path() 
 
 
 # ---------------------------------------------------------------- not found, unavailable
+
+
+async def test_a_misspelled_tool_is_404_offering_the_closest_tool_id() -> None:
+    async with running_stack() as stack:
+        for answer in (
+            await stack.client.get("/tools/mock.mov"),
+            await stack.client.get("/tools/mock.mov/context"),
+            await stack.client.post("/tools/mock.mov:invoke", json={"arguments": {}}),
+        ):
+            error = assert_error(answer, 404, "FORGE_TOOL_NOT_FOUND")
+            assert error["message"].startswith("no tool 'mock.mov'; did you mean 'mock.move'")
+            assert error["details"]["suggestions"][0] == "mock.move"
 
 
 async def test_unknown_tool_endpoint_operation_and_invocation_are_404() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,7 @@ async def test_records_hold_keys_never_values_and_mask_credential_keys(tmp_path:
     assert record["errorCode"] is None
     assert record["durationMs"] >= 0
     assert record["argumentKeys"] == sorted(["query", REDACTED, REDACTED, REDACTED])
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600  # what was called, by whom: private
     text = path.read_text()
     assert json.loads(text) == record
     for value in [*arguments.values(), "api_token", "db_password"]:

@@ -11,7 +11,13 @@ import pytest
 from doraforge.registry.errors import ToolFailure
 from doraforge.registry.model import Principal
 from doraforge.registry.service import RegistryService
-from tests.registry.test_core_support import AGENT, CountingAdapter, call, entry
+from tests.registry.test_core_support import (
+    AGENT,
+    CountingAdapter,
+    call,
+    entry,
+    service_with_search,
+)
 from tests.support.clock import FakeClock
 from tests.support.waiting import eventually_async, settle
 
@@ -273,3 +279,26 @@ async def test_a_tool_whose_risk_is_unstated_is_high_and_needs_an_approval() -> 
     ran = await service.call(call("u2", "brain.unverified", query="q"), approved)
     assert ran["state"] == "completed"
     assert adapter.calls == [{"query": "q"}]
+
+
+async def test_a_misspelled_tool_name_is_denied_offering_the_closest_name() -> None:
+    service, adapter = service_with_search()
+    answer = await service.call(call("typo", "brain.serch", query="q"), AGENT)
+    assert answer["error"]["code"] == "TOOL_NOT_FOUND"
+    assert answer["error"]["message"] == (
+        "no tool named 'brain.serch'; did you mean 'brain_search'?"
+    )
+    # The closest of any name a tool answers to, offered by the name tools/list shows.
+    assert answer["error"]["details"]["suggestions"] == ["brain_search"]
+    assert adapter.calls == []
+
+
+async def test_a_missing_argument_is_denied_naming_its_path_and_expected_type() -> None:
+    service, adapter = service_with_search()
+    answer = await service.call(call("missing-arg", limit=3), AGENT)
+    assert answer["error"]["code"] == "TOOL_INVALID_ARGUMENTS"
+    assert answer["error"]["message"] == (
+        "arguments do not match brain_search's input schema: $.query: "
+        "'query' is a required property; expected string"
+    )
+    assert adapter.calls == []

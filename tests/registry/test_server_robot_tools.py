@@ -241,3 +241,52 @@ def test_the_api_tools_routes_are_mounted_beside_the_registry(tmp_path: Path) ->
         listed = httpx.get(f"{url}/api/api-tools", timeout=10)
     assert listed.status_code == 200
     assert listed.json() == {"ok": True, "services": []}
+
+
+def _install_pick_place(home: Path, directory: Path) -> None:
+    from doraforge.cli import main
+
+    archive = directory / "pick-place.tar.gz"
+    assert main(["--home", str(home), "skill", "pack", "pick-place", "--output", str(archive)]) == 0
+    assert main(["--home", str(home), "skill", "install", str(archive), "--yes"]) == 0
+
+
+def _record_running(home: Path, name: str, gateway_url: str) -> None:
+    from doraforge.skill_runtime.runtime_state import RuntimeState, utc_now, write_state
+
+    now = utc_now()
+    state = RuntimeState(
+        name=name,
+        version="0.1.0",
+        profile="sim",
+        state="running",
+        runtime_instance_id="rt-1",
+        dataflow_name="df",
+        coordinator_port=6012,
+        gateway_url=gateway_url,
+        started_at=now,
+        updated_at=now,
+    )
+    (home / "runtime").mkdir(parents=True, exist_ok=True)
+    write_state(home / "runtime", state)
+
+
+@pytest.mark.anyio
+async def test_installed_skills_name_the_gateway_a_skill_runs_on_not_its_manifests(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = tmp_path / "home"
+    _install_pick_place(home, tmp_path)
+    capsys.readouterr()
+    service = new_service(ServerSettings())
+    register_robot_tools(service, _robot(home, FakeTaskService()))
+    body = call_body("forge.skills.installed", {}, "r-1")
+    (stopped,) = (await service.call(body, _principal()))["result"]["skills"]
+    _record_running(home, "pick-place", "http://127.0.0.1:19301")
+    body = call_body("forge.skills.installed", {}, "r-2")
+    (running,) = (await service.call(body, _principal()))["result"]["skills"]
+    assert stopped["gateway_url"] is None
+    assert stopped["state"] == "never started"
+    assert running["gateway_url"] == "http://127.0.0.1:19301"
+    assert running["state"] == "running"
+    assert running["manifest_gateway_url"].endswith(":9201")

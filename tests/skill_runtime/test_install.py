@@ -328,6 +328,73 @@ def test_installation_needs_confirmation(tmp_path: Path, home: PaosHome) -> None
     assert asked == ["Install skill demo 1.0.0?"]
 
 
+HOOKED_DATAFLOW = b"""\
+nodes:
+  - id: gateway
+    path: python
+    args: -m doraforge.gateway --config ${PAOS_SKILL_ROOT}/gateway.yml
+  - id: driver
+    path: nodes/driver.py
+  - id: runtime
+    path: ${FORGE_RUNTIME_BIN}/python
+    args: -m doraforge.nodes.mock
+"""
+
+
+def test_the_confirmation_and_the_result_list_the_hook_and_every_node_command(
+    tmp_path: Path, home: PaosHome
+) -> None:
+    extra = {
+        "dataflow.yml": HOOKED_DATAFLOW,
+        "nodes/driver.py": b"print('driver')\n",
+        "start.sh": b"echo hi\n",
+    }
+    source = write(tmp_path / "demo.tar.gz", bundle_bytes(extra=extra))
+    asked: list[str] = []
+
+    def confirm(question: str) -> bool:
+        asked.append(question)
+        return True
+
+    result = Installer(home, runtime_state=lambda _n: None, confirm=confirm).install(source)
+
+    listing = [
+        "hook (bundle): bash start.sh",
+        "sim/gateway (path): python -m doraforge.gateway --config ${PAOS_SKILL_ROOT}/gateway.yml",
+        "sim/driver (bundle): nodes/driver.py",
+        "sim/runtime (runtime): ${FORGE_RUNTIME_BIN}/python -m doraforge.nodes.mock",
+    ]
+    assert result.code.lines() == listing
+    assert asked == [
+        "demo 1.0.0 runs, as your user:\n"
+        + "".join(f"  {line}\n" for line in listing)
+        + "Install skill demo 1.0.0?"
+    ]
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/bin/bash", "../../../../bin/sh", "$HOME/run.sh"],
+    ids=["absolute", "escaping", "dora-variable"],
+)
+def test_a_node_command_from_outside_the_bundle_needs_the_operators_explicit_allowance(
+    tmp_path: Path, home: PaosHome, path: str
+) -> None:
+    dataflow = f"nodes:\n  - id: shell\n    path: {path}\n    args: -c 'id'\n".encode()
+    source = write(tmp_path / "demo.tar.gz", bundle_bytes(extra={"dataflow.yml": dataflow}))
+    installer = Installer(home, runtime_state=lambda _n: None)
+
+    with pytest.raises(InstallError) as refused:
+        installer.install(source, yes=True)
+
+    assert refused.value.code == "SKILL_INSTALL_EXTERNAL_COMMAND"
+    assert refused.value.details == {"nodes": ["sim/shell"]}
+    assert "--allow-external-commands" in refused.value.message
+    assert not (home.skills_dir / "demo").exists()
+    allowed = installer.install(source, yes=True, allow_external_commands=True)
+    assert [n.origin for n in allowed.code.nodes] == ["external"]
+
+
 @pytest.mark.parametrize("state", ["starting", "running", "stopping"])
 def test_install_and_remove_are_refused_while_the_skill_runs(
     tmp_path: Path, home: PaosHome, installed_v1: str, state: str

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,6 +21,7 @@ import pytest
 import yaml
 
 from doraforge.paos.home import PaosHome
+from doraforge.skill_runtime.cluster import CoordinatorAddress
 from doraforge.skill_runtime.dora_run import free_port
 from doraforge.skill_runtime.errors import RuntimeStateError
 from doraforge.skill_runtime.launch import (
@@ -28,6 +30,7 @@ from doraforge.skill_runtime.launch import (
     write_launch_copy,
 )
 from doraforge.skill_runtime.runtime_state import read_state, skill_lock
+from doraforge.skill_runtime.sandbox import SandboxPlaces, sandbox_launch_copy
 from tests.skill_runtime.runtime_support import (
     MOCK_DATAFLOW,
     OPERATOR_TOKEN,
@@ -54,7 +57,9 @@ def home(tmp_path: Path) -> Iterator[PaosHome]:
 
 
 def test_a_failing_start_hook_aborts_cleanly_before_dora_starts(home: PaosHome) -> None:
-    bundle = make_bundle(home, gateway_port=free_port(), hook=RECORDING_HOOK)
+    # The hook sees only what the profile declares of the operator's environment.
+    declared = {"required_environment": ["HOOK_EXIT"]}
+    bundle = make_bundle(home, gateway_port=free_port(), hook=RECORDING_HOOK, profile=declared)
     runtime = manager(home, environ={**os.environ, "HOOK_EXIT": "3"})
 
     with pytest.raises(RuntimeStateError) as raised:
@@ -97,6 +102,50 @@ def test_the_operators_token_variables_reach_no_process_the_runtime_starts(
     assert (bundle.parent / "hook-env").read_text() == "unset unset"
 
 
+def test_the_environment_every_skill_process_starts_from_is_an_allowlist(
+    home: PaosHome,
+) -> None:
+    given = {
+        "PATH": "/usr/bin",
+        "HOME": "/home/op",
+        "LC_ALL": "C.UTF-8",
+        "MUJOCO_GL": "egl",
+        "DORA_RUNTIME_FLAG": "1",
+        "DORAFORGE_SIM_SEED": "7",
+        "DORAFORGE_LOG_LEVEL": "INFO",
+        "DORAFORGE_OPERATOR_TOKEN": OPERATOR_TOKEN,
+        "DORAFORGE_REGISTRY_TOKEN": OPERATOR_TOKEN,
+        "DORAFORGE_GATEWAY_TOKEN": OPERATOR_TOKEN,
+        "DORAFORGE_GATEWAY_TOKEN_FILE": "/op/gateway.token",
+        "LAB_REGISTRY_TOKEN": OPERATOR_TOKEN,  # a `serve --token-env` of any name
+        "AWS_SECRET_ACCESS_KEY": "secret",
+    }
+
+    env = manager(home, environ=given)._project_env()
+
+    kept = {"HOME", "LC_ALL", "MUJOCO_GL", "DORA_RUNTIME_FLAG", "DORAFORGE_SIM_SEED"}
+    assert {key: env[key] for key in kept} == {key: given[key] for key in kept}
+    assert env["PATH"].endswith("/usr/bin")
+    assert OPERATOR_TOKEN not in env.values()
+    assert not {"AWS_SECRET_ACCESS_KEY", "DORAFORGE_GATEWAY_TOKEN_FILE"} & env.keys()
+
+
+def test_only_the_gateway_node_of_the_launch_copy_gets_the_gateway_environment(
+    tmp_path: Path,
+) -> None:
+    source = tmp_path / "bundle" / "dataflow.yml"
+    source.parent.mkdir()
+    source.write_text(
+        MOCK_DATAFLOW.replace("    inputs:\n", "    env: {OWN: '1'}\n    inputs:\n", 1)
+    )
+
+    launch = write_launch_copy(source, tmp_path / "launch", VALUES, {"TOKEN_AT": "/t"})
+
+    nodes = {node["id"]: node for node in yaml.safe_load(launch.read_text())["nodes"]}
+    assert nodes["gateway"]["env"] == {"OWN": "1", "TOKEN_AT": "/t"}
+    assert "env" not in nodes["mock"]
+
+
 @pytest.mark.parametrize(
     ("profile", "environ", "kind", "missing"),
     [
@@ -124,6 +173,13 @@ def test_the_operators_token_variables_reach_no_process_the_runtime_starts(
         ),
         ({"dataflow": "profiles/mock/missing.yml"}, {}, "dataflow", "profiles/mock/missing.yml"),
         ({"environment": {"GREETING": "a$b"}}, {}, "environment_values", "GREETING"),
+        # A token of the operator's is never handed to a skill, even when it asks for one.
+        (
+            {"required_environment": ["DORAFORGE_REGISTRY_TOKEN"]},
+            {"DORAFORGE_REGISTRY_TOKEN": OPERATOR_TOKEN},
+            "environment_secret",
+            "DORAFORGE_REGISTRY_TOKEN",
+        ),
     ],
 )
 def test_preflight_names_what_is_missing_and_writes_no_state(
@@ -254,7 +310,8 @@ def test_a_second_manager_is_refused_while_the_first_holds_the_skill(
         '#!/usr/bin/env bash\ntouch "$HOOK_DIR/started"\n'
         'read -r verdict < "$HOOK_DIR/go"\n[ "$verdict" = ok ]\n'
     )
-    make_bundle(home, gateway_port=free_port(), hook=hook, profile={"startup_timeout_s": 20})
+    profile = {"startup_timeout_s": 20, "required_environment": ["HOOK_DIR"]}
+    make_bundle(home, gateway_port=free_port(), hook=hook, profile=profile)
     env = {**os.environ, "HOOK_DIR": str(tmp_path)}
     first, second = manager(home, environ=env), manager(home, environ=env)
     outcome: list[BaseException] = []
@@ -418,3 +475,48 @@ def test_the_environment_digest_follows_the_profile_files_and_the_dataflow_path(
     assert environment_digest(bundle, "profiles/sim/other.yml", "sim") != changed
     (bundle / "profiles" / "sim" / "dataflow.yml").write_text("nodes: [] # edited\n")
     assert environment_digest(bundle, dataflow, "sim") not in (first, changed)
+
+
+def test_a_sandboxed_start_needs_bwrap_and_this_homes_own_coordinator(home: PaosHome) -> None:
+    make_bundle(home, gateway_port=free_port())
+    no_bwrap = manager(home, environ={"PATH": "/nonexistent", "HOME": str(home.root)})
+
+    with pytest.raises(RuntimeStateError) as missing:
+        no_bwrap.start(SKILL, sandbox=True)
+    with pytest.raises(RuntimeStateError) as attached:
+        manager(home).start(SKILL, sandbox=True, coordinator=CoordinatorAddress("10.0.0.2", 6013))
+
+    assert missing.value.code == "SKILL_PREFLIGHT_FAILED"
+    assert missing.value.details == {"missing": {"binaries": ["bwrap"]}}
+    assert attached.value.code == "SKILL_SANDBOX_UNSUPPORTED"
+    assert read_state(home.runtime_dir, SKILL) is None
+
+
+def test_the_sandbox_wraps_each_node_and_shows_the_gateway_alone_its_token(
+    tmp_path: Path,
+) -> None:
+    launch = tmp_path / "launch" / "dataflow.yml"
+    launch.parent.mkdir()
+    launch.write_text(MOCK_DATAFLOW)
+    places = SandboxPlaces(
+        home=tmp_path / "home",
+        bundle=tmp_path / "home" / "skills" / "s" / "current",
+        launch_dir=launch.parent,
+        artifacts=tmp_path / "home" / "artifacts",
+        token_file=tmp_path / "home" / "runtime" / "tokens" / "s.token",
+        journal_dir=tmp_path / "home" / "runtime" / "journal",
+    )
+
+    sandbox_launch_copy(launch, places, bwrap="/usr/bin/bwrap", search_path=os.environ["PATH"])
+
+    nodes = {node["id"]: node for node in yaml.safe_load(launch.read_text())["nodes"]}
+    assert {node["path"] for node in nodes.values()} == {"/usr/bin/bwrap"}
+    gateway, mock = (shlex.split(nodes[n]["args"]) for n in ("gateway", "mock"))
+    assert str(places.token_file) in gateway
+    assert str(places.token_file) not in mock
+    assert mock[mock.index("--") + 2 :] == ["-m", "doraforge.nodes.mock"]
+    assert "--unshare-net" not in mock  # Dora's nodes dial their daemon over loopback TCP
+    launch.write_text("nodes:\n  - id: attached\n    path: dynamic\n")
+    with pytest.raises(RuntimeStateError) as dynamic:
+        sandbox_launch_copy(launch, places, bwrap="bwrap", search_path="")
+    assert dynamic.value.code == "SKILL_SANDBOX_UNSUPPORTED"

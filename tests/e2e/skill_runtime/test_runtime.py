@@ -98,6 +98,9 @@ def test_start_runs_the_skill_until_its_tools_are_ready_and_stop_leaves_nothing(
     with pytest.raises(RuntimeStateError) as again:
         runtime.start(SKILL)
     assert again.value.code == "SKILL_ALREADY_RUNNING"
+    # It says where the running one listens and how to stop it.
+    assert f"with its Gateway at {state.gateway_url};" in again.value.message
+    assert f"`doraforge skill stop {SKILL}`" in again.value.message
 
     stopped = runtime.stop(SKILL)
 
@@ -334,6 +337,10 @@ def test_stop_is_refused_while_a_task_is_bound_and_force_stops_with_an_audit_eve
         runtime.stop(SKILL)
 
     assert refused.value.code == "SKILL_RUNTIME_IN_USE"
+    # The refusal names the task and the commands that clear it.
+    assert f"bound to task {task_id} " in refused.value.message
+    assert f"`doraforge task cancel {task_id}`" in refused.value.message
+    assert f"`doraforge skill stop {SKILL} --force`" in refused.value.message
     kinds = {blocker["kind"] for blocker in refused.value.details["blockers"]}
     # gateway_invocations: the Gateway's live count was read with the runtime's token.
     assert {"task_binding", "invocation", "gateway_invocations"} <= kinds
