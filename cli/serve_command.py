@@ -24,7 +24,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         action="append",
         default=[],
         metavar="TOOL",
-        help="a standing approval of a high-risk tool (for unattended runs)",
+        help="a standing approval of a high-risk tool, by the name tools/list shows "
+        "(forge_tool_start_action; for unattended runs)",
     )
     serve.add_argument(
         "--approval-timeout",

@@ -5,13 +5,16 @@ Start the sim skill and the registry first:
     doraforge skill pack skills/pick-place --output pick-place.tar.gz
     doraforge skill install pick-place.tar.gz --yes
     doraforge skill start pick-place --profile sim
-    doraforge serve --mcp --grant robot.read --grant robot.write --approve forge.tool_start_action
+    doraforge serve --mcp --grant robot.read --grant robot.write --approve forge_tool_start_action
 
 then `.venv/bin/python examples/mcp_pick_place.py [URL]`. A registry started with a token
 (`--token-file PATH` or `--token-env VAR`) needs the same token here: pass the same
 `--token-file PATH` (a 0600 file) or `--token-env VAR`; without either, the variable
 DORAFORGE_REGISTRY_TOKEN is used when it is set. The token is sent as the bearer on every
 request and never printed. The skill's Gateway token never leaves the registry's side.
+
+It prints each motion's state, then the task's state and verdict (`succeeded success`), and
+exits 0 when the task succeeded; anything else ends it in one line and exit status 1.
 """
 
 import argparse
@@ -22,6 +25,7 @@ import sys
 import httpx
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import McpError
 from mcp.types import TextContent
 
 from doraforge.cli.demos.pick_place import STEP_TIMEOUT_S, plan_steps
@@ -57,7 +61,24 @@ async def call(session: ClientSession, name: str, **arguments: object) -> dict:
     if result.isError:  # its first text block reads "CODE: message"
         first = result.content[0] if result.content else None
         raise RuntimeError(first.text if isinstance(first, TextContent) else f"{name} failed")
+    if result.structuredContent is None:
+        raise RuntimeError(f"{name} answered without structured content")
     return result.structuredContent
+
+
+async def finished(session: ClientSession, task_id: str, record_id: str, label: str) -> str:
+    """The state of the Action ``record_id`` once it is available (polled, bounded)."""
+    try:
+        async with asyncio.timeout(STEP_TIMEOUT_S):
+            while True:
+                answer = await call(
+                    session, "forge_tool_action_result", task_id=task_id, record_id=record_id
+                )
+                if answer["status"] == "available":
+                    return answer.get("record", {}).get("state", answer["status"])
+                await asyncio.sleep(0.1)
+    except TimeoutError:
+        raise RuntimeError(f"{label} did not finish within {STEP_TIMEOUT_S:g} s") from None
 
 
 async def main(url: str, headers: dict[str, str]) -> None:
@@ -80,23 +101,16 @@ async def main(url: str, headers: dict[str, str]) -> None:
                 tool_id=tool_id,
                 arguments=arguments,
             )
-            async with asyncio.timeout(STEP_TIMEOUT_S):
-                while True:
-                    answer = await call(
-                        session,
-                        "forge_tool_action_result",
-                        task_id=task["task_id"],
-                        record_id=started["record_id"],
-                    )
-                    if answer["status"] == "available":
-                        print(label, answer["record"]["state"])
-                        break
-                    await asyncio.sleep(0.1)
+            print(label, await finished(session, task["task_id"], started["record_id"], label))
         done = await call(session, "forge_task_finalize", task_id=task["task_id"])
-        print(done["task"]["state"], done["revisions"][-1]["verdict"]["status"])
+    # forge_task_finalize's output schema requires both, whatever the result budget cut.
+    state, verdict = done["task"]["state"], done["revisions"][-1]["verdict"] or {}
+    print(state, verdict.get("status", "unverified"))
+    if state != "succeeded":
+        raise RuntimeError(f"the task ended {state}")
 
 
-def leaf_messages(group: BaseExceptionGroup[RuntimeError]) -> list[str]:
+def leaf_messages(group: BaseExceptionGroup[Exception]) -> list[str]:
     """The messages of the errors a (nested) exception group holds."""
     return [
         message
@@ -111,5 +125,7 @@ if __name__ == "__main__":
     options = arguments(sys.argv[1:])
     try:
         asyncio.run(main(options.url, bearer(options)))
-    except* RuntimeError as failed:  # the MCP client's task groups wrap a tool's error
+    except* (RuntimeError, McpError) as failed:  # the client's task groups wrap the error
         sys.exit(f"mcp_pick_place: {'; '.join(leaf_messages(failed))}")
+    except* httpx.HTTPError as failed:
+        sys.exit(f"mcp_pick_place: cannot reach {options.url}: {leaf_messages(failed)[0]}")

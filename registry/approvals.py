@@ -64,7 +64,10 @@ def call_fingerprint(
 
 @dataclass(frozen=True)
 class ApprovalRequest:
-    """What an operator is asked about: one call, as the gates normalised it."""
+    """What an operator is asked about: one call, as the gates normalised it.
+
+    ``tool`` is the canonical name (the call's identity); ``listed_name`` the name the
+    operator reads (``ToolEntry.listed_name``, what the agent called in ``tools/list``)."""
 
     tool: str
     version: int
@@ -72,6 +75,12 @@ class ApprovalRequest:
     caller: str
     request_id: str
     risk: str
+    listed_name: str | None = None
+
+    @property
+    def shown(self) -> str:
+        """The tool's name as the record, the CLI, the console and denials show it."""
+        return self.listed_name or self.tool
 
     @property
     def fingerprint(self) -> str:
@@ -102,7 +111,7 @@ class Approval:
         ``cell`` (skill, runtime instance, robot) when the call concerns one cell."""
         record = {
             "id": self.id,
-            "tool": self.request.tool,
+            "tool": self.request.shown,
             "version": self.request.version,
             "arguments": redact_arguments(self.request.arguments),
             "fingerprint": self.fingerprint,
@@ -300,11 +309,11 @@ def _released(approval: Approval, fingerprint: str, timeout_s: float) -> Approva
     if approval.state == "approved" and approval.fingerprint == fingerprint:
         return approval
     if approval.state == "denied":
-        message = f"an operator denied {approval.request.tool}: {approval.reason}"
+        message = f"an operator denied {approval.request.shown}: {approval.reason}"
         raise Denied("TOOL_APPROVAL_DENIED", message, details=details)
     if approval.state == "expired":
         message = (
-            f"no operator decided on {approval.request.tool} within {timeout_s:g} s; "
+            f"no operator decided on {approval.request.shown} within {timeout_s:g} s; "
             "call again with a new requestId to ask again"
         )
         raise Denied(

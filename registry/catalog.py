@@ -20,6 +20,7 @@ from doraforge.registry.errors import Conflict, InvalidRequest, NotFound
 from doraforge.registry.model import Adapter, Admit, CallContext, ContextAdapter, ToolEntry
 from doraforge.wire.json_schema import SchemaRefused, local_validator
 from doraforge.wire.schema_fast import compile_schema
+from doraforge.wire.suggest import closest
 
 MAX_INTENT_CHARS = 500
 _TOKEN = re.compile(r"[a-z0-9]+")
@@ -169,9 +170,13 @@ class Catalog:
         canonical = self._by_name.get(name)
         return None if canonical is None else self._tools[canonical]
 
-    def names(self) -> list[str]:
-        """Every tool's canonical name, sorted."""
-        return sorted(self._tools)
+    def suggestions(self, name: str) -> list[str]:
+        """The listed names of the tools whose names (any of them) are closest to ``name``,
+        best first: a misspelled ``forge.tool_start_actoin`` is offered
+        ``forge_tool_start_action``, the name an agent can call."""
+        found = closest(name, self._by_name)
+        listed = (self._tools[self._by_name[match]].entry.listed_name for match in found)
+        return list(dict.fromkeys(listed))
 
     def filter(self, *, scope: str | None = None, intent: str | None = None) -> list[ToolEntry]:
         """Entries in ``scope`` (``None`` or ``"all"``: every scope), narrowed by ``intent``.

@@ -358,7 +358,7 @@ def _artifact(evidence: list[dict[str, Any]], task_id: str, artifact_id: str) ->
     ids = {"task_id": task_id, "artifact_id": artifact_id}
     if found is None:
         message = f"task {task_id!r} has no evidence artifact {artifact_id!r}"
-        raise ToolFailure("EVIDENCE_NOT_FOUND", message + "; forge.task_get lists it", details=ids)
+        raise ToolFailure("EVIDENCE_NOT_FOUND", message + "; forge_task_get lists it", details=ids)
     if found.get("error") is not None or not found.get("path") or not found.get("sha256"):
         code = (found.get("error") or {}).get("code")
         message = f"artifact {artifact_id!r} is a failed capture ({code}): no frame was kept"

@@ -29,7 +29,7 @@ from doraforge.registry.errors import Forbidden, ToolFailure
 from doraforge.registry.model import CallContext, Principal, ToolEntry
 from doraforge.registry.repair import Repair, repair
 from doraforge.wire.schema_words import expected_text, json_path, located
-from doraforge.wire.suggest import closest, did_you_mean
+from doraforge.wire.suggest import offered
 
 logger = logging.getLogger(__name__)
 
@@ -62,16 +62,16 @@ def lookup(catalog: Catalog, name: str, version: int | None) -> RegisteredTool:
     """Resolve by canonical, provider or alias name and enforce the version pin."""
     tool = catalog.resolve(name)
     if tool is None:
-        names = catalog.names()
+        suggestions = catalog.suggestions(name)
         raise Denied(
             "TOOL_NOT_FOUND",
-            f"no tool named {name!r}{did_you_mean(name, names)}",
-            details={"suggestions": closest(name, names)},
+            f"no tool named {name!r}{offered(suggestions)}",
+            details={"suggestions": suggestions},
         )
     if version is not None and version != tool.entry.version:
         raise Denied(
             "TOOL_VERSION_MISMATCH",
-            f"{tool.entry.name} is at version {tool.entry.version}, not {version}",
+            f"{tool.entry.listed_name} is at version {tool.entry.version}, not {version}",
             details={"requested": version, "current": tool.entry.version},
         )
     return tool
@@ -93,14 +93,16 @@ def approval(entry: ToolEntry, principal: Principal, *, attended: bool = False) 
     asked about a call that would be refused anyway (``registry.approvals``). Unattended,
     raises :class:`Denied` ``TOOL_APPROVAL_REQUIRED`` at once.
     """
-    standing = entry.name in principal.approvals and entry.policy.confirmation != "required"
+    # A standing rule may name the tool by any name it answers to (listed, canonical, alias).
+    named = not entry.names().isdisjoint(principal.approvals)
+    standing = named and entry.policy.confirmation != "required"
     if not needs_approval(entry) or standing:
         return False
     if attended:
         return True
     raise Denied(
         "TOOL_APPROVAL_REQUIRED",
-        f"{entry.name} ({entry.policy.risk} risk) needs explicit approval",
+        f"{entry.listed_name} ({entry.policy.risk} risk) needs explicit approval",
         details={"risk": entry.policy.risk, "confirmation": entry.policy.confirmation},
     )
 
@@ -111,7 +113,7 @@ def capabilities(entry: ToolEntry, principal: Principal, *, require_auth_for_wri
     if principal.scope not in entry.policy.scopes:
         raise Denied(
             "TOOL_CAPABILITY_DENIED",
-            f"{entry.name} is not available in scope {principal.scope!r}",
+            f"{entry.listed_name} is not available in scope {principal.scope!r}",
             details={"scope": principal.scope, "scopes": entry.policy.scopes},
         )
     required = entry.policy.requiredCapabilities
@@ -121,7 +123,7 @@ def capabilities(entry: ToolEntry, principal: Principal, *, require_auth_for_wri
     if missing:
         raise Denied(
             "TOOL_CAPABILITY_DENIED",
-            f"{entry.name} needs grant(s): {', '.join(missing)}",
+            f"{entry.listed_name} needs grant(s): {', '.join(missing)}",
             details={"missing": missing},
         )
     if (
@@ -129,7 +131,7 @@ def capabilities(entry: ToolEntry, principal: Principal, *, require_auth_for_wri
         and entry.policy.sideEffect == "write"
         and not (principal.authenticated)
     ):
-        raise Denied("TOOL_AUTH_REQUIRED", f"{entry.name} writes; authenticate first")
+        raise Denied("TOOL_AUTH_REQUIRED", f"{entry.listed_name} writes; authenticate first")
 
 
 def permissions(entry: ToolEntry, principal: Principal) -> None:
@@ -145,7 +147,7 @@ def permissions(entry: ToolEntry, principal: Principal) -> None:
     if missing:
         raise Denied(
             "TOOL_PERMISSION_DENIED",
-            f"{entry.name} needs permission(s) not held",
+            f"{entry.listed_name} needs permission(s) not held",
             details={"missing": missing},
         )
 
@@ -197,7 +199,7 @@ def validate_input(tool: RegisteredTool, arguments: dict[str, Any], valid: bool)
     words = expected_text(expected)
     raise Denied(
         "TOOL_INVALID_ARGUMENTS",
-        f"arguments do not match {tool.entry.name}'s input schema: {json_path(where)}: "
+        f"arguments do not match {tool.entry.listed_name}'s input schema: {json_path(where)}: "
         f"{errors[0].message[:MAX_MESSAGE_CHARS]}" + (f"; expected {words}" if words else ""),
         details={
             "errors": [
@@ -242,7 +244,7 @@ def egress(
     names the first refused host, the principal and the operator route that allows it."""
     refused = policy.refused(entry.policy.egressHosts, principal, sources=sources)
     if refused:
-        denial = policy.denial(refused[0], principal, what=entry.name)
+        denial = policy.denial(refused[0], principal, what=entry.listed_name)
         details = {**denial["details"], "hosts": refused}
         raise Denied(denial["code"], denial["message"], details=details)
 
@@ -269,7 +271,7 @@ async def execute(
         write = policy.sideEffect == "write"
         error = ToolFailure(
             "TOOL_TIMEOUT",
-            f"{tool.entry.name} did not finish within {policy.timeoutMs} ms",
+            f"{tool.entry.listed_name} did not finish within {policy.timeoutMs} ms",
             retryable=not write,
             details={"timeoutMs": policy.timeoutMs, "remoteState": "unknown" if write else "none"},
         )
@@ -278,7 +280,7 @@ async def execute(
         return Outcome("failed", error=failure.to_payload())
     except Exception as exc:  # an adapter bug must become a result, never leak
         logger.warning("adapter for %s raised", tool.entry.name, exc_info=exc)
-        message = f"{tool.entry.name} adapter raised {type(exc).__name__}"
+        message = f"{tool.entry.listed_name} adapter raised {type(exc).__name__}"
         return Outcome("failed", error=ToolFailure("TOOL_ADAPTER_ERROR", message).to_payload())
 
 

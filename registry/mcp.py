@@ -322,7 +322,11 @@ class McpEndpoint:
             outcome = await self.service.call(body, principal, idempotency_key=request_id)
         except RegistryError as exc:
             return refusal_result(exc, request_id)
-        return tool_result(outcome, self.settings)
+        entry = self.service.resolve(request.name)
+        if entry is None:  # unregistered while it ran: no schema to hold the cut to
+            return tool_result(outcome, self.settings, name=request.name)
+        schema = entry.output_schema if entry.output_schema.get("type") == "object" else None
+        return tool_result(outcome, self.settings, schema, name=entry.listed_name)
 
     async def _call_context(
         self, name: str, arguments: dict[str, Any], request_id: str, principal: Principal

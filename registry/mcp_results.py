@@ -2,9 +2,8 @@
 ``CallToolResult`` (structured content and its text), a failure an ``isError`` result, and a
 result carrying an image an MCP image block beside a structured part without the bytes.
 
-:func:`apply_budget` is the one cut of a structured result: lists capped, the largest
-top-level members left out first (named in ``elided``), then strings shortened, and every
-cut flagged with ``truncated`` so partial data never looks complete.
+A result over budget is cut by :func:`registry.result_budget.cut`, held to the tool's output
+schema; one that cannot be cut validly is the ``isError`` result ``TOOL_RESULT_TOO_LARGE``.
 """
 
 from __future__ import annotations
@@ -17,6 +16,8 @@ from typing import Any
 import mcp.types as types
 
 from doraforge.registry.context.budgets import MAX_IMAGE_DATA_CHARS, dumps
+from doraforge.registry.errors import ToolFailure
+from doraforge.registry.result_budget import Cut, ResultTooLarge, Schema, cut
 from doraforge.registry.settings import ServerSettings
 
 IMAGE_TYPES = ("image/jpeg", "image/png")
@@ -60,9 +61,17 @@ def tool_error(
     ).model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
-def tool_result(outcome: dict[str, Any], settings: ServerSettings) -> dict[str, Any]:
-    """A ``portos_tool_result`` as an MCP ``CallToolResult`` within the result budgets; a
-    result with a top-level ``image`` (:func:`image_of`) becomes an image block too."""
+def tool_result(
+    outcome: dict[str, Any],
+    settings: ServerSettings,
+    output_schema: Schema | None = None,
+    *,
+    name: str = "the tool",
+) -> dict[str, Any]:
+    """A ``portos_tool_result`` as an MCP ``CallToolResult`` within the result budgets,
+    still valid against ``output_schema``; a result with a top-level ``image``
+    (:func:`image_of`) becomes an image block too. ``name`` is the tool's listed name, for
+    the error of a result no valid cut fits."""
     meta = {
         "doraforge/requestId": outcome.get("requestId"),
         "doraforge/duplicate": bool(outcome.get("duplicate")),
@@ -72,18 +81,52 @@ def tool_result(outcome: dict[str, Any], settings: ServerSettings) -> dict[str, 
         return tool_error(outcome.get("error") or {}, str(outcome.get("requestId")), meta)
     value = outcome.get("result")
     structured = value if isinstance(value, dict) else {"result": value}
+    schema = output_schema if isinstance(value, dict) else None  # it describes the value
     image = image_of(structured)
-    if image is not None:
-        return _image_result(structured, image, settings, meta)
-    bounded, truncated = apply_budget(
-        structured, max_chars=settings.max_result_chars, max_items=settings.max_result_items
-    )
-    meta["doraforge/truncated"] = truncated
+    try:
+        if image is not None:
+            return _image_result(structured, image, settings, meta, schema)
+        bounded = cut(
+            structured,
+            schema,
+            max_chars=settings.max_result_chars,
+            max_items=settings.max_result_items,
+        )
+    except ResultTooLarge as exc:
+        request_id = str(outcome.get("requestId"))
+        return tool_error(too_large(name, exc, request_id), request_id, meta)
+    return _structured(bounded, meta)
+
+
+def too_large(name: str, exc: ResultTooLarge, request_id: str) -> dict[str, Any]:
+    """The error of a completed call whose result no valid cut fits: the call's effect
+    stands, and its whole result is retained under its requestId."""
+    return ToolFailure(
+        "TOOL_RESULT_TOO_LARGE",
+        f"{name} completed, but its result ({exc.original_chars} characters) does not fit "
+        f"the MCP result budget ({exc.max_chars}) in any form its output schema allows; do "
+        "not call it again: its effect stands, and the whole result is retained at "
+        f"GET /api/tools/calls/{request_id}",
+        retryable=False,
+        details={
+            "requestId": request_id,
+            "resultChars": exc.original_chars,
+            "maxResultChars": exc.max_chars,
+        },
+    ).to_payload()
+
+
+def _structured(bounded: Cut, meta: dict[str, Any], *before: types.ImageContent) -> dict[str, Any]:
+    """The ``CallToolResult`` of a cut: its value as structured content and text, and what
+    was cut in ``_meta`` (``doraforge/truncated``, ``doraforge/cut``)."""
+    marks: dict[str, Any] = {"doraforge/truncated": bounded.truncated}
+    if bounded.truncated:
+        marks["doraforge/cut"] = bounded.meta()
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=dumps(bounded))],
-        structuredContent=bounded,
+        content=[*before, types.TextContent(type="text", text=dumps(bounded.value))],
+        structuredContent=bounded.value,
         isError=False,
-        _meta=meta,
+        _meta={**meta, **marks},
     ).model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
@@ -114,92 +157,24 @@ def _image_result(
     image: types.ImageContent,
     settings: ServerSettings,
     meta: dict[str, Any],
+    output_schema: Schema | None,
 ) -> dict[str, Any]:
     """The image block (index 0), the structured result without the image's data (which
     points at that block) and its text; the structured part shrinks until the whole
     serialized result is within ``max_result_chars`` plus the image data."""
     described = {k: v for k, v in structured["image"].items() if k != "data"}
     without = {**structured, "image": {**described, "dataInContent": 0}}
-    limit = settings.max_result_chars // 2
+    limit, result = settings.max_result_chars // 2, None
     while True:
-        bounded, truncated = apply_budget(
-            without, max_chars=limit, max_items=settings.max_result_items
-        )
-        result = types.CallToolResult(
-            content=[image, types.TextContent(type="text", text=dumps(bounded))],
-            structuredContent=bounded,
-            isError=False,
-            _meta={**meta, "doraforge/truncated": truncated},
-        ).model_dump(by_alias=True, exclude_none=True, mode="json")
+        try:
+            bounded = cut(
+                without, output_schema, max_chars=limit, max_items=settings.max_result_items
+            )
+        except ResultTooLarge:
+            if result is None:
+                raise
+            return result  # the smallest valid cut
+        result = _structured(bounded, meta, image)
         if len(dumps(result)) - len(image.data) <= settings.max_result_chars or limit <= 256:
             return result
         limit //= 2
-
-
-def _cap_items(value: Any, max_items: int) -> tuple[Any, bool]:
-    if isinstance(value, list):
-        capped = [_cap_items(v, max_items) for v in value[:max_items]]
-        return [v for v, _ in capped], len(value) > max_items or any(t for _, t in capped)
-    if isinstance(value, dict):
-        pairs = {k: _cap_items(v, max_items) for k, v in value.items()}
-        return {k: v for k, (v, _) in pairs.items()}, any(t for _, t in pairs.values())
-    return value, False
-
-
-def _cap_strings(value: Any, limit: int) -> Any:
-    if isinstance(value, str) and len(value) > limit:
-        return value[:limit]
-    if isinstance(value, list):
-        return [_cap_strings(v, limit) for v in value]
-    if isinstance(value, dict):
-        return {k: _cap_strings(v, limit) for k, v in value.items()}
-    return value
-
-
-def apply_budget(
-    structured: dict[str, Any], *, max_chars: int, max_items: int
-) -> tuple[dict[str, Any], bool]:
-    """``structured`` with lists capped at ``max_items`` and its JSON within ``max_chars``.
-
-    A truncated result carries ``truncated: true`` (plus ``originalChars`` when characters
-    were cut) so partial data never looks complete.
-    """
-    capped, truncated = _cap_items(structured, max_items)
-    original = len(dumps(structured))
-    capped, elided = _elide_largest(capped, max_chars - 256)
-    truncated = truncated or bool(elided)
-    limit = max_chars
-    while len(dumps(capped)) > max_chars - 64 and limit > 16:
-        limit //= 2
-        capped = _cap_strings(capped, limit)
-        truncated = True
-    if len(dumps(capped)) > max_chars - 64:
-        preview = dumps(structured)[: max_chars // 3]  # re-escaping at most doubles it
-        capped = {"preview": preview}
-        truncated = True
-    if truncated:
-        capped = {**capped, "truncated": True, "originalChars": original}
-        if elided and "preview" not in capped:
-            capped["elided"] = elided
-    return capped, truncated
-
-
-def _elide_largest(value: dict[str, Any], budget: int) -> tuple[dict[str, Any], list[str]]:
-    """Leave out the largest top-level members until ``value`` fits ``budget``.
-
-    A big answer (a task with its records and evidence) keeps its small, decisive fields
-    (``status``, ``verdict``, ids) whole instead of having every string shortened or the
-    whole answer reduced to a preview; the keys left out are named so the agent knows what
-    it did not get. Nothing is left out of an answer that already fits.
-    """
-    sizes = {key: len(dumps(member)) for key, member in value.items()}
-    total = len(dumps(value))
-    kept = dict(value)
-    elided: list[str] = []
-    for key in sorted(sizes, key=lambda k: -sizes[k]):
-        if total <= budget:
-            break
-        del kept[key]
-        elided.append(key)
-        total -= sizes[key] + len(dumps(key)) + 2
-    return kept, elided

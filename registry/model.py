@@ -103,6 +103,16 @@ class ToolEntry(BaseModel):
             )
         return self
 
+    @property
+    def listed_name(self) -> str:
+        """The one name a person reads: the name ``tools/list`` and every provider format
+        list (``providerName``), shown by approvals, errors, the CLI and the console.
+
+        MCP clients and model APIs accept ``[A-Za-z0-9_-]{1,64}`` (no dots), so the listed
+        name is the only one every agent can call; the canonical ``name`` stays the
+        catalog's identity and, with the aliases, is still accepted on input."""
+        return self.providerName
+
     def names(self) -> frozenset[str]:
         """Every name a call may use: canonical, provider and aliases."""
         return frozenset({self.name, self.providerName, *self.aliases})

@@ -1,12 +1,12 @@
 """Mechanical provider projections of one entry, and the catalog ETag.
 
-OpenAI and Anthropic projections use ``providerName``, the form every provider accepts; the
-MCP projection does too, since several MCP clients restrict tool names to that alphabet, and
-carries the standard annotations derived from the policy. A call by any of these names
-resolves to the same entry. Provider formats have no field for where a tool comes from, so
-the description of a tool with an ``origin`` (a saved recipe) ends in a bounded suffix
-naming it and its active revision (``" [local recipe, rev 3]"``); the native portos form
-carries the ``origin`` itself.
+Every provider projection names a tool by its listed name (``ToolEntry.listed_name``), the
+form every provider accepts, and by nothing else (no MCP ``title``: a second name there was a
+second name to read); the MCP projection carries the standard annotations derived from the
+policy. A call by any name of the entry resolves to the same entry. Provider formats have
+no field for where a tool comes from, so the description of a tool with an ``origin`` (a
+saved recipe) ends in a bounded suffix naming it and its active revision
+(``" [local recipe, rev 3]"``); the native portos form carries the ``origin`` itself.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def _openai(entry: ToolEntry) -> dict[str, Any]:
     return {
         "type": "function",
         "function": {
-            "name": entry.providerName,
+            "name": entry.listed_name,
             "description": provider_description(entry),
             "parameters": entry.input_schema,
         },
@@ -80,7 +80,7 @@ def _openai(entry: ToolEntry) -> dict[str, Any]:
 
 def _anthropic(entry: ToolEntry) -> dict[str, Any]:
     return {
-        "name": entry.providerName,
+        "name": entry.listed_name,
         "description": provider_description(entry),
         "input_schema": entry.input_schema,
     }
@@ -88,8 +88,7 @@ def _anthropic(entry: ToolEntry) -> dict[str, Any]:
 
 def _mcp(entry: ToolEntry) -> dict[str, Any]:
     tool: dict[str, Any] = {
-        "name": entry.providerName,
-        "title": entry.name,
+        "name": entry.listed_name,
         "description": provider_description(entry),
         "inputSchema": entry.input_schema,
         "annotations": mcp_annotations(entry),

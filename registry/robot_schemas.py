@@ -224,3 +224,46 @@ def evidence_frame_output(max_width: int, max_height: int, max_bytes: int) -> Sc
             "evidenceSha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
         },
     }
+
+
+# -- the task tools' answer: what a caller reads to know where the task stands is required,
+# -- so a result cut to a budget (registry.result_budget) keeps it whole.
+
+_VERDICT: Schema = {"type": ["object", "null"], "required": ["status"]}
+
+#: What every task tool answers (``forge.task_create``, ``_get``, ``_begin_revision``,
+#: ``_finalize``, ``_cancel``): doraforge's task description beside PhyAgentOS's
+#: ``AgentTaskRecord`` fields. Open at every level: PAOS may add fields.
+TASK_ANSWER_OUTPUT: Schema = {
+    "type": "object",
+    "required": ["task", "revisions", "task_id", "status", "active_revision_id"],
+    "properties": {
+        "task": {"type": "object", "required": ["task_id", "state", "goal"]},
+        "revisions": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["revision_id", "ordinal", "verdict"],
+                "properties": {"verdict": _VERDICT},
+            },
+        },
+        "task_id": {"type": "string"},
+        "status": {"type": "string"},
+        "active_revision_id": {"type": "string"},
+    },
+}
+TASK_TOOLS = frozenset(
+    {
+        "forge_task_create",
+        "forge_task_get",
+        "forge_task_begin_revision",
+        "forge_task_finalize",
+        "forge_task_cancel",
+    }
+)
+
+
+def output_of(provider: str) -> Schema:
+    """The output schema offered for one PAOS tool (an open object unless it is declared)."""
+    return TASK_ANSWER_OUTPUT if provider in TASK_TOOLS else {"type": "object"}

@@ -49,6 +49,7 @@ from doraforge.registry.robot_schemas import (
     agent_form,
     camera_frame_output,
     evidence_frame_output,
+    output_of,
 )
 from doraforge.registry.skill_gateway import SkillGateways, agent_safe
 from doraforge.registry.task_owner import TaskOwnership
@@ -389,7 +390,7 @@ def _frame_entries(tools: RobotTools) -> list[tuple[dict[str, Any], Any]]:
                 "forge.evidence.frame",
                 "forge_evidence_frame",
                 "See a task's retained evidence frame (task_id, artifact_id from "
-                "forge.task_get) as a JPEG within the same budget, re-hashed first.",
+                "forge_task_get) as a JPEG within the same budget, re-hashed first.",
                 EVIDENCE_FRAME_INPUT,
                 "read",
                 "low",
@@ -422,7 +423,15 @@ def register_robot_tools(service: RegistryService, tools: RobotTools) -> list[st
     for provider, tool in TOOLS.items():
         canonical = "forge." + provider.removeprefix("forge_")
         description, schema = agent_form(provider, tool.description, tool.input_schema)
-        entry = _entry(canonical, provider, description, schema, tool.side_effect, tool.risk)
+        entry = _entry(
+            canonical,
+            provider,
+            description,
+            schema,
+            tool.side_effect,
+            tool.risk,
+            output_of(provider),
+        )
         routed = provider in SKILL_ROUTED
         entries.append((entry, tools.skill_adapter(tool) if routed else tools.agent_adapter(tool)))
     entries += _context_entries(tools)

@@ -384,6 +384,7 @@ def _approval_request(
         caller=principal.id,
         request_id=call.requestId,
         risk=entry.policy.risk,
+        listed_name=entry.listed_name,
     )
 
 

@@ -18,7 +18,10 @@ def closest(name: str, choices: Iterable[str]) -> list[str]:
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
     """``"; did you mean 'arm.home'?"`` to append to a message, or ``""`` when nothing is
     close enough to offer."""
-    found = closest(name, choices)
-    if not found:
-        return ""
-    return f"; did you mean {' or '.join(repr(choice) for choice in found)}?"
+    return offered(closest(name, choices))
+
+
+def offered(found: Iterable[str]) -> str:
+    """``"; did you mean 'a' or 'b'?"`` for names already found, ``""`` for none."""
+    shown = [repr(choice) for choice in found]
+    return f"; did you mean {' or '.join(shown)}?" if shown else ""

@@ -18,7 +18,7 @@ import pytest
 from doraforge.cli import approvals_command, main
 from doraforge.registry.settings import ServerSettings
 from tests.registry.server_support import TOKEN, call_body
-from tests.registry.test_approvals_http import TOOL, Arm, approvals_server
+from tests.registry.test_approvals_http import LISTED, TOOL, Arm, approvals_server
 from tests.support.waiting import eventually
 
 ENV = approvals_command.DEFAULT_TOKEN_ENV
@@ -112,7 +112,7 @@ def test_list_shows_the_waiting_call_and_approve_releases_it(
     code, out, err = run(capsys, monkeypatch, tmp_path, "approvals", "list", "--url", registry.url)
     assert (code, err) == (0, "")
     (shown,) = out.splitlines()
-    assert shown.startswith(f"{record['id']} pending {TOOL} doraforge-agent expires ")
+    assert shown.startswith(f"{record['id']} pending {LISTED} doraforge-agent expires ")
     assert shown.endswith('{"x":0.4}')
     code, out, err = run(
         capsys,
@@ -127,7 +127,7 @@ def test_list_shows_the_waiting_call_and_approve_releases_it(
         registry.url,
     )
     assert (code, err) == (0, "")
-    assert out == f"approved {record['id']} ({TOOL}): cell is clear\n"
+    assert out == f"approved {record['id']} ({LISTED}): cell is clear\n"
     answer = registry.answered()
     assert (answer.status_code, answer.json()["state"]) == (200, "completed")
     assert registry.arm.runs == [{"x": 0.4}]

@@ -24,6 +24,8 @@ from tests.support.waiting import eventually_async
 pytestmark = pytest.mark.anyio
 
 TOOL = "demo.arm"
+#: The name tools/list shows, and so the name an operator reads in the record.
+LISTED = "demo_arm"
 FIELDS = {
     "id", "tool", "version", "arguments", "fingerprint", "caller", "risk",
     "requested_at", "expires_at", "state", "reason", "decided_at",
@@ -50,7 +52,7 @@ class Arm:
         }
         return {
             "name": TOOL,
-            "providerName": "demo_arm",
+            "providerName": LISTED,
             "description": "Move the demo arm (high risk).",
             "input_schema": schema,
             "output_schema": {"type": "object"},
@@ -115,11 +117,8 @@ async def test_an_approved_call_is_listed_then_runs_and_answers_its_caller(
         assert set(record) == FIELDS
         assert record["arguments"] == {"x": 0.25, "api_key": "[REDACTED]"}
         # The one token is the agent token: its caller is the agent principal.
-        assert (record["tool"], record["risk"], record["caller"]) == (
-            TOOL,
-            "high",
-            "doraforge-agent",
-        )
+        shown = (record["tool"], record["risk"], record["caller"])
+        assert shown == (LISTED, "high", "doraforge-agent")
         assert record["requested_at"].endswith("Z")
         assert record["expires_at"].endswith("Z")
         one = await client.get(f"/api/approvals/{record['id']}")

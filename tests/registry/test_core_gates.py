@@ -286,9 +286,10 @@ async def test_a_misspelled_tool_name_is_denied_offering_the_closest_name() -> N
     answer = await service.call(call("typo", "brain.serch", query="q"), AGENT)
     assert answer["error"]["code"] == "TOOL_NOT_FOUND"
     assert answer["error"]["message"] == (
-        "no tool named 'brain.serch'; did you mean 'brain.search'?"
+        "no tool named 'brain.serch'; did you mean 'brain_search'?"
     )
-    assert answer["error"]["details"]["suggestions"] == ["brain.search"]
+    # The closest of any name a tool answers to, offered by the name tools/list shows.
+    assert answer["error"]["details"]["suggestions"] == ["brain_search"]
     assert adapter.calls == []
 
 
@@ -297,7 +298,7 @@ async def test_a_missing_argument_is_denied_naming_its_path_and_expected_type() 
     answer = await service.call(call("missing-arg", limit=3), AGENT)
     assert answer["error"]["code"] == "TOOL_INVALID_ARGUMENTS"
     assert answer["error"]["message"] == (
-        "arguments do not match brain.search's input schema: $.query: "
+        "arguments do not match brain_search's input schema: $.query: "
         "'query' is a required property; expected string"
     )
     assert adapter.calls == []

@@ -174,6 +174,6 @@ async def test_a_failed_capture_an_unknown_artifact_and_an_unknown_task_are_refu
     assert failed.value.code == "EVIDENCE_NOT_RETAINED"
     assert "EVIDENCE_STALE" in failed.value.message
     assert unknown.value.code == "EVIDENCE_NOT_FOUND"
-    assert "forge.task_get" in unknown.value.message
+    assert "forge_task_get" in unknown.value.message
     assert no_task.value.code == "PAOS_NOT_FOUND"
     assert no_task.value.retryable is False

@@ -9,7 +9,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from doraforge.registry.mcp_results import apply_budget, tool_result
+from doraforge.registry.mcp_results import tool_result
+from doraforge.registry.result_budget import cut
 from doraforge.registry.settings import ServerSettings
 
 json_values = st.recursive(
@@ -26,7 +27,8 @@ def _size(value: Any) -> int:
 @settings(max_examples=200, deadline=None)
 @given(value=st.dictionaries(st.text(max_size=5), json_values, max_size=6))
 def test_any_result_fits_the_budget_and_says_when_it_was_cut(value: dict[str, Any]) -> None:
-    bounded, truncated = apply_budget(value, max_chars=2000, max_items=5)
+    done = cut(value, max_chars=2000, max_items=5)
+    bounded, truncated = done.value, done.truncated
     assert _size(bounded) <= 2000
     assert truncated == (bounded != value)
     if truncated:
@@ -35,11 +37,13 @@ def test_any_result_fits_the_budget_and_says_when_it_was_cut(value: dict[str, An
 
 def test_a_small_result_is_untouched() -> None:
     value = {"items": [1, 2, 3], "text": "ok"}
-    assert apply_budget(value, max_chars=20_000, max_items=25) == (value, False)
+    done = cut(value, max_chars=20_000, max_items=25)
+    assert (done.value, done.truncated) == (value, False)
 
 
 def test_long_lists_are_capped_at_25_items_and_flagged() -> None:
-    bounded, truncated = apply_budget({"a": list(range(30))}, max_chars=20_000, max_items=25)
+    done = cut({"a": list(range(30))}, max_chars=20_000, max_items=25)
+    bounded, truncated = done.value, done.truncated
     assert truncated is True
     assert bounded["a"] == list(range(25))
     assert bounded["truncated"] is True
@@ -52,7 +56,8 @@ def test_a_big_answer_keeps_its_small_fields_whole_and_names_what_it_left_out() 
         "records": [{"result": "x" * 900} for _ in range(20)],
         "evidence": [{"path": "e" * 400} for _ in range(20)],
     }
-    bounded, truncated = apply_budget(answer, max_chars=20_000, max_items=25)
+    done = cut(answer, max_chars=20_000, max_items=25)
+    bounded, truncated = done.value, done.truncated
     assert truncated is True
     assert bounded["status"] == "succeeded"
     assert bounded["verdict"] == answer["verdict"]

@@ -154,7 +154,7 @@ def test_a_missing_required_argument_is_marked_on_its_own_field(page: Page) -> N
 
 def _pending_row(page: Page) -> Any:
     page.goto(page.url.split("#")[0] + "#/approvals")
-    row = page.locator('#approvals tr[data-tool="forge.tool_start_action"]')
+    row = page.locator('#approvals tr[data-tool="forge_tool_start_action"]')
     expect(row).to_have_count(1, timeout=30_000)
     return row
 

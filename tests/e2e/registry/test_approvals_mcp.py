@@ -126,7 +126,7 @@ async def _scenario(serve: ServeProcess) -> None:
         (record_a,) = await _pending(operator, 1)
         call_b = _start(session, task_id, "gripper.release")
         record_b = next(r for r in await _pending(operator, 2) if r["id"] != record_a["id"])
-        assert record_a["tool"] == record_b["tool"] == "forge.tool_start_action"
+        assert record_a["tool"] == record_b["tool"] == "forge_tool_start_action"
         assert record_a["caller"] == "doraforge-agent"
         assert record_a["risk"] == "high"
         assert record_a["arguments"]["tool_id"] == "arm.home"

@@ -1,9 +1,16 @@
 """End to end: an official MCP SDK client with the robot grants runs the pick-and-place on
-the installed sim skill through the forge.* tools of ``doraforge serve``'s app."""
+the installed sim skill through the forge_* tools of ``doraforge serve``'s app; and the
+README's "An MCP client runs the pick-and-place" runs as written, against a real
+``doraforge serve`` process, to ``succeeded success``."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import re
+import shlex
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +27,7 @@ from doraforge.registry.settings import ServerSettings
 from tests.e2e.sim_skill import SKILL, started_sim, task_service
 from tests.paths import PROJECT_ROOT
 from tests.registry.server_support import running
+from tests.support.live_server import serve_process
 from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.e2e
@@ -104,3 +112,58 @@ def test_an_mcp_client_with_the_write_grant_runs_and_finalizes_the_pick_and_plac
         described = asyncio.run(_pick_place(f"{base}/mcp"))
     assert "task" in described, sorted(described)
     assert described["task"]["state"] == "succeeded"
+    # Cut to the MCP budget, the answer keeps what its output schema requires.
+    assert described["revisions"][-1]["verdict"]["status"] == "success"
+
+
+README = PROJECT_ROOT / "README.md"
+EXAMPLE_SECTION = "### An MCP client runs the pick-and-place"
+#: The run of nine motions and a finalize, with room for a loaded machine.
+EXAMPLE_TIMEOUT_S = 420.0
+
+
+def readme_example() -> list[list[str]]:
+    """The commands of the README's MCP pick-and-place block, split as a shell would."""
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index(EXAMPLE_SECTION) :]
+    block = re.search(r"```bash\n(.*?)```", section, re.DOTALL)
+    assert block is not None, "the section lost its bash block"
+    commands = [shlex.split(line, comments=True) for line in block.group(1).splitlines()]
+    return [words[:-1] if words[-1] == "&" else words for words in commands if words]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(EXAMPLE_TIMEOUT_S + 120)
+def test_the_readme_mcp_example_runs_as_written_to_a_succeeded_task(tmp_path: Path) -> None:
+    pack, install, start, serve, example, stop = readme_example()
+    # Pack, install, start and stop as the README does, through the same API, on a free port.
+    assert (pack[:3], install[:3], start[:3], stop[:3]) == (
+        ["doraforge", "skill", "pack"],
+        ["doraforge", "skill", "install"],
+        ["doraforge", "skill", "start"],
+        ["doraforge", "skill", "stop"],
+    )
+    assert serve[:2] == ["doraforge", "serve"]
+    assert example[:2] == ["python", "examples/mcp_pick_place.py"]
+    started = started_sim(tmp_path)
+    next(started)
+    try:
+        with serve_process(tmp_path, *serve[2:]) as registry:
+            done = subprocess.run(
+                [sys.executable, *example[1:], f"{registry.base_url}/mcp"],
+                cwd=PROJECT_ROOT,
+                capture_output=True,
+                text=True,
+                timeout=EXAMPLE_TIMEOUT_S,
+                check=False,
+                env={k: v for k, v in os.environ.items() if k != "DORAFORGE_REGISTRY_TOKEN"},
+            )
+    finally:
+        next(started, None)  # stops the skill
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "succeeded success", done.stdout
+    motions = [line for line in lines if line.endswith(" completed")]
+    assert len(motions) == 9, done.stdout
+    assert "not listed by server" not in done.stderr
+    assert "Traceback" not in done.stderr

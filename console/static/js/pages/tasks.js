@@ -23,7 +23,7 @@ async function list(root) {
   root.append(
     h("h1", {}, "Tasks"),
     tasks.length === 0
-      ? h("p", { className: "empty" }, "No task yet. An agent creates one through forge.task_create.")
+      ? h("p", { className: "empty" }, "No task yet. An agent creates one through forge_task_create.")
       : table(["task", "state", "goal", "created", "finished"], tasks.map(listRow), { id: "tasks" }),
   );
 }
