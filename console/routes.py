@@ -27,6 +27,7 @@ from doraforge.registry.http import OPERATOR_ONLY, registry_policy, service_of, 
 
 if TYPE_CHECKING:
     from doraforge.console.state import Console
+    from doraforge.registry.service import RegistryService
     from doraforge.registry.settings import ServerSettings
 
 API = "/console/api"
@@ -52,8 +53,17 @@ async def audit(request: Request) -> JSONResponse:
     """The newest registry call records first; already redacted by ``registry.audit``."""
     only_params(request, ("limit",))
     limit = query_int(request, "limit", 200, 1, MAX_AUDIT)
-    records = service_of(request).audit.records()[-limit:]
+    service = service_of(request)
+    records = [_with_listed_name(service, dict(r)) for r in service.audit.records()[-limit:]]
     return JSONResponse({"ok": True, "records": records[::-1]})
+
+
+def _with_listed_name(service: RegistryService, record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with ``listedName``: the name ``tools/list`` shows for its tool (the one
+    name people read), beside the catalog id the audit keeps."""
+    tool = service.resolve(record["name"]) if isinstance(record.get("name"), str) else None
+    record["listedName"] = tool.listed_name if tool is not None else record.get("name")
+    return record
 
 
 def _get(path: str, endpoint: Any) -> APIRoute:

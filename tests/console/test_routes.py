@@ -273,6 +273,7 @@ def test_the_audit_lists_calls_newest_first_without_argument_values(base: httpx.
     assert records[0]["requestId"] == "r-audit-1"
     assert records[0]["state"] == "completed"
     assert set(records[0]) >= {"argumentKeys", "durationMs", "principal"}
+    assert records[0]["listedName"] == "forge_skills_installed"  # as tools/list shows it
 
 
 def test_a_start_on_a_port_already_held_is_refused_naming_that_port(base: httpx.Client) -> None:

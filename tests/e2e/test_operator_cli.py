@@ -186,17 +186,11 @@ def test_a_run_cancelled_from_another_terminal_ends_in_lines_not_a_traceback(
     assert reset.returncode == 0, reset.stderr
     # The with statement closes the pipes however the test ends (left open, they surface
     # as ResourceWarnings failing whichever test the collector next runs in).
-    with operator.start("task", "run", SKILL, "--out", str(tmp_path)) as running:
+    with started_run(operator, tmp_path) as running:
         try:
+            task_id = task_of(running)
             assert running.stdout is not None
             stdout = running.stdout
-            bound = eventually(
-                lambda: re.search(r"task (task_[0-9a-f]+) bound to", stdout.readline()),
-                within=60,
-                what="the task to be created",
-                interval=0,
-            )
-            task_id = bound.group(1)
             # The first step is under way once the scene has been read and planned.
             eventually(
                 lambda: "cube at" in stdout.readline(), within=30, what="the plan", interval=0

@@ -281,7 +281,7 @@ def test_the_audit_page_lists_the_agent_calls_with_their_outcomes(page: Page, ce
     # Builds on the approved and the denied call above.
     page.goto(page.url.split("#")[0] + "#/audit")
     audit = page.locator("#audit")
-    expect(audit).to_contain_text("forge.tool_start_action")
+    expect(audit).to_contain_text("forge_tool_start_action")
     expect(audit).to_contain_text("TOOL_APPROVAL_DENIED")
     expect(audit).to_contain_text("approval approved")
     expect(audit).to_contain_text("cell is clear")  # the operator's reason is the record

@@ -21,7 +21,7 @@ function row(record) {
     "tr",
     {},
     h("td", {}, when(Math.round(record.at * 1000))),
-    h("td", {}, record.name || ""),
+    h("td", { title: record.name || "" }, record.listedName || record.name || ""),
     h("td", {}, record.principal),
     h("td", {}, outcome(record)),
     h("td", { className: "note" }, note(record)),
