@@ -167,14 +167,14 @@ class RecipeRunner:
     ) -> None:
         entry = self._service.resolve(step.tool)
         details = {"step": number, "tool": step.tool}
-        if entry is None or entry.name != step.tool:
+        if entry is None or step.tool not in (entry.listed_name, entry.name):
             raise gates.Denied(
                 "RECIPE_TOOL_UNAVAILABLE",
                 f"step {number}: {step.tool} is not registered now; start what provides it "
                 f"or {RESAVE.replace('accept it', 'change the step')}",
                 details=details,
             )
-        if fingerprint(entry) != active.fingerprints.get(step.tool):
+        if fingerprint(entry) != active.fingerprints.get(entry.name):
             raise gates.Denied(
                 "RECIPE_SCHEMA_DRIFT",
                 f"step {number}: {step.tool} changed since revision {active.revision} was "

@@ -1,8 +1,9 @@
 """A definition checked against the tools registered now, and each step tool's fingerprint.
 
-At save every step tool must exist under its canonical name, be a read, be offered to the
-``agent`` scope (an agent runs the recipe, so a tool it could not call itself is refused
-even when the operator could), not be a recipe itself, and take the step's arguments:
+At save every step tool must exist under its listed name (or its catalog id), be a read,
+be offered to the ``agent`` scope (an agent runs the recipe, so a tool it could not call
+itself is refused even when the operator could), not be a recipe itself, and take the
+step's arguments:
 each binding is replaced by a placeholder drawn from the schema it comes from (a recipe
 input's own schema), or, where none can be drawn (a pattern, a step result), left
 unchecked at that spot while everything around it is still checked (required arguments,
@@ -109,8 +110,8 @@ def step_tool(step: Step, number: int, service: RegistryService) -> ToolEntry:
     where = f"step {number}: {tool}"
     if entry is None:
         raise _refuse("RECIPE_TOOL_UNKNOWN", f"{where} is not a registered tool", number, tool)
-    if entry.name != tool:
-        message = f"{where} is another name of {entry.name}; use that"
+    if tool not in (entry.listed_name, entry.name):
+        message = f"{where} is another name of {entry.listed_name}; use that"
         raise _refuse("RECIPE_INVALID", message, number, tool)
     if entry.origin is not None:
         raise _refuse("RECIPE_NESTED", f"{where} is a recipe; inline its steps", number, tool)

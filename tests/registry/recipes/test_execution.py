@@ -304,3 +304,18 @@ def test_child_request_ids_stay_within_the_envelope_limit() -> None:
     assert long.endswith(":recipe-step-5")
     assert long == child_request_id("r" * 200, 5)
     assert long != child_request_id("r" * 199 + "s", 5)
+
+
+async def test_a_step_may_name_its_tool_as_tools_list_lists_it(
+    library: RecipeLibrary, service: RegistryService
+) -> None:
+    steps = [
+        {"tool": "demo_echo", "arguments": {"text": {"$input": "text"}}},
+        {"tool": "demo.echo", "arguments": {"text": {"$step": 1, "pointer": "/text"}}},
+    ]
+    library.save(echo_twice("listed-names", steps=steps))
+
+    outcome = await _run(service, "recipe.listed-names", {"text": "hi"})
+
+    assert outcome["state"] == "completed", outcome
+    assert [r["result"] for r in outcome["result"]["results"]] == [{"text": "hi"}] * 2

@@ -112,7 +112,6 @@ def test_more_than_five_steps_are_refused_as_too_many(library: RecipeLibrary) ->
         ("demo.write", {"value": 1}, "RECIPE_WRITE_TOOL"),
         ("demo.panel", {}, "RECIPE_TOOL_OUT_OF_SCOPE"),
         ("demo.nothing", {}, "RECIPE_TOOL_UNKNOWN"),
-        ("demo_echo", {"text": "x"}, "RECIPE_INVALID"),  # a provider name, not canonical
     ],
 )
 def test_a_step_tool_an_agent_recipe_may_not_call_is_refused_at_save(
