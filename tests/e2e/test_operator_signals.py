@@ -153,7 +153,8 @@ def test_run_on_a_chosen_port_stops_within_5_s_with_no_traceback_and_no_process_
 
 def test_run_keeps_the_gateway_journal_in_its_own_run_directory(tmp_path: Path) -> None:
     port = free_port()
-    with cli(tmp_path, "run", "mock", "--port", str(port)) as run:
+    # --verbose: the Gateway's own log line (naming its journal) reaches the terminal.
+    with cli(tmp_path, "run", "mock", "--port", str(port), "--verbose") as run:
         eventually(
             lambda: "starting HTTP on" in run.output() or run.process.poll() is not None,
             within=START_TIMEOUT_S,
