@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from doraforge.wire.tokens import TokenError, load_token
+from doraforge.wire.tokens import TokenError, load_token, secret_name
 
 TOKEN_ENV = "DORAFORGE_GATEWAY_TOKEN"
 TOKEN_FILE_ENV = "DORAFORGE_GATEWAY_TOKEN_FILE"
@@ -62,9 +62,10 @@ class DataflowAuth:
     token_file: Path | None = None
 
     def environment(self, base: Mapping[str, str]) -> dict[str, str]:
-        """``base`` with the Gateway pointed at :attr:`token_file` and the operator's token
-        value removed (the nodes need the file, never the secret in their environment)."""
-        env = {k: v for k, v in base.items() if k not in (TOKEN_ENV, TOKEN_FILE_ENV)}
+        """``base`` with the Gateway pointed at :attr:`token_file` and every token variable
+        removed (the registry's and the operator's included): the nodes need the file,
+        never a secret in their environment."""
+        env = {k: v for k, v in base.items() if not secret_name(k)}
         if self.token_file is not None:
             env[TOKEN_FILE_ENV] = str(self.token_file)
         return env

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from doraforge.dataflows import ZENOH_OVERLAY
 from doraforge.skill_runtime.dora_run import node_interpreter_environment
+from doraforge.wire.tokens import secret_name
 
 #: Variables passed as they are: a node or hook needs them to run, and none is a secret.
 PASSED_NAMES = frozenset(
@@ -58,13 +59,6 @@ PASSED_NAMES = frozenset(
 )
 #: Families passed as they are (locale, Python, Dora, Mesa, the simulation knobs).
 PASSED_PREFIXES = ("LC_", "PYTHON", "DORA_", "MESA_", "LIBGL_", "DORAFORGE_SIM_")
-
-
-def secret_name(name: str) -> bool:
-    """Whether ``name`` is one of doraforge's token variables (the registry's agent and
-    operator tokens, a Gateway's token or token file): never passed to a skill's code,
-    and a profile may not ask for one in ``required_environment``."""
-    return name.startswith("DORAFORGE_") and "TOKEN" in name
 
 
 def passed(name: str) -> bool:

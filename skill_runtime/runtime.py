@@ -49,11 +49,7 @@ from doraforge.paos.home import PaosHome
 from doraforge.paos.store import AgentTaskStore
 from doraforge.skill_runtime import dora_generation, gateway_probe, node_logs, stop_guards
 from doraforge.skill_runtime.catalog import current_bundle, not_installed
-from doraforge.skill_runtime.child_env import (
-    declared_environment,
-    secret_name,
-    skill_environment,
-)
+from doraforge.skill_runtime.child_env import declared_environment, skill_environment
 from doraforge.skill_runtime.cluster import (
     CLUSTER_ZENOH_OVERLAY,
     CoordinatorAddress,
@@ -104,6 +100,7 @@ from doraforge.skill_runtime.runtime_state import (
 )
 from doraforge.skill_runtime.sandbox import SandboxPlaces, require_bwrap, sandbox_launch_copy
 from doraforge.wire.files import PRIVATE_UMASK, atomic_write_text, private_file
+from doraforge.wire.tokens import secret_name
 
 __all__ = ["AUTO_PORT", "RuntimeManager", "RuntimeState"]
 

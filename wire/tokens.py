@@ -16,6 +16,13 @@ class TokenError(ValueError):
     """A configured token source that cannot be used; the message says what to do."""
 
 
+def secret_name(name: str) -> bool:
+    """Whether ``name`` is one of doraforge's token variables (the registry's agent and
+    operator tokens, a Gateway's token or token file): never handed to a skill's code or a
+    dataflow's nodes, and a profile may not ask for one in ``required_environment``."""
+    return name.startswith("DORAFORGE_") and "TOKEN" in name
+
+
 def load_token(
     *, env: str | None, file: str | Path | None, environ: Mapping[str, str]
 ) -> str | None:

@@ -108,3 +108,17 @@ def test_generate_replaces_any_operator_token_with_a_fresh_one(tmp_path: Path) -
 
     assert first.token_file is not None
     assert not first.token_file.exists()
+
+
+def test_a_dataflows_nodes_never_see_the_registrys_or_operators_tokens() -> None:
+    base = {
+        "PATH": "/bin",
+        "DORAFORGE_REGISTRY_TOKEN": "agent-secret",
+        "DORAFORGE_OPERATOR_TOKEN": "operator-secret",
+        "DORAFORGE_LOG_LEVEL": "info",
+    }
+
+    with dataflow_auth(base) as auth:
+        env = auth.environment(base)
+
+    assert env == {"PATH": "/bin", "DORAFORGE_LOG_LEVEL": "info"}
