@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from doraforge.cli import main
+from doraforge.paos.home import PaosHome
+from doraforge.skill_runtime.runtime_state import RuntimeState, utc_now, write_state
 from doraforge.skills import source as skill_source
 
 SKILL = "pick-place"
@@ -300,6 +302,42 @@ def test_logs_of_a_skill_never_started_say_how_to_start_it(
     assert one_line(err) == (
         "doraforge: SKILL_NOT_RUNNING: skill 'pick-place' has never been started, so it has "
         "no logs yet; start it with `doraforge skill start pick-place`"
+    )
+
+
+def _stopped_with_logs(home: Path) -> None:
+    """Record ``pick-place`` as stopped after a run of its sim profile (no Dora needed:
+    the node check reads the launch dataflow before ``dora logs`` is asked)."""
+    now = utc_now()
+    dataflow = home / "skills" / SKILL / "current" / "profiles" / "sim" / "dataflow.yml"
+    assert dataflow.is_file()
+    state = RuntimeState(
+        name=SKILL,
+        version="1.0.0",
+        profile="sim",
+        state="stopped",
+        runtime_instance_id="rt-0123",
+        dataflow_name=SKILL,
+        dataflow_uuid="01a2534f-5b12-75e5-80fc-f3e90b398c57",
+        coordinator_port=40001,
+        gateway_url="http://127.0.0.1:9201",
+        launch_dataflow=str(dataflow),
+        started_at=now,
+        updated_at=now,
+    )
+    write_state(PaosHome(home).runtime_dir, state)
+
+
+@pytest.mark.parametrize("follow", [[], ["--follow"]])
+def test_logs_of_a_misspelled_node_offer_the_closest_and_list_the_nodes(
+    installed: Path, capsys: pytest.CaptureFixture[str], follow: list[str]
+) -> None:
+    _stopped_with_logs(installed)
+    code, out, err = run(capsys, installed, "skill", "logs", SKILL, "--node", "gatway", *follow)
+    assert (code, out) == (1, "")
+    assert one_line(err) == (
+        "doraforge: SKILL_NODE_NOT_FOUND: skill 'pick-place' has no node 'gatway'; did you "
+        "mean 'gateway'?; its nodes: gateway, world, arm, gripper, camera"
     )
 
 
