@@ -384,9 +384,10 @@ class RuntimeManager:
             local=local,
         )
         shown, hidden = node_logs.select(raw.splitlines(), keep_dora=False, last=lines)
+        which = f" --node {node}" if node else ""
         note = (
             f"({hidden} lines of Dora's own diagnostics hidden; "
-            f"`doraforge skill logs {state.name} --all` shows them)\n"
+            f"`doraforge skill logs {state.name}{which} --all` shows them)\n"
         )
         return "".join(f"{line}\n" for line in shown) + (note if hidden else "")
 

@@ -16,6 +16,7 @@ import pytest
 
 from doraforge.cli import main
 from doraforge.paos.home import PaosHome
+from doraforge.skill_runtime.dora import DoraControl
 from doraforge.skill_runtime.runtime_state import RuntimeState, utc_now, write_state
 from doraforge.skills import source as skill_source
 
@@ -339,6 +340,23 @@ def test_logs_of_a_misspelled_node_offer_the_closest_and_list_the_nodes(
         "doraforge: SKILL_NODE_NOT_FOUND: skill 'pick-place' has no node 'gatway'; did you "
         "mean 'gateway'?; its nodes: gateway, world, arm, gripper, camera"
     )
+
+
+def test_hidden_diagnostics_of_one_node_name_the_command_showing_that_nodes(
+    installed: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _stopped_with_logs(installed)
+    diagnostic = {"node_id": "world", "target": "dora_node_api::x", "message": "queue full"}
+    own = {"node_id": "world", "target": "world", "message": "scene ready"}
+    lines = "".join(json.dumps(line) + "\n" for line in (diagnostic, own))
+    monkeypatch.setattr(DoraControl, "logs", lambda *_a, **_k: lines)
+    code, out, _ = run(capsys, installed, "skill", "logs", SKILL, "--node", "world")
+    assert code == 0
+    assert "world: scene ready" in out
+    assert (
+        "(1 lines of Dora's own diagnostics hidden; "
+        "`doraforge skill logs pick-place --node world --all` shows them)"
+    ) in out.splitlines()
 
 
 def test_a_name_that_is_no_skill_name_says_what_names_are(
