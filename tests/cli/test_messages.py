@@ -359,6 +359,22 @@ def test_hidden_diagnostics_of_one_node_name_the_command_showing_that_nodes(
     ) in out.splitlines()
 
 
+def test_an_install_nobody_can_confirm_shows_what_it_would_run_then_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    archive = tmp_path / f"{SKILL}.tar.gz"
+    assert run(capsys, tmp_path / "home", "skill", "pack", SKILL, "--output", str(archive))[0] == 0
+    code, out, err = run(capsys, tmp_path / "home", "skill", "install", str(archive))
+    assert code == 1
+    assert one_line(err) == (
+        "doraforge: SKILL_INSTALL_NOT_CONFIRMED: installation of pick-place 1.0.0 was not "
+        "confirmed (use --yes)"
+    )
+    assert out.startswith("pick-place 1.0.0 runs, as your user:\n  hook (bundle): bash start.sh\n")
+    assert "  sim/world (path): python -m doraforge.nodes.world\n" in out
+    assert "Install skill" not in out
+
+
 def test_a_name_that_is_no_skill_name_says_what_names_are(
     installed: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
