@@ -5,6 +5,10 @@ PY := $(VENV)/bin/python
 CREATED := $(VENV)/.created
 RUNTIME := $(VENV)/.runtime
 STAMP := $(VENV)/.installed
+# pip -q still passes on the build backend's warnings: setuptools' ten-line "Editable
+# installation ... folders with the same name as your package" (doraforge/ is that folder
+# on purpose). pip's own messages are not Python warnings and still show.
+PIP := PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip
 
 # Python >= 3.12: 3.12 first (what doraforge is tested on), from PATH or straight from
 # pyenv's versions folder (python3 here is 3.11 and pyenv's shims may not expose 3.12).
@@ -25,12 +29,12 @@ $(CREATED):
 
 $(RUNTIME): pyproject.toml $(CREATED)
 	@echo "==> installing doraforge into $(VENV) (the first time takes a minute or two)"
-	@$(PY) -m pip install -q -e .
+	@$(PIP) install -q -e .
 	@touch $(RUNTIME)
 
 $(STAMP): pyproject.toml $(RUNTIME)
 	@echo "==> installing the test extras into $(VENV)"
-	@$(PY) -m pip install -q -e '.[test]'
+	@$(PIP) install -q -e '.[test]'
 	@touch $(STAMP)
 
 # The checkout's own modules as bytecode. An editable install is never byte-compiled, and

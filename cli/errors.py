@@ -48,19 +48,29 @@ def _unreachable(args: argparse.Namespace) -> str:
     return "check where the skills run with `doraforge skill status`"
 
 
-#: What to do next after a refusal with this code, when the message does not say it.
+def _busy(_args: argparse.Namespace) -> str:
+    return (
+        "a call already running holds it: try again once that ends, or cancel that call "
+        "(Ctrl-C where it was started, or Cancel on the console's Cell page)"
+    )
+
+
+#: What to do next after a refusal with this code (or with this provider code behind the
+#: Gateway's own), when the message does not say it.
 HINTS: dict[str, Hint] = {
     "FORGE_TOOL_NOT_FOUND": _tools_list,
     "FORGE_TOOL_INVALID_ARGUMENTS": _describe,
     "FORGE_CLIENT_TRANSPORT": _unreachable,
     "FORGE_CLIENT_TIMEOUT": _unreachable,
+    "FORGE_TOOL_GATEWAY_BUSY": _busy,
+    "FORGE_ENDPOINT_CAPACITY": _busy,
 }
 
 
 def line(exc: BaseException, args: argparse.Namespace | None = None) -> str:
     """The error line of ``exc`` (without the ``doraforge:`` prefix the output adds)."""
     if isinstance(exc, StructuredError):
-        hint = HINTS.get(exc.code)
+        hint = HINTS.get(exc.code) or HINTS.get(str(exc.details.get("provider_code")))
         extra = f"; {hint(args)}" if hint is not None and args is not None else ""
         return f"{exc.code}: {exc.message}{extra}"
     code = next(code for kind, code in FOREIGN_CODES if isinstance(exc, kind))

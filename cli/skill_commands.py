@@ -147,7 +147,10 @@ def _installer(ctx: Context, yes: bool = False, progress: Any = None) -> Any:
         if yes:
             return True
         if not sys.stdin.isatty():
-            return False  # nobody to ask: refuse rather than assume
+            # Nobody to ask: refuse rather than assume, having shown what --yes would run.
+            if listing := question.rpartition("\n")[0]:
+                ctx.out.say(listing)
+            return False
         return Confirm.ask(question)
 
     runtime = ctx.runtime()

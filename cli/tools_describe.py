@@ -22,28 +22,49 @@ _PLACEHOLDERS: dict[str, Any] = {
 
 
 def example_value(schema: Mapping[str, Any]) -> Any:
-    """A value ``schema`` describes, for an example call: its ``const``, ``default``, first
-    ``examples`` or ``enum`` value, else an object of its required properties, the lower
-    bound of a number, or a placeholder of its type."""
+    """A value ``schema`` accepts, for an example call: its ``const``, ``default``, first
+    ``examples`` or ``enum`` value, else its first ``oneOf``/``anyOf`` alternative's, an
+    object of its required properties, an array of ``minItems`` examples of its items, a
+    number within its bounds, or a placeholder of its type."""
     for key in ("const", "default"):
         if key in schema:
             return schema[key]
     for key in ("examples", "enum"):
         if schema.get(key):
             return schema[key][0]
+    for key in ("oneOf", "anyOf"):
+        if schema.get(key):
+            return example_value(schema[key][0])
     kind = schema.get("type")
     kind = kind[0] if isinstance(kind, list) and kind else kind
     if kind == "object" or "properties" in schema:
         return example_arguments(schema)
-    if kind in ("integer", "number") and "minimum" in schema:
-        return schema["minimum"]
+    if kind == "array" and isinstance(schema.get("items"), Mapping):
+        return [example_value(schema["items"])] * int(schema.get("minItems", 0))
+    if kind in ("integer", "number"):
+        return _example_number(schema)
     return _PLACEHOLDERS.get(str(kind), "…")
 
 
+def _example_number(schema: Mapping[str, Any]) -> Any:
+    """The lower bound of a number, else (a bound it must exceed) its upper bound or one
+    above that exclusive bound, else 0."""
+    if "minimum" in schema:
+        return schema["minimum"]
+    if "exclusiveMinimum" in schema:
+        return schema.get("maximum", schema["exclusiveMinimum"] + 1)
+    return 0
+
+
 def example_arguments(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """An example object with every required property of ``schema``."""
+    """An example object with every required property of ``schema``, and its first
+    properties besides while it has fewer than ``minProperties``."""
     properties = schema.get("properties", {})
-    return {name: example_value(properties.get(name, {})) for name in schema.get("required", [])}
+    names = list(schema.get("required", []))
+    spare = (name for name in properties if name not in names)
+    while len(names) < int(schema.get("minProperties", 0)) and (name := next(spare, None)):
+        names.append(name)
+    return {name: example_value(properties.get(name, {})) for name in names}
 
 
 def example_command(tool_id: str, where: str, arguments: Mapping[str, Any]) -> str:

@@ -100,6 +100,7 @@ async def main(url: str, headers: dict[str, str]) -> None:
                 task_id=task["task_id"],
                 tool_id=tool_id,
                 arguments=arguments,
+                step=label,  # the report and the console caption its frames with it
             )
             print(label, await finished(session, task["task_id"], started["record_id"], label))
         done = await call(session, "forge_task_finalize", task_id=task["task_id"])

@@ -120,6 +120,11 @@ def machine_ids(dataflow: Path) -> list[str]:
     return sorted({m for node in _nodes(_document(dataflow)) if (m := _machine(node))})
 
 
+def node_ids(dataflow: Path) -> list[str]:
+    """The ids of the nodes of ``dataflow``, in file order (none for an unreadable file)."""
+    return [str(node.get("id")) for node in _nodes(_document(dataflow)) if node.get("id")]
+
+
 def unpinned_nodes(dataflow: Path) -> list[str]:
     """The ids of the nodes of ``dataflow`` that name no machine."""
     return [str(node.get("id")) for node in _nodes(_document(dataflow)) if not _machine(node)]

@@ -55,6 +55,7 @@ from doraforge.skill_runtime.cluster import (
     CoordinatorAddress,
     DoraProcess,
     machine_ids,
+    node_ids,
     unpinned_nodes,
     with_working_dirs,
 )
@@ -100,6 +101,7 @@ from doraforge.skill_runtime.runtime_state import (
 )
 from doraforge.skill_runtime.sandbox import SandboxPlaces, require_bwrap, sandbox_launch_copy
 from doraforge.wire.files import PRIVATE_UMASK, atomic_write_text, private_file
+from doraforge.wire.suggest import did_you_mean
 from doraforge.wire.tokens import secret_name
 
 __all__ = ["AUTO_PORT", "RuntimeManager", "RuntimeState"]
@@ -334,6 +336,7 @@ class RuntimeManager:
         state = read_state(self.runtime_dir, name)
         parts = []
         if state is not None and state.dataflow_uuid and state.launch_dataflow:
+            _check_node(state, node)
             which = f" node {node}" if node else ""
             text = self._node_logs(state, lines, node, keep_dora)
             parts.append(f"== dataflow {state.dataflow_uuid}{which} ==\n{text}")
@@ -357,6 +360,7 @@ class RuntimeManager:
                 f"skill {name!r} is not running, so there is nothing to follow; "
                 f"`doraforge skill logs {name}` shows its last logs",
             )
+        _check_node(state, node)
         dora = self._control_of(state)
         cwd = Path(state.launch_dataflow).parent
         return dora.follow_logs(state.dataflow_uuid, cwd=cwd, node=node, local=_local_logs(state))
@@ -377,9 +381,10 @@ class RuntimeManager:
             local=local,
         )
         shown, hidden = node_logs.select(raw.splitlines(), keep_dora=False, last=lines)
+        which = f" --node {node}" if node else ""
         note = (
             f"({hidden} lines of Dora's own diagnostics hidden; "
-            f"`doraforge skill logs {state.name} --all` shows them)\n"
+            f"`doraforge skill logs {state.name}{which} --all` shows them)\n"
         )
         return "".join(f"{line}\n" for line in shown) + (note if hidden else "")
 
@@ -1085,6 +1090,19 @@ def _tail(path: Path, lines: int) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
+
+
+def _check_node(state: RuntimeState, node: str | None) -> None:
+    """Refuse a ``--node`` that is not a node of ``state``'s dataflow (``SKILL_NODE_NOT_FOUND``,
+    offering the closest ids and listing them all); any node passes when none can be read."""
+    ids = node_ids(Path(state.launch_dataflow or "")) if node else []
+    if node and ids and node not in ids:
+        raise RuntimeStateError(
+            "SKILL_NODE_NOT_FOUND",
+            f"skill {state.name!r} has no node {node!r}{did_you_mean(node, ids)}; "
+            f"its nodes: {', '.join(ids)}",
+            details={"node": node, "nodes": ids},
+        )
 
 
 def _local_logs(state: RuntimeState) -> bool:

@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 
+from doraforge.cli.parser import Parser
 from doraforge.paos.gateway_auth import http_client, operator_token
 from doraforge.wire.tokens import TokenError
 
@@ -210,7 +211,7 @@ def _fresh_frame(api: ToolApi, source: str, path: Path, timeout_s: float = 10.0)
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m doraforge.cli.demos.pick_place",
         description="Pick and place the cube through a running cell's Gateway (e.g. the one "
         "`doraforge run sim` prints), over plain HTTP; the bearer token, when the Gateway "
@@ -230,6 +231,13 @@ def main(argv: list[str] | None = None) -> int:
         token = operator_token(os.environ)
         with http_client(args.url, token, timeout_s=STEP_TIMEOUT_S) as client:
             report = pick_and_place(client, args.out, source=args.source)
+    except httpx.TransportError as exc:
+        print(
+            f"pick_place: cannot reach a Gateway at {args.url} ({exc}); start a cell with "
+            "`doraforge run sim` and pass the URL its `ready:` line prints",
+            file=sys.stderr,
+        )
+        return 1
     except (PickPlaceError, TokenError, httpx.HTTPError) as exc:
         print(f"pick_place: {exc}", file=sys.stderr)
         return 1

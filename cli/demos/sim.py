@@ -12,6 +12,7 @@ which the agent's client and the scenario reset present.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -39,7 +40,31 @@ def run_demo(
 ) -> int:
     """Run the whole demo on ``robot`` (a name in :data:`ROBOT_PROFILES`) with the skill's
     Gateway on ``port`` (default: a free one, so two demos or a demo and a started skill
-    never collide); returns the exit status."""
+    never collide), in a temporary PAOS home removed when it ends; returns the exit
+    status."""
+    out_dir = out_dir.resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    home = PaosHome(Path(tempfile.mkdtemp(prefix="doraforge-demo-home-")))
+    ctx.home = home
+    try:
+        return _run_in(ctx, home, out_dir, seed=seed, port=port, robot=robot)
+    finally:
+        _remove_unless_live(home)
+
+
+def _remove_unless_live(home: PaosHome) -> None:
+    """Remove the demo's home once its runtime is stopped (the report holds copies of every
+    frame); a runtime whose stop failed keeps its home, the record of what still runs."""
+    from doraforge.skill_runtime.runtime_state import all_states
+
+    if not any(state.live for state in all_states(home.runtime_dir)):
+        shutil.rmtree(home.root, ignore_errors=True)
+
+
+def _run_in(
+    ctx: Any, home: PaosHome, out_dir: Path, *, seed: int, port: int | None, robot: str
+) -> int:
+    """The demo's steps in its temporary ``home``; returns the exit status."""
     profile = ROBOT_PROFILES[robot]
     from doraforge.skill_runtime.archive import pack
     from doraforge.skill_runtime.dora_run import free_port
@@ -48,14 +73,10 @@ def run_demo(
     from doraforge.skill_runtime.runtime import RuntimeManager
 
     out = ctx.out
-    out_dir = out_dir.resolve()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    home = PaosHome(Path(tempfile.mkdtemp(prefix="doraforge-demo-home-")))
-    ctx.home = home
     out.say(f"1. pack the shipped skill {SKILL}")
     packed = pack(SKILL_SOURCE, out_dir / f"{SKILL}.tar.gz")
     out.say(f"   {packed.path.name}: {len(packed.files)} files, sha256 {packed.sha256[:16]}…")
-    out.say(f"2. install into a fresh PAOS home {home.root}")
+    out.say(f"2. install into a fresh PAOS home {home.root} (removed at the end)")
     installed = Installer(home).install(str(packed.path), yes=True)
     out.say(f"   installed {installed.name} {installed.version}")
     with out.progress(f"3. start the {profile} runtime ({robot}) on Dora") as update:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from doraforge import cli
-from doraforge.cli import skill_commands
+from doraforge.cli import errors, skill_commands
+from doraforge.paos.errors import ForgeHttpError
 from doraforge.registry.errors import Conflict
 from doraforge.wire.errors import StructuredError
 
@@ -57,3 +58,37 @@ def test_skill_install_speaks_one_line_to_people_and_json_only_under_json(
         == 0
     )
     assert json.loads(capsys.readouterr().out)["name"] == "pick-place"
+
+
+@pytest.mark.parametrize(
+    ("code", "details", "message"),
+    [
+        (
+            "FORGE_TOOL_ACTION_ADMISSION_REJECTED",
+            {"provider_code": "FORGE_ENDPOINT_CAPACITY"},
+            "move_to_pose is in progress",
+        ),
+        ("FORGE_TOOL_GATEWAY_BUSY", {"max_concurrency": 1}, "arm.home is at max_concurrency 1"),
+    ],
+)
+def test_a_call_refused_as_busy_says_to_wait_or_cancel_the_running_one(
+    code: str, details: dict[str, object], message: str
+) -> None:
+    error = ForgeHttpError(code, message, status_code=503, payload=None, details=details)
+    args = argparse.Namespace(tool_id="arm.home", skill="pick-place", gateway=None)
+    assert errors.line(error, args) == (
+        f"{code}: {message}; a call already running holds it: try again once that ends, or "
+        "cancel that call (Ctrl-C where it was started, or Cancel on the console's Cell page)"
+    )
+
+
+def test_an_admission_rejected_for_another_reason_gets_no_busy_hint() -> None:
+    error = ForgeHttpError(
+        "FORGE_TOOL_ACTION_ADMISSION_REJECTED",
+        "outside the workspace",
+        status_code=422,
+        payload=None,
+        details={"provider_code": "ARM_OUTSIDE_WORKSPACE"},
+    )
+    line = errors.line(error, argparse.Namespace(tool_id="arm.home", skill="pick-place"))
+    assert line == "FORGE_TOOL_ACTION_ADMISSION_REJECTED: outside the workspace"

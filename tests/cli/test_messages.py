@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 
 from doraforge.cli import main
+from doraforge.paos.home import PaosHome
+from doraforge.skill_runtime.dora import DoraControl
+from doraforge.skill_runtime.runtime_state import RuntimeState, utc_now, write_state
 from doraforge.skills import source as skill_source
 
 SKILL = "pick-place"
@@ -301,6 +304,75 @@ def test_logs_of_a_skill_never_started_say_how_to_start_it(
         "doraforge: SKILL_NOT_RUNNING: skill 'pick-place' has never been started, so it has "
         "no logs yet; start it with `doraforge skill start pick-place`"
     )
+
+
+def _stopped_with_logs(home: Path) -> None:
+    """Record ``pick-place`` as stopped after a run of its sim profile (no Dora needed:
+    the node check reads the launch dataflow before ``dora logs`` is asked)."""
+    now = utc_now()
+    dataflow = home / "skills" / SKILL / "current" / "profiles" / "sim" / "dataflow.yml"
+    assert dataflow.is_file()
+    state = RuntimeState(
+        name=SKILL,
+        version="1.0.0",
+        profile="sim",
+        state="stopped",
+        runtime_instance_id="rt-0123",
+        dataflow_name=SKILL,
+        dataflow_uuid="01a2534f-5b12-75e5-80fc-f3e90b398c57",
+        coordinator_port=40001,
+        gateway_url="http://127.0.0.1:9201",
+        launch_dataflow=str(dataflow),
+        started_at=now,
+        updated_at=now,
+    )
+    write_state(PaosHome(home).runtime_dir, state)
+
+
+@pytest.mark.parametrize("follow", [[], ["--follow"]])
+def test_logs_of_a_misspelled_node_offer_the_closest_and_list_the_nodes(
+    installed: Path, capsys: pytest.CaptureFixture[str], follow: list[str]
+) -> None:
+    _stopped_with_logs(installed)
+    code, out, err = run(capsys, installed, "skill", "logs", SKILL, "--node", "gatway", *follow)
+    assert (code, out) == (1, "")
+    assert one_line(err) == (
+        "doraforge: SKILL_NODE_NOT_FOUND: skill 'pick-place' has no node 'gatway'; did you "
+        "mean 'gateway'?; its nodes: gateway, world, arm, gripper, camera"
+    )
+
+
+def test_hidden_diagnostics_of_one_node_name_the_command_showing_that_nodes(
+    installed: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _stopped_with_logs(installed)
+    diagnostic = {"node_id": "world", "target": "dora_node_api::x", "message": "queue full"}
+    own = {"node_id": "world", "target": "world", "message": "scene ready"}
+    lines = "".join(json.dumps(line) + "\n" for line in (diagnostic, own))
+    monkeypatch.setattr(DoraControl, "logs", lambda *_a, **_k: lines)
+    code, out, _ = run(capsys, installed, "skill", "logs", SKILL, "--node", "world")
+    assert code == 0
+    assert "world: scene ready" in out
+    assert (
+        "(1 lines of Dora's own diagnostics hidden; "
+        "`doraforge skill logs pick-place --node world --all` shows them)"
+    ) in out.splitlines()
+
+
+def test_an_install_nobody_can_confirm_shows_what_it_would_run_then_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    archive = tmp_path / f"{SKILL}.tar.gz"
+    assert run(capsys, tmp_path / "home", "skill", "pack", SKILL, "--output", str(archive))[0] == 0
+    code, out, err = run(capsys, tmp_path / "home", "skill", "install", str(archive))
+    assert code == 1
+    assert one_line(err) == (
+        "doraforge: SKILL_INSTALL_NOT_CONFIRMED: installation of pick-place 1.0.0 was not "
+        "confirmed (use --yes)"
+    )
+    assert out.startswith("pick-place 1.0.0 runs, as your user:\n  hook (bundle): bash start.sh\n")
+    assert "  sim/world (path): python -m doraforge.nodes.world\n" in out
+    assert "Install skill" not in out
 
 
 def test_a_name_that_is_no_skill_name_says_what_names_are(

@@ -55,6 +55,8 @@ def test_make_demo_installs_only_the_runtime_quietly_with_a_progress_line() -> N
     assert ".[test]" not in commands
     assert "pip install -q -e ." in commands
     assert "==> installing doraforge" in commands
+    # setuptools' editable-install warning (ten lines) is not passed on.
+    assert "PYTHONWARNINGS=ignore::UserWarning .venv/bin/python -m pip install -q -e ." in commands
 
 
 def test_make_test_still_builds_its_own_venv_with_the_test_extras() -> None:

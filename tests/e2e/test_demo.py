@@ -42,10 +42,16 @@ def run_demo(env: dict[str, str], *options: str, timeout_s: float) -> str:
 
 
 def test_the_demo_verifies_a_pick_and_place_and_writes_its_report(tmp_path: Path) -> None:
-    out = tmp_path / "demo"
-    env = dora_environment({"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    out, temporary = tmp_path / "demo", tmp_path / "tmp"
+    temporary.mkdir()
+    env = dora_environment(
+        {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(temporary)}
+    )
     stdout = run_demo(env, "--out", str(out), timeout_s=300)
     assert "verdict: success · task succeeded · robot sim_arm" in stdout
+    # Its temporary PAOS home is gone with the run; the report keeps the frames.
+    assert f"fresh PAOS home {temporary}" in stdout
+    assert list(temporary.glob("doraforge-demo-home-*")) == []
     (folder,) = out.glob("task_*")  # the report lives in the task's own folder
     report = (folder / "report.html").read_text(encoding="utf-8")
     assert "cube_in_zone" in report

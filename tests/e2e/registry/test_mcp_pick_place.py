@@ -21,6 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from doraforge.cli.demos.pick_place import plan_steps
 from doraforge.paos.home import PaosHome
+from doraforge.paos.store import AgentTaskStore
 from doraforge.registry.robot_tools import RobotTools
 from doraforge.registry.server import build_app, new_service
 from doraforge.registry.settings import ServerSettings
@@ -146,7 +147,7 @@ def test_the_readme_mcp_example_runs_as_written_to_a_succeeded_task(tmp_path: Pa
     assert serve[:2] == ["doraforge", "serve"]
     assert example[:2] == ["python", "examples/mcp_pick_place.py"]
     started = started_sim(tmp_path)
-    next(started)
+    home, _runtime = next(started)
     try:
         with serve_process(tmp_path, *serve[2:]) as registry:
             done = subprocess.run(
@@ -167,3 +168,8 @@ def test_the_readme_mcp_example_runs_as_written_to_a_succeeded_task(tmp_path: Pa
     assert len(motions) == 9, done.stdout
     assert "not listed by server" not in done.stderr
     assert "Traceback" not in done.stderr
+    # Each Action was started with its step's name, so the report captions its frames.
+    store = AgentTaskStore(home.store_path)
+    (task,) = store.tasks()
+    labels = [line.removesuffix(" completed") for line in motions]
+    assert sorted(store.steps(task.task_id).values()) == sorted(labels)
