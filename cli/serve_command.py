@@ -160,8 +160,13 @@ def _serve(ctx: Context, args: argparse.Namespace) -> int:
     # home where to dial, for as long as this process serves.
     try:
         serve(app, settings, say=ctx.out.say, listening=lambda host, port: _record(ctx, host, port))
+    except KeyboardInterrupt:
+        # uvicorn stops in order on SIGINT and SIGTERM alike, then raises the signal again:
+        # SIGTERM arrives here (the CLI's handler), SIGINT does not; both are a normal end.
+        pass
     finally:
         serve_state.remove(ctx.home)
+    ctx.out.say("registry stopped")
     return 0
 
 

@@ -1,5 +1,5 @@
 """``doraforge serve`` as a process: it says where it listens, serves the catalog with the
-forge.* tools, the manifest with its grants, and stops on SIGTERM."""
+forge.* tools, the manifest with its grants, and stops in order on SIGTERM or Ctrl-C."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.paths import PROJECT_ROOT
-from tests.support.live_server import serve_process
+from tests.support.live_server import SERVE_STOP_TIMEOUT_S, serve_process
 
 TOKEN = "serve-test-token-0123456789"
 
@@ -51,3 +52,16 @@ def test_serve_refuses_a_bad_config_with_one_line(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "hots" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_serve_ends_in_order_on_ctrl_c_and_sigterm_alike(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    with serve_process(tmp_path) as serve:
+        serve.process.send_signal(signum)
+        status = serve.process.wait(timeout=SERVE_STOP_TIMEOUT_S)
+
+    assert status == 0
+    assert serve.output().rstrip().endswith("registry stopped")
+    assert "INTERRUPTED" not in serve.errors()
