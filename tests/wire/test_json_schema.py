@@ -4,6 +4,7 @@ validator's own registry fetches nothing even when asked to."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -121,3 +122,55 @@ def test_a_pattern_that_does_not_compile_is_refused_at_compile_time() -> None:
     assert _refusal({"properties": {"x": {"type": "string", "pattern": "(a"}}}).code == (
         "SCHEMA_INVALID"
     )
+
+
+def test_many_near_misses_share_one_budget_so_a_validation_ends_in_time() -> None:
+    validator = local_validator({"type": "array", "items": {"pattern": BACKTRACKING}})
+    started = time.monotonic()
+
+    errors = list(validator.iter_errors([NEAR_MISS] * 200))  # 200 x 50 ms before the fix
+
+    assert time.monotonic() - started < 2.0
+    assert len(errors) == 200
+    assert all("took too long to match" in error.message for error in errors)
+    assert validator.is_valid(["aa"] * 200)
+
+
+def test_additional_properties_match_pattern_properties_under_the_bound_too() -> None:
+    schema = {"patternProperties": {BACKTRACKING: {}}, "additionalProperties": False}
+    validator = local_validator(schema)
+    started = time.monotonic()
+
+    errors = list(validator.iter_errors({"a" * 38 + "b": 1}))  # re.search: seconds
+
+    assert time.monotonic() - started < 1.0
+    assert {error.validator for error in errors} == {"patternProperties", "additionalProperties"}
+    assert validator.is_valid({"aa": 1})
+    assert not validator.is_valid({"b": 1})
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        # the regex library unrolls counted repeats: this one crashed the process (SIGSEGV)
+        {"pattern": "(?:(?:ab|c){1000}){1000}"},
+        {"patternProperties": {"(?:a{1000,}){1000,}": {}}},
+        {"propertyNames": {"pattern": "(" * 60 + "a" + ")" * 60}},  # its parser recurses
+        {"pattern": "(" * 3000 + ")" * 3000},  # the stdlib parser's RecursionError
+        # jsonschema matches these with Python's re, which has no time bound
+        {"patternProperties": {"^a": {}}, "unevaluatedProperties": False},
+    ],
+    ids=["nested-repeats", "unbounded-repeats", "deep-groups", "deeper-groups", "unevaluated"],
+)
+def test_a_pattern_the_matcher_cannot_bound_is_refused_at_compile_time(
+    schema: dict[str, Any],
+) -> None:
+    assert _refusal(schema).code == "SCHEMA_INVALID"
+
+
+def test_ordinary_patterns_with_counted_repeats_still_compile() -> None:
+    uuid = "^[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}$"
+    validator = local_validator({"pattern": uuid, "maxLength": 36})
+
+    assert validator.is_valid("123e4567-e89b-12d3-a456-426614174000")
+    assert not validator.is_valid("not-a-uuid")
