@@ -209,8 +209,27 @@ def local_validator(schema: Mapping[str, Any] | bool) -> LocalValidator:
         raise SchemaRefused("SCHEMA_INVALID", message, details={"path": _path(exc)}) from exc
     except RecursionError as exc:  # a pattern nested past the stdlib parser's recursion
         raise SchemaRefused("SCHEMA_INVALID", "the schema is nested too deeply") from exc
+    try:
+        schema = one_dialect(schema)
+    except RecursionError as exc:
+        raise SchemaRefused("SCHEMA_INVALID", "the schema is nested too deeply") from exc
     check_references(schema)
     return LocalValidator(BoundedValidator(schema, registry=LOCAL_REGISTRY))
+
+
+def one_dialect[T](value: T) -> T:
+    """``value`` without any ``$schema`` dialect string, at any depth: jsonschema switches
+    to the validator a subschema's ``$schema`` names (draft-07's, with Python's unbounded
+    ``re``) wherever it descends, and every schema here is Draft 2020-12. Data under
+    ``const``, ``enum`` or ``default`` loses such a key too (a ``$ref`` may point there)."""
+    if isinstance(value, Mapping):
+        kept = {k: one_dialect(v) for k, v in value.items()}
+        if isinstance(kept.get("$schema"), str):
+            del kept["$schema"]
+        return kept  # type: ignore[return-value]
+    if isinstance(value, list):
+        return [one_dialect(item) for item in value]  # type: ignore[return-value]
+    return value
 
 
 def check_references(schema: Mapping[str, Any] | bool) -> None:
