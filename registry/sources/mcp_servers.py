@@ -122,6 +122,19 @@ def tool_entry(server: str, config: McpServerConfig, tool: types.Tool) -> dict[s
     }
 
 
+async def _call_tool(
+    session: ClientSession, tool: str, arguments: dict[str, Any]
+) -> types.CallToolResult:
+    """``tools/call`` without the SDK's own check of the result: ``ClientSession.call_tool``
+    validates it with ``jsonschema`` and Python's ``re`` (a backtracking ``pattern`` in the
+    server's output schema held the registry's loop for hours); the registry checks every
+    result against the compiled schema itself (``registry.gates.validate_output``)."""
+    request = types.CallToolRequest(
+        params=types.CallToolRequestParams(name=tool, arguments=arguments)
+    )
+    return await session.send_request(types.ClientRequest(request), types.CallToolResult)
+
+
 def result_of(server: str, tool: str, result: types.CallToolResult) -> dict[str, Any]:
     """A ``tools/call`` result as the registry's result: its structured content, else
     its text (joined); an ``isError`` result raises :class:`ToolFailure` with the text."""
@@ -232,7 +245,7 @@ class McpSource:
         if session is None or self.state != "ready":
             raise self._unavailable(write=False)
         try:
-            result = await session.call_tool(tool, arguments)
+            result = await _call_tool(session, tool, arguments)
         except asyncio.CancelledError:
             # Past its deadline (the gate cancels): the server is hung, kill and restart it.
             self._go_down("a call to " + tool + f" outlived its {self.config.timeoutMs} ms")
