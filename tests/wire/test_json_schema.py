@@ -188,7 +188,7 @@ DIALECTS = (
 def test_a_dialect_named_anywhere_does_not_switch_to_an_unbounded_validator(
     dialect: str, where: str
 ) -> None:
-    slow = {"$schema": dialect, "type": "string", "pattern": BACKTRACKING}
+    slow: dict[str, Any] = {"$schema": dialect, "type": "string", "pattern": BACKTRACKING}
     schema: dict[str, Any] = {
         "subschema": {"properties": {"x": slow}},
         "root-reached-by-ref": {
