@@ -210,3 +210,12 @@ def test_a_dialect_named_anywhere_does_not_switch_to_an_unbounded_validator(
 
     assert time.monotonic() - started < 1.0
     assert any("took too long to match" in error.message for error in errors)
+
+
+def test_a_schema_nested_past_the_meta_schema_checks_reach_is_refused_with_a_code() -> None:
+    deep: dict[str, Any] = {"type": "integer"}
+    for _ in range(150):  # an MCP server's tools/list has no nesting limit; HTTP bodies do
+        deep = {"type": "object", "properties": {"a": deep}}
+
+    # Before: RecursionError out of check_schema, which ended the whole source's listing.
+    assert _refusal(deep).code == "SCHEMA_INVALID"
