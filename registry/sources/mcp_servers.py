@@ -34,7 +34,7 @@ from mcp.shared.message import SessionMessage
 from doraforge.registry.errors import RegistryError, ToolFailure
 from doraforge.registry.gates import Denied
 from doraforge.registry.model import Principal
-from doraforge.registry.sources.config import CredentialRef, McpServerConfig
+from doraforge.registry.sources.config import CredentialRef, McpServerConfig, server_run_as
 from doraforge.registry.sources.tiers import LaunchSpec, Limits, Tier
 
 logger = logging.getLogger(__name__)
@@ -393,7 +393,7 @@ class McpSource:
             env=self._environment(),
             workdir=self.home / "work",
             scratch=self.home / "scratch",
-            limits=Limits(**self.config.limits.model_dump()),
+            limits=Limits(**self._limits()),
             egress_hosts=tuple(self.config.egressHosts),
         )
         try:
@@ -403,6 +403,12 @@ class McpSource:
         return StdioServerParameters(
             command=launch.command, args=list(launch.args), env=dict(launch.env), cwd=launch.cwd
         )
+
+    def _limits(self) -> dict[str, Any]:
+        """The configured limits, ``run_as`` this server's own unless one is given."""
+        limits = self.config.limits.model_dump()
+        limits["run_as"] = limits["run_as"] or server_run_as(self.name)
+        return limits
 
     def _environment(self) -> dict[str, str]:
         values: dict[str, str] = {}

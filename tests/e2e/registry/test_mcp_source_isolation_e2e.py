@@ -1,10 +1,10 @@
-"""Two tier-1 MCP servers of one registry (as root, both on the default ``run_as``) must
+"""Two tier-1 MCP servers of one registry (as root, both on the default ``run_as``) do
 not read each other's environment, where a server's credentials are: real server
 processes (``tests/registry/sources/mcp_source_server.py``), the registry on a real socket.
 
-Open (red team of issue 26): every tier-1 server defaults to ``65534:65534``, so server
-``a`` reads ``/proc/<b>/environ`` and ``b``'s credential with it (and may signal ``b``).
-The test is ``xfail(strict=True)`` until each server runs as a uid of its own."""
+Before (red team of issue 26) every server defaulted to ``65534:65534``, so server ``a``
+read ``/proc/<b>/environ`` and ``b``'s credential with it (and could trace or signal
+``b``); now each runs as a ``uid:gid`` of its own by default."""
 
 from __future__ import annotations
 
@@ -63,7 +63,6 @@ def _call(client: httpx.Client, name: str, **arguments: Any) -> dict[str, Any]:
     return result
 
 
-@pytest.mark.xfail(strict=True, reason="tier-1 servers share the default run_as uid")
 def test_one_tier_1_server_cannot_read_anothers_environment(tmp_path: Path) -> None:
     secret = f"b-secret-{secrets.token_hex(8)}"
     with (
