@@ -127,10 +127,20 @@ def _pattern_properties(
     for pattern, subschema in patterns.items():
         for name, value in instance.items():
             found = _matches(pattern, name)
-            if found is None:
+            if found is None:  # one error says it; the other pairs would only add to the wait
                 yield ValidationError(f"property {name[:40]!r} took too long to match {pattern!r}")
-            elif found:
+                return
+            if found:
                 yield from validator.descend(value, subschema, path=name, schema_path=pattern)
+
+
+def _matches_any(patterns: list[str], name: str) -> bool | None:
+    """Whether any of ``patterns`` matches ``name``; ``None`` when one ran out of time."""
+    for pattern in patterns:
+        found = _matches(pattern, name)
+        if found is None or found:
+            return found
+    return False
 
 
 def _additional_properties(
@@ -146,11 +156,14 @@ def _additional_properties(
         return
     known = schema.get("properties", {})
     patterns = list(schema.get("patternProperties", {}))
-    extras = [
-        name
-        for name in instance
-        if name not in known and not any(_matches(p, name) for p in patterns)
-    ]
+    extras = []
+    for name in instance:
+        found = False if name in known else _matches_any(patterns, name)
+        if found is None:
+            yield ValidationError(f"property {name[:40]!r} took too long to match its patterns")
+            return
+        if name not in known and not found:
+            extras.append(name)
     if validator.is_type(additional, "object"):
         for extra in extras:
             yield from validator.descend(instance[extra], additional, path=extra)
