@@ -222,7 +222,7 @@ def test_a_schema_nested_past_the_meta_schema_checks_reach_is_refused_with_a_cod
 
 
 def test_many_names_against_many_patterns_end_within_the_budget() -> None:
-    patterns = {f"^q{i}(a|aa)+$": {} for i in range(1000)}
+    patterns: dict[str, Any] = {f"^q{i}(a|aa)+$": {} for i in range(1000)}
     validator = local_validator({"patternProperties": patterns, "additionalProperties": False})
     names = {f"q1{'a' * 40}b{i}": 1 for i in range(1000)}
     started = time.monotonic()
