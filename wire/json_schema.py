@@ -143,19 +143,25 @@ def _matches_any(patterns: list[str], name: str) -> bool | None:
     return False
 
 
+#: jsonschema's own ``additionalProperties``, for a schema without ``patternProperties``.
+_DRAFT_ADDITIONAL = Draft202012Validator.VALIDATORS["additionalProperties"]
+
+
 def _additional_properties(
     validator: Draft202012Validator,
     additional: Any,
     instance: Any,
     schema: Mapping[str, Any],
 ) -> Iterator[ValidationError]:
-    """jsonschema's ``additionalProperties``, with ``patternProperties`` matched under the
-    time bound (jsonschema's own uses Python's ``re``, with none); a name that takes too
-    long to match counts as additional."""
+    """jsonschema's ``additionalProperties`` (its messages too), with ``patternProperties``
+    matched under the time bound (jsonschema's own uses Python's ``re``, with none)."""
+    if "patternProperties" not in schema:
+        yield from _DRAFT_ADDITIONAL(validator, additional, instance, schema) or ()
+        return
     if not validator.is_type(instance, "object"):
         return
     known = schema.get("properties", {})
-    patterns = list(schema.get("patternProperties", {}))
+    patterns = list(schema["patternProperties"])
     extras = []
     for name in instance:
         found = False if name in known else _matches_any(patterns, name)
@@ -167,9 +173,11 @@ def _additional_properties(
     if validator.is_type(additional, "object"):
         for extra in extras:
             yield from validator.descend(instance[extra], additional, path=extra)
-    elif additional is False and extras:
-        shown = ", ".join(repr(name[:40]) for name in sorted(extras)[:10])
-        yield ValidationError(f"Additional properties are not allowed ({shown} unexpected)")
+    elif not additional and extras:
+        verb = "does" if len(extras) == 1 else "do"
+        joined = ", ".join(repr(each) for each in sorted(extras))
+        shown = ", ".join(repr(each) for each in sorted(patterns))
+        yield ValidationError(f"{joined} {verb} not match any of the regexes: {shown}")
 
 
 #: Draft 2020-12 with every pattern matched under a time bound.
