@@ -217,12 +217,13 @@ class LocalValidator:
 
 
 def local_validator(schema: Mapping[str, Any] | bool) -> LocalValidator:
-    """A Draft 2020-12 validator for ``schema`` that resolves references locally only and
-    bounds the time each ``pattern`` may take (:data:`PATTERN_TIMEOUT_S` per string).
+    """A Draft 2020-12 validator for ``schema`` (any ``$schema`` in it dropped) that
+    resolves references locally only and bounds the time its patterns may take
+    (:data:`PATTERN_TIMEOUT_S` per string, :data:`VALIDATION_PATTERN_BUDGET_S` in all).
 
     Raises :class:`SchemaRefused` for an invalid schema (a ``pattern`` that does not
-    compile included) or a reference that is remote or resolves to nothing; nothing is
-    fetched either way."""
+    compile or is too large included) or a reference that is remote or resolves to
+    nothing; nothing is fetched either way."""
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
