@@ -28,8 +28,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from jsonschema.protocols import Validator
-
 from doraforge.paos import finalize as finishing
 from doraforge.paos import phyagentos_answers as answers
 from doraforge.paos.binding import BindingCandidate, FrozenBinding
@@ -41,7 +39,7 @@ from doraforge.paos.phyagentos_shapes import (
     skill_document,
 )
 from doraforge.paos.tasks import TaskService
-from doraforge.wire.json_schema import local_validator
+from doraforge.wire.json_schema import LocalValidator, local_validator
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +115,7 @@ class AgentTool:
     #: ``activate_skill`` answers without a ``data`` envelope).
     lifted: tuple[str, ...] = ()
 
-    validator: Validator = field(init=False, repr=False, compare=False)
+    validator: LocalValidator = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Compiled once, local references only (doraforge.wire.json_schema).

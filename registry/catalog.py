@@ -13,12 +13,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from jsonschema.protocols import Validator
 from pydantic import ValidationError
 
 from doraforge.registry.errors import Conflict, InvalidRequest, NotFound
 from doraforge.registry.model import Adapter, Admit, CallContext, ContextAdapter, ToolEntry
-from doraforge.wire.json_schema import SchemaRefused, local_validator
+from doraforge.wire.json_schema import LocalValidator, SchemaRefused, local_validator
 from doraforge.wire.schema_fast import compile_schema
 from doraforge.wire.suggest import closest
 
@@ -35,8 +34,8 @@ class RegisteredTool:
 
     entry: ToolEntry
     adapter: Adapter | ContextAdapter
-    input_validator: Validator
-    output_validator: Validator
+    input_validator: LocalValidator
+    output_validator: LocalValidator
     wants_context: bool = False
     admit: Admit | None = None
     #: The egress source the tool belongs to (``api:<service>``, ``mcp:<server>``): the
@@ -61,7 +60,7 @@ class RegisteredTool:
         return cast(Adapter, self.adapter)(arguments)
 
 
-def _compile(schema: dict[str, Any], field: str, name: str) -> Validator:
+def _compile(schema: dict[str, Any], field: str, name: str) -> LocalValidator:
     """The schema's local-only validator; an invalid schema is ``TOOL_REGISTRATION_INVALID``,
     a remote or dangling ``$ref`` keeps its own code (``SCHEMA_REF_REMOTE`` ...)."""
     try:

@@ -21,13 +21,12 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from jsonschema.protocols import Validator
-
 from doraforge.registry.catalog import Catalog, RegisteredTool
 from doraforge.registry.egress import EgressPolicy
 from doraforge.registry.errors import Forbidden, ToolFailure
 from doraforge.registry.model import CallContext, Principal, ToolEntry
 from doraforge.registry.repair import Repair, repair
+from doraforge.wire.json_schema import LocalValidator
 from doraforge.wire.schema_words import expected_text, json_path, located
 from doraforge.wire.suggest import offered
 
@@ -330,7 +329,7 @@ _OPEN_OBJECT_SCHEMAS = (
 )
 
 
-def validate_output(validator: Validator, result: Any) -> dict[str, Any] | None:
+def validate_output(validator: LocalValidator, result: Any) -> dict[str, Any] | None:
     """``None`` when the result is JSON data matching the output schema, else an error."""
     if not is_json(result):
         return ToolFailure("TOOL_OUTPUT_INVALID", "tool result is not JSON data").to_payload()

@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jsonschema.exceptions import ValidationError
-from jsonschema.protocols import Validator
+
+from doraforge.wire.json_schema import LocalValidator
 
 MAX_PASSES = 4
 _MISSING = object()
@@ -111,7 +112,9 @@ def _rename(
     return {"kind": "rename", "from": unknown[0], "to": target}
 
 
-def repair(validator: Validator, arguments: dict[str, Any]) -> tuple[dict[str, Any], list[Repair]]:
+def repair(
+    validator: LocalValidator, arguments: dict[str, Any]
+) -> tuple[dict[str, Any], list[Repair]]:
     """Arguments repaired as far as the schema allows, and the repairs made.
 
     The input is never mutated. The result may still be invalid; validate it again.

@@ -9,9 +9,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from doraforge.registry.context.budgets import dumps
+from doraforge.wire.json_schema import LocalValidator, local_validator
 
 type Schema = Mapping[str, Any]
 type Path = tuple[str | int, ...]
@@ -80,7 +79,7 @@ def cut(
     if not result.truncated and original <= max_chars:
         return result
     budget = max_chars - MARKER_RESERVE
-    validator = Draft202012Validator(dict(schema))
+    validator = local_validator(dict(schema))  # bounded patterns, local refs only
     for shrink in (_elide_optional, _shorten_lists, _shorten_strings):
         if len(dumps(result.value)) > budget:
             shrink(result, schema, budget)
@@ -89,7 +88,7 @@ def cut(
     raise ResultTooLarge(original, max_chars)
 
 
-def _marked(result: Cut, validator: Draft202012Validator, max_chars: int) -> Cut:
+def _marked(result: Cut, validator: LocalValidator, max_chars: int) -> Cut:
     """The cut with its markers at the top level, where the schema admits them and they
     fit; else unmarked there (``_meta`` still says it)."""
     markers: dict[str, Any] = {"truncated": True, "originalChars": result.original_chars}

@@ -9,6 +9,7 @@ starts.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -37,6 +38,19 @@ class CredentialRef(BaseModel):
 type EnvValue = Annotated[str, Field(max_length=4096)] | CredentialRef
 
 
+#: Where the uid and gid a root registry gives a server by default lie: far above any
+#: account, one pair for each server name (``1000000000`` up to ``1999999999``).
+SERVER_ID_BASE = 1_000_000_000
+SERVER_ID_SPAN = 1_000_000_000
+
+
+def server_run_as(name: str) -> str:
+    """The default ``run_as`` of the server ``name``: a ``uid:gid`` of its own, the same on
+    every start (its work and scratch directories stay its own)."""
+    number = SERVER_ID_BASE + zlib.crc32(name.encode()) % SERVER_ID_SPAN
+    return f"{number}:{number}"
+
+
 class LimitsConfig(BaseModel):
     """Resource limits of the server's process (passed to its execution tier)."""
 
@@ -46,8 +60,9 @@ class LimitsConfig(BaseModel):
     open_files: Annotated[int, Field(ge=16, le=65_536)] = 256
     processes: Annotated[int, Field(ge=1, le=4096)] = 64
     #: The uid:gid a root registry runs the server as (never 0; a non-root registry keeps
-    #: its own). Give a busy server its own: the process limit counts per user.
-    run_as: Annotated[str, Field(pattern=r"^[1-9][0-9]{0,9}:[1-9][0-9]{0,9}$")] = "65534:65534"
+    #: its own); by default one of the server's own (:func:`server_run_as`), so no server
+    #: reads another's environment (its credentials), traces or signals it.
+    run_as: Annotated[str, Field(pattern=r"^[1-9][0-9]{0,9}:[1-9][0-9]{0,9}$")] | None = None
 
 
 class McpServerConfig(BaseModel):

@@ -34,7 +34,7 @@ from mcp.shared.message import SessionMessage
 from doraforge.registry.errors import RegistryError, ToolFailure
 from doraforge.registry.gates import Denied
 from doraforge.registry.model import Principal
-from doraforge.registry.sources.config import CredentialRef, McpServerConfig
+from doraforge.registry.sources.config import CredentialRef, McpServerConfig, server_run_as
 from doraforge.registry.sources.tiers import LaunchSpec, Limits, Tier
 
 logger = logging.getLogger(__name__)
@@ -120,6 +120,19 @@ def tool_entry(server: str, config: McpServerConfig, tool: types.Tool) -> dict[s
             "timeoutMs": config.timeoutMs,
         },
     }
+
+
+async def _call_tool(
+    session: ClientSession, tool: str, arguments: dict[str, Any]
+) -> types.CallToolResult:
+    """``tools/call`` without the SDK's own check of the result: ``ClientSession.call_tool``
+    validates it with ``jsonschema`` and Python's ``re`` (a backtracking ``pattern`` in the
+    server's output schema held the registry's loop for hours); the registry checks every
+    result against the compiled schema itself (``registry.gates.validate_output``)."""
+    request = types.CallToolRequest(
+        params=types.CallToolRequestParams(name=tool, arguments=arguments)
+    )
+    return await session.send_request(types.ClientRequest(request), types.CallToolResult)
 
 
 def result_of(server: str, tool: str, result: types.CallToolResult) -> dict[str, Any]:
@@ -232,7 +245,7 @@ class McpSource:
         if session is None or self.state != "ready":
             raise self._unavailable(write=False)
         try:
-            result = await session.call_tool(tool, arguments)
+            result = await _call_tool(session, tool, arguments)
         except asyncio.CancelledError:
             # Past its deadline (the gate cancels): the server is hung, kill and restart it.
             self._go_down("a call to " + tool + f" outlived its {self.config.timeoutMs} ms")
@@ -380,7 +393,7 @@ class McpSource:
             env=self._environment(),
             workdir=self.home / "work",
             scratch=self.home / "scratch",
-            limits=Limits(**self.config.limits.model_dump()),
+            limits=Limits(**self._limits()),
             egress_hosts=tuple(self.config.egressHosts),
         )
         try:
@@ -390,6 +403,12 @@ class McpSource:
         return StdioServerParameters(
             command=launch.command, args=list(launch.args), env=dict(launch.env), cwd=launch.cwd
         )
+
+    def _limits(self) -> dict[str, Any]:
+        """The configured limits, ``run_as`` this server's own unless one is given."""
+        limits = self.config.limits.model_dump()
+        limits["run_as"] = limits["run_as"] or server_run_as(self.name)
+        return limits
 
     def _environment(self) -> dict[str, str]:
         values: dict[str, str] = {}

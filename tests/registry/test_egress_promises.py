@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import httpx
 import pytest
@@ -246,3 +247,71 @@ def test_a_path_parameter_never_climbs_out_of_the_base_path(
         slash = server.call("api__public__item", {"a": "../..", "b": "admin"}, AGENT)
         assert slash["state"] == "completed", slash  # one segment: %2F, never a separator
     assert bundle_port.paths == ["/public/..%2F../admin"]  # the only request that arrived
+
+
+#: Spellings of the bundle's host and port (and of its host on the default port) that an
+#: agent could hope ``http_fetch`` reads as another host the policy lets through.
+SPELLINGS = (
+    "localhost:{port}",
+    "LOCALHOST:{port}",
+    "[::1]:{port}",
+    "[::ffff:127.0.0.1]:{port}",
+    "[::ffff:7f00:1]:{port}",
+    "127.0.0.1.:{port}",
+    "0x7f.0.0.1:{port}",
+    "2130706433:{port}",
+    "127.1:{port}",
+    "0177.0.0.1:{port}",
+    "127.0.0.1:0{port}",
+    "127.0.0.1",
+    "127.0.0.1:80",
+    "user@127.0.0.1:{port}",
+    "127.0.0.1:{port}@127.0.0.1",
+)
+
+
+@pytest.mark.parametrize("spelling", SPELLINGS)
+def test_no_spelling_of_a_bundles_host_opens_it_to_http_fetch(
+    tmp_path: Path, bundle_port: Listener, spelling: str
+) -> None:
+    host = spelling.format(port=bundle_port.port)
+    with registry(tmp_path) as server:
+        _saved(server, bundle_port.port)
+        target = {"host": host, "path": "/public/x", "scheme": "http"}
+        fetched = server.call(FETCH, target, AGENT)
+        over_mcp = server.mcp(FETCH, target, AGENT)
+
+    assert fetched["state"] != "completed", fetched
+    assert over_mcp["isError"] is True
+    assert bundle_port.paths == []
+
+
+#: Path arguments a server or proxy might decode, fold or normalise into a climb.
+CLIMBS = (
+    "%2e%2e",
+    "%2E%2E",
+    ".%2e",
+    "%252e%252e",
+    "..%2f..",
+    "..\\..",
+    "\\..",
+    "\uff0e\uff0e",
+    "..;",
+    "...",
+    "%00..",
+)
+
+
+@pytest.mark.parametrize("climb", CLIMBS)
+def test_an_encoded_climb_arrives_as_one_segment_below_the_base_path(
+    tmp_path: Path, bundle_port: Listener, climb: str
+) -> None:
+    with registry(tmp_path) as server:
+        _saved(server, bundle_port.port)
+        server.call("api__public__item", {"a": climb, "b": "admin"}, AGENT)
+
+    for arrived in bundle_port.paths:
+        segments = arrived.split("/")
+        assert segments[:2] == ["", "public"], arrived
+        assert len(segments) == 4, arrived  # /public/<a>/<b>: one segment each
+        assert not {"..", "."} & {unquote(segment) for segment in segments}, arrived

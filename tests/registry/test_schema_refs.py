@@ -207,3 +207,27 @@ async def test_a_backtracking_pattern_in_a_tools_schema_cannot_hold_the_registry
 
     assert answer["error"]["code"] == "TOOL_INVALID_ARGUMENTS"
     assert "took too long to match" in answer["error"]["message"]
+
+
+def test_a_call_of_many_near_misses_over_http_ends_in_time_and_the_registry_answers() -> None:
+    settings = ServerSettings(grants=frozenset({"ext.read"}))
+    service = new_service(settings)
+    items = {"type": "array", "items": {"type": "string", "pattern": "^(a|aa)+$"}}
+    service.register(_entry("ext.many", {"properties": {"x": items}}), _adapter)
+    near_misses = ["a" * 40 + "b"] * 300  # 300 x 50 ms per validation before the fix
+
+    body = call_body("ext.many", {"x": near_misses})
+
+    with (
+        running(build_app(service, settings)) as url,
+        concurrent.futures.ThreadPoolExecutor(1) as pool,
+    ):
+        pending = pool.submit(
+            httpx.post, f"{url}/api/tools/call", json=body, timeout=ANSWER_WITHIN_S
+        )
+        listed = httpx.get(f"{url}/api/tools", timeout=ANSWER_WITHIN_S)
+        answer = pending.result(timeout=2 * ANSWER_WITHIN_S)
+
+    assert listed.status_code == 200
+    assert answer.status_code < 500
+    assert answer.json()["error"]["code"] == "TOOL_INVALID_ARGUMENTS"

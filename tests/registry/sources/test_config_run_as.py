@@ -6,13 +6,17 @@ from __future__ import annotations
 import pytest
 
 from doraforge.registry.errors import Unprocessable
-from doraforge.registry.sources.config import parse_server
+from doraforge.registry.sources.config import parse_server, server_run_as
 from doraforge.registry.sources.tiers import Limits
 
 
-def test_run_as_defaults_to_nobody_and_reaches_the_tier_limits() -> None:
+def test_run_as_defaults_to_one_of_the_servers_own_and_a_given_one_reaches_the_tier() -> None:
     default = parse_server("time", {"command": "/bin/true"})
-    assert default.limits.run_as == "65534:65534"
+    assert default.limits.run_as is None  # the server's own, at launch
+    assert server_run_as("time") == server_run_as("time") != server_run_as("clock")
+    uid, _, gid = server_run_as("time").partition(":")
+    assert uid == gid
+    assert 1_000_000_000 <= int(uid) < 2_000_000_000
     own = parse_server("time", {"command": "/bin/true", "limits": {"run_as": "4242:4343"}})
     assert Limits(**own.limits.model_dump()).run_as == "4242:4343"
 
