@@ -79,22 +79,31 @@ def _stop_by_sigterm(server: subprocess.Popen[bytes]) -> None:
     os.killpg(server.pid, signal.SIGTERM)
 
 
+def _started(launch: Launch) -> subprocess.Popen[bytes]:
+    """``launch`` spawned as the MCP SDK spawns it (a session of its own), once it is ready."""
+    server = subprocess.Popen(
+        [launch.command, *launch.args],
+        env=launch.env,
+        cwd=launch.cwd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert server.stdout is not None
+    if not server.stdout.readline().startswith(b"ready"):
+        server.kill()
+        server.wait(WAIT_S)
+        raise AssertionError("the launched server never said ready")
+    return server
+
+
 @pytest.mark.parametrize("stop", [_stop_by_eof, _stop_by_sigterm], ids=["stdin-closed", "sigterm"])
 @pytest.mark.parametrize("tier", [1, 2], ids=["subprocess", "sandbox"])
 def test_a_setsid_double_fork_ends_with_the_server(tier: int, stop: Any, tmp_path: Path) -> None:
     token = f"doraforge-tier-test-{secrets.token_hex(6)}"
     launch = _launch(tier, tmp_path, token, DAEMONIZING)
     try:
-        with subprocess.Popen(
-            [launch.command, *launch.args],
-            env=launch.env,
-            cwd=launch.cwd,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            start_new_session=True,  # as the MCP SDK spawns it
-        ) as server:
-            assert server.stdout is not None
-            assert server.stdout.readline().startswith(b"ready")
+        with _started(launch) as server:
             orphan = eventually(
                 lambda: carrying(f"orphan-of\0{token}"), within=WAIT_S, what="the orphan"
             )
@@ -113,16 +122,7 @@ def test_killing_the_launched_group_ends_the_servers_children(tier: int, tmp_pat
     token = f"doraforge-tier-test-{secrets.token_hex(6)}"
     launch = _launch(tier, tmp_path, token)
     try:
-        with subprocess.Popen(
-            [launch.command, *launch.args],
-            env=launch.env,
-            cwd=launch.cwd,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            start_new_session=True,  # as the MCP SDK spawns it
-        ) as server:
-            assert server.stdout is not None
-            assert server.stdout.readline().startswith(b"ready")
+        with _started(launch) as server:
             eventually(lambda: len(carrying(token)) >= 2, within=WAIT_S, what="the family")
 
             os.killpg(server.pid, signal.SIGKILL)
