@@ -5,6 +5,8 @@ returned (:class:`ResultTooLarge`)."""
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,13 +81,20 @@ def cut(
     if not result.truncated and original <= max_chars:
         return result
     budget = max_chars - MARKER_RESERVE
-    validator = local_validator(dict(schema))  # bounded patterns, local refs only
+    validator = _validator(dumps(schema))
     for shrink in (_elide_optional, _shorten_lists, _shorten_strings):
         if len(dumps(result.value)) > budget:
             shrink(result, schema, budget)
         if len(dumps(result.value)) <= budget and validator.is_valid(result.value):
             return _marked(result, validator, max_chars)
     raise ResultTooLarge(original, max_chars)
+
+
+@functools.lru_cache(maxsize=256)
+def _validator(schema_json: str) -> LocalValidator:
+    """The compiled validator of one output schema (bounded patterns, local references),
+    compiled once: the image path cuts the same result again at each smaller limit."""
+    return local_validator(json.loads(schema_json))
 
 
 def _marked(result: Cut, validator: LocalValidator, max_chars: int) -> Cut:
