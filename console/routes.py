@@ -54,16 +54,18 @@ async def audit(request: Request) -> JSONResponse:
     only_params(request, ("limit",))
     limit = query_int(request, "limit", 200, 1, MAX_AUDIT)
     service = service_of(request)
-    records = [_with_listed_name(service, dict(r)) for r in service.audit.records()[-limit:]]
+    records = [dict(r) for r in service.audit.records()[-limit:]]
+    listed = _listed_names(service, {r["name"] for r in records if isinstance(r.get("name"), str)})
+    for record in records:
+        record["listedName"] = listed.get(record.get("name"), record.get("name"))
     return JSONResponse({"ok": True, "records": records[::-1]})
 
 
-def _with_listed_name(service: RegistryService, record: dict[str, Any]) -> dict[str, Any]:
-    """``record`` with ``listedName``: the name ``tools/list`` shows for its tool (the one
-    name people read), beside the catalog id the audit keeps."""
-    tool = service.resolve(record["name"]) if isinstance(record.get("name"), str) else None
-    record["listedName"] = tool.listed_name if tool is not None else record.get("name")
-    return record
+def _listed_names(service: RegistryService, names: set[str]) -> dict[str | None, str]:
+    """Each catalog id's listed name (the one ``tools/list`` shows and people read), each
+    looked up once however many records carry it."""
+    tools = {name: service.resolve(name) for name in names}
+    return {name: tool.listed_name for name, tool in tools.items() if tool is not None}
 
 
 def _get(path: str, endpoint: Any) -> APIRoute:

@@ -41,11 +41,6 @@ def _policy(request: Request) -> EgressPolicy:
     return service_of(request).egress
 
 
-def _by(request: Request) -> str:
-    """Who changes the policy: the operator principal when its token was presented."""
-    return actor(request)
-
-
 def _audited(request: Request, action: str) -> AbstractContextManager[None]:
     """A change audited when refused; the policy records the completed ones itself."""
     return audited_write(request, f"egress.{action}", completed=False)
@@ -75,7 +70,7 @@ async def allow_host(request: Request) -> Any:
 
     with _audited(request, "allow"):
         host, principal = _allow_body(read_json_body(request))
-        policy.allow(host, principal, by=_by(request))
+        policy.allow(host, principal, by=actor(request))
     return _answer(policy, allowed={"host": egress_host(host), "principal": principal})
 
 
@@ -87,7 +82,7 @@ async def remove_host(host: str, request: Request) -> Any:
         if set(params) - {"principal"} or len(params.getlist("principal")) > 1:
             raise InvalidRequest("EGRESS_INVALID", "the only query parameter is principal (once)")
         try:
-            policy.remove(host, params.get("principal"), by=_by(request))
+            policy.remove(host, params.get("principal"), by=actor(request))
         except LookupError:
             raise NotFound(
                 "EGRESS_HOST_NOT_FOUND",
@@ -119,7 +114,7 @@ async def put_egress(request: Request) -> Any:
 
     with _audited(request, "replace"):
         settings = parse_egress(_replacement(read_json_body(request)), where="body")
-        policy.replace_operator(settings, by=_by(request))
+        policy.replace_operator(settings, by=actor(request))
     return _answer(policy)
 
 

@@ -490,21 +490,16 @@ async def get_approval(approval_id: str, request: Request) -> JSONResponse:
     return JSONResponse(_approval_store(request).get(_approval_id(approval_id)))
 
 
-def _operator(request: Request) -> str:
-    """Who decides: the operator principal when the operator token was presented."""
-    return actor(request)
-
-
 async def approve(approval_id: str, request: Request) -> JSONResponse:
     reason = reason_of(read_json_body(request))
     store = _approval_store(request)
-    return JSONResponse(store.approve(_approval_id(approval_id), reason, by=_operator(request)))
+    return JSONResponse(store.approve(_approval_id(approval_id), reason, by=actor(request)))
 
 
 async def deny(approval_id: str, request: Request) -> JSONResponse:
     reason = reason_of(read_json_body(request))
     store = _approval_store(request)
-    return JSONResponse(store.deny(_approval_id(approval_id), reason, by=_operator(request)))
+    return JSONResponse(store.deny(_approval_id(approval_id), reason, by=actor(request)))
 
 
 ERROR_SCHEMA: dict[str, Any] = {
