@@ -99,7 +99,12 @@ from doraforge.skill_runtime.runtime_state import (
     utc_now,
     write_state,
 )
-from doraforge.skill_runtime.sandbox import SandboxPlaces, require_bwrap, sandbox_launch_copy
+from doraforge.skill_runtime.sandbox import (
+    SandboxPlaces,
+    interpreter_places,
+    require_bwrap,
+    sandbox_launch_copy,
+)
 from doraforge.wire.files import PRIVATE_UMASK, atomic_write_text, private_file
 from doraforge.wire.suggest import did_you_mean
 from doraforge.wire.tokens import secret_name
@@ -553,6 +558,7 @@ class RuntimeManager:
             artifacts=self.home.artifacts_dir.absolute(),
             token_file=token_path(self.runtime_dir, state.name),
             journal_dir=journal,
+            interpreter=interpreter_places(),
         )
         sandbox_launch_copy(launch, places, bwrap=bwrap, search_path=self._project_env()["PATH"])
         self._log(state.name, f"nodes sandboxed with {bwrap}")

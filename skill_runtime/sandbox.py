@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shlex
 import shutil
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,9 @@ class SandboxPlaces:
     artifacts: Path
     token_file: Path
     journal_dir: Path
+    #: What the nodes' interpreter runs from (its environment, the checkout of an editable
+    #: install), bound back read-only when a private ``/tmp`` would hide it.
+    interpreter: tuple[Path, ...] = ()
 
 
 def require_bwrap(search_path: str) -> str:
@@ -99,7 +103,11 @@ def bwrap_options(places: SandboxPlaces, *, gateway: bool) -> list[str]:
     options = [*ISOLATION, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for device in DEVICES:
         options += ["--dev-bind-try", device, device]
-    options += ["--tmpfs", "/tmp", "--tmpfs", str(places.home)]
+    options += ["--tmpfs", "/tmp"]
+    for needed in places.interpreter:
+        if needed.is_relative_to("/tmp"):
+            options += ["--ro-bind-try", str(needed), str(needed)]
+    options += ["--tmpfs", str(places.home)]
     visible: Mapping[Path, str] = {
         places.bundle: "--ro-bind",
         places.launch_dir: "--ro-bind",
@@ -110,3 +118,11 @@ def bwrap_options(places: SandboxPlaces, *, gateway: bool) -> list[str]:
     for where, how in visible.items():
         options += [how, str(where), str(where)]
     return options
+
+
+def interpreter_places() -> tuple[Path, ...]:
+    """Where this interpreter's environment and doraforge's own files live (an editable
+    install runs from its checkout): the nodes run the same interpreter."""
+    import doraforge
+
+    return (Path(sys.prefix).absolute(), Path(doraforge.__file__).resolve().parents[1])
